@@ -1,0 +1,30 @@
+--[[
+cancel: a job is gone, in whatever state it was. A leased job that is cancelled is not retried: its
+consumer's answer later finds no lease and changes nothing.
+
+KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+ARGV[1]     id
+Returns 3 cancelled, -2 no such job
+]]
+-- @include topic_keys
+-- @include meta
+-- @include queue
+
+local K = topic_keys(1)
+local id = ARGV[1]
+local raw = redis.call('HGET', K.meta, id)
+if not raw then
+  return -2
+end
+local state = meta_decode(raw).state
+if state == 'q' then
+  unqueue(K, id)
+elseif state == 'l' then
+  redis.call('ZREM', K.leased, id)
+else
+  redis.call('ZREM', K.dead, id)
+end
+redis.call('HDEL', K.meta, id)
+redis.call('HDEL', K.bodies, id)
+redis.call('HDEL', K.errors, id)
+return 3

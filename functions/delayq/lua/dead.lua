@@ -1,0 +1,25 @@
+--[[
+dead: the most recent dead jobs of one topic.
+
+KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+ARGV[1]     limit
+Returns 5 values per job, newest death first: id, died_at_ms, meta, body, last_error
+]]
+-- @include topic_keys
+
+local K = topic_keys(1)
+local limit = tonumber(ARGV[1])
+if limit < 1 then
+  return {}
+end
+local dead = redis.call('ZREVRANGE', K.dead, 0, limit - 1, 'WITHSCORES')
+local out = {}
+for i = 1, #dead, 2 do
+  local id = dead[i]
+  local n = #out
+  out[n + 1], out[n + 2] = id, dead[i + 1]
+  out[n + 3] = redis.call('HGET', K.meta, id)
+  out[n + 4] = redis.call('HGET', K.bodies, id)
+  out[n + 5] = redis.call('HGET', K.errors, id) or ''
+end
+return out

@@ -1,0 +1,136 @@
+--[[
+enqueue: create or replace jobs of one partition, all in one atomic step.
+
+KEYS[1]         the partition's _topics set
+KEYS[2 ...]     seven keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
+ARGV[1]         G, the number of topic groups
+ARGV[2 .. G+1]  the topic names, in the order of their key groups
+then 9 values per job:
+  group         1-based index of the job's topic group
+  id
+  body          JSON
+  mode          'c' create: refuse an existing job; 'r' create or replace
+  when          'd': value is a delay in ms from now; 'a': value is epoch ms (the past means now)
+  value         an integer
+  retries, timeout_ms, backoff_csv   per-job overrides, '' for the topic's
+Returns a flat array, two values per job: code, run_at_ms
+  code   1 created, 2 replaced, -1 exists (create of an existing job), -3 reserved (replace of a
+         leased job); run_at_ms is 0 when the job was refused
+
+Creates are gathered and written with one command per key (HSET, ZADD, RPUSH of many): the
+per-call cost, not the per-job one, dominates a batch. A replace (PUT: one job per call) first
+writes what is gathered, then reads the job's current state.
+]]
+-- @include time
+-- @include topic_keys
+-- @include meta
+-- @include queue
+
+local now = now_ms()
+local now_text = tostring(now)
+local groups = tonumber(ARGV[1])
+local first_job = groups + 2
+
+-- Per topic group: its keys, and the writes gathered so far.
+local G = {}
+for g = 1, groups do
+  G[g] = {K = topic_keys(2 + (g - 1) * 7), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
+  redis.call('SADD', KEYS[1], ARGV[1 + g])
+end
+
+-- Which ids already exist, per group, in one HMGET each.
+local exists = {}
+for i = first_job, #ARGV, 9 do
+  local g = G[tonumber(ARGV[i])]
+  g.ids[#g.ids + 1] = ARGV[i + 1]
+end
+for g = 1, groups do
+  exists[g] = {}
+  local ids = G[g].ids
+  if #ids > 0 then
+    local metas = redis.call('HMGET', G[g].K.meta, unpack(ids))
+    for n, id in ipairs(ids) do
+      if metas[n] then
+        exists[g][id] = metas[n]
+      end
+    end
+  end
+end
+
+local function flush(g)
+  local w = G[g]
+  if #w.bodies > 0 then
+    redis.call('HSET', w.K.bodies, unpack(w.bodies))
+    redis.call('HSET', w.K.meta, unpack(w.metas))
+    w.bodies, w.metas = {}, {}
+  end
+  if #w.delayed > 0 then
+    redis.call('ZADD', w.K.delayed, unpack(w.delayed))
+    w.delayed = {}
+  end
+  if #w.ready > 0 then
+    redis.call('RPUSH', w.K.ready, unpack(w.ready))
+    w.ready = {}
+  end
+end
+
+local out = {}
+for i = first_job, #ARGV, 9 do
+  local gi = tonumber(ARGV[i])
+  local w = G[gi]
+  local id, mode = ARGV[i + 1], ARGV[i + 3]
+  local run_at, run_at_text = tonumber(ARGV[i + 5]), nil
+  if ARGV[i + 4] == 'd' then
+    run_at = now + run_at
+  elseif run_at < now then
+    run_at = now
+  else
+    run_at_text = ARGV[i + 5]
+  end
+  run_at_text = run_at_text or tostring(run_at)
+
+  local code = 1
+  local old = exists[gi][id] or w.seen[id]
+  if old then
+    if mode == 'c' then
+      code = -1
+    else
+      flush(gi)
+      local state = meta_decode(redis.call('HGET', w.K.meta, id)).state
+      if state == 'l' then
+        code = -3
+      else
+        if state == 'q' then
+          unqueue(w.K, id)
+        else
+          redis.call('ZREM', w.K.dead, id)
+        end
+        redis.call('HDEL', w.K.errors, id)
+        code = 2
+      end
+    end
+  end
+
+  if code > 0 then
+    local n = #w.bodies
+    w.bodies[n + 1], w.bodies[n + 2] = id, ARGV[i + 2]
+    w.metas[n + 1] = id
+    w.metas[n + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. ARGV[i + 6] .. '|' .. ARGV[i + 7] .. '|'
+      .. ARGV[i + 8]
+    if run_at <= now then
+      w.ready[#w.ready + 1] = id
+    else
+      local d = #w.delayed
+      w.delayed[d + 1], w.delayed[d + 2] = run_at_text, id
+    end
+    w.seen[id] = true
+  else
+    run_at = 0
+  end
+  out[#out + 1] = code
+  out[#out + 1] = run_at
+end
+for g = 1, groups do
+  flush(g)
+end
+return out

@@ -1,0 +1,27 @@
+-- A job's metadata, one string per job in its topic's meta hash (the Python side is job.py Meta):
+--   state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
+-- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead. The last three are
+-- per-job overrides, '' when the topic's value applies.
+--
+-- Decoded fields are the strings as stored: a script converts only what it computes with
+-- (tonumber), and may assign integers back; encoding writes strings as they are and integers exactly
+-- (below 1e14). Turning numbers back into text is the costly part of this codec, so what a script
+-- does not change is never converted at all.
+local function meta_decode(raw)
+  local state, attempts, run_at, enqueued_at, lease, retries, timeout, backoff =
+    string.match(raw, '^(%a)|(%d+)|(%d+)|(%d+)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return {
+    state = state, attempts = attempts, run_at = run_at, enqueued_at = enqueued_at,
+    lease = lease, retries = retries, timeout = timeout, backoff = backoff,
+  }
+end
+
+local function meta_encode(m)
+  return m.state .. '|' .. m.attempts .. '|' .. m.run_at .. '|' .. m.enqueued_at .. '|' .. m.lease .. '|'
+    .. m.retries .. '|' .. m.timeout .. '|' .. m.backoff
+end
+
+-- The lease token of a meta if the job is leased, else nil: what ack and fail check, without a decode.
+local function meta_lease(raw)
+  return string.match(raw, '^l|%d+|%d+|%d+|(%d+)|')
+end

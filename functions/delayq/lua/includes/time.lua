@@ -1,0 +1,5 @@
+-- Redis server time in milliseconds: the only clock that decides due-ness and leases.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end

@@ -1,0 +1,40 @@
+--[[
+reschedule: give a queued job (delayed, or ready and not yet taken) a new run-at.
+
+KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+ARGV[1]     id
+ARGV[2]     'd': ARGV[3] is a delay in ms from now; 'a': ARGV[3] is epoch ms (the past means now)
+ARGV[3]     value
+Returns {code, run_at_ms}
+  code  3 rescheduled, -2 no such job, -3 reserved (leased to a consumer), -4 dead
+]]
+-- @include time
+-- @include topic_keys
+-- @include meta
+-- @include queue
+
+local K = topic_keys(1)
+local id = ARGV[1]
+local raw = redis.call('HGET', K.meta, id)
+if not raw then
+  return {-2, 0}
+end
+local m = meta_decode(raw)
+if m.state == 'l' then
+  return {-3, 0}
+elseif m.state == 'x' then
+  return {-4, 0}
+end
+
+local now = now_ms()
+local run_at = tonumber(ARGV[3])
+if ARGV[2] == 'd' then
+  run_at = now + run_at
+elseif run_at < now then
+  run_at = now
+end
+unqueue(K, id)
+m.run_at = run_at
+redis.call('HSET', K.meta, id, meta_encode(m))
+place(K, id, run_at, now)
+return {3, run_at}

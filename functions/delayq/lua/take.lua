@@ -1,0 +1,78 @@
+--[[
+take: lease up to `count` due jobs of one topic to a consumer, in one atomic step.
+
+First moves up to `count` due jobs from the delayed set to the ready list, so a consumer that wakes
+when a job falls due finds it without waiting for the sweeper; then takes the head of the ready list
+with LRANGE + LTRIM (never a blocking pop) and leases each job until now + its timeout + grace.
+An id whose job is gone or no longer queued is skipped; a job whose run-at is still ahead goes back
+to the delayed set, so nothing is ever handed over early; a job whose timeout is longer than the
+time the consumer has left goes back to the head of the ready list, for a consumer with more time.
+
+KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[8]     the partition's _seq counter (lease tokens)
+ARGV[1]     count
+ARGV[2]     the topic's timeout in ms, for jobs without their own
+ARGV[3]     lease grace in ms, added to the timeout
+ARGV[4]     optional: the longest timeout in ms the consumer can still finish; absent or -1: no limit
+Returns {now_ms, next_in_ms, then 7 values per leased job:
+         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms}
+  next_in_ms  ms until the topic's next delayed job falls due, -1 if none
+]]
+-- @include time
+-- @include topic_keys
+-- @include meta
+-- @include queue
+
+local K = topic_keys(1)
+local count = tonumber(ARGV[1])
+local now = now_ms()
+promote(K, now, count)
+
+local longest = tonumber(ARGV[4]) or -1
+local out = {now, -1}
+local ids = {}
+if count > 0 then
+  ids = redis.call('LRANGE', K.ready, 0, count - 1)
+end
+if #ids > 0 then
+  redis.call('LTRIM', K.ready, #ids, -1)
+  local token = redis.call('INCRBY', KEYS[8], #ids) - #ids
+  local metas = redis.call('HMGET', K.meta, unpack(ids))
+  local bodies = redis.call('HMGET', K.bodies, unpack(ids))
+  local leases, updates, put_back = {}, {}, {}
+  for i, id in ipairs(ids) do
+    local m = metas[i] and meta_decode(metas[i])
+    if m and m.state == 'q' then
+      local timeout = tonumber(ARGV[2])
+      if m.timeout ~= '' then
+        timeout = tonumber(m.timeout)
+      end
+      if tonumber(m.run_at) > now then
+        redis.call('ZADD', K.delayed, m.run_at, id)
+      elseif longest >= 0 and timeout > longest then
+        put_back[#put_back + 1] = id
+      else
+        token = token + 1
+        m.state, m.attempts, m.lease = 'l', tonumber(m.attempts) + 1, tostring(token)
+        leases[#leases + 1], leases[#leases + 2] = now + timeout + tonumber(ARGV[3]), id
+        updates[#updates + 1], updates[#updates + 2] = id, meta_encode(m)
+        local n = #out
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], m.attempts, m.run_at
+        out[n + 5], out[n + 6], out[n + 7] = m.enqueued_at, m.lease, timeout
+      end
+    end
+  end
+  if #leases > 0 then
+    redis.call('ZADD', K.leased, unpack(leases))
+    redis.call('HSET', K.meta, unpack(updates))
+  end
+  for i = #put_back, 1, -1 do
+    redis.call('LPUSH', K.ready, put_back[i])
+  end
+end
+
+local next_at = first_score(K.delayed)
+if next_at then
+  out[2] = math.max(0, next_at - now)
+end
+return out
