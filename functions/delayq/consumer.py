@@ -1,0 +1,410 @@
+"""The consumer: per topic, takes due jobs in batches no larger than its free workers, hands each to
+the topic's target in a bounded worker pool with the topic's timeout, and settles them: success is
+acknowledged, failure or timeout retried after the backoff or dead-lettered.
+
+Each pass is one round trip: the acks and failures gathered since the last pass and the takes for
+every topic with free workers go out together as one pipeline (no MULTI), each its own Lua call.
+
+It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
+(Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
+worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
+the sweeper is late.
+
+A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
+keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
+token would refuse it (ack and fail only touch a job still leased with the same token).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from .errors import ConfigError, DelayqError, PermanentFailure
+from .job import Job
+from .keys import Partition
+from .loop import Budget
+from .queue import Queue, redis_errors
+from .schedule import sleep_for
+from .scripts import Call, Scripts, run_many
+from .settings import TopicConfig
+from .targets import Target, failing_target, resolve_target
+
+log = logging.getLogger("delayq.consume")
+
+LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
+MAX_ERROR_CHARS = 2000
+TOPICS_REFRESH_S = 1.0
+SETTLE_CHUNK = 1000
+RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
+FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
+
+
+@dataclass(eq=False)
+class _Topic:
+    name: str
+    config: TopicConfig
+    target: Target
+    executor: ThreadPoolExecutor
+    running: int = 0  # worker threads busy, including handlers past their timeout
+
+    @property
+    def free(self) -> int:
+        return self.config.concurrency - self.running
+
+
+@dataclass(eq=False)
+class _Lane:
+    """One topic in one partition: its own take schedule and pending settlements."""
+
+    topic: _Topic
+    partition: Partition
+    next_check: float = 0.0
+    acks: list[str] = field(default_factory=list)  # id, token, id, token ...
+    fails: list[str] = field(default_factory=list)  # id, token, error, 'r' or 'p' (permanent), ...
+
+
+@dataclass(eq=False)
+class _Delivery:
+    job: Job
+    token: str
+    lane: _Lane
+    timeout_s: float
+    late_at_take_ms: int  # Redis' time at take minus the job's run-at
+    taken: float  # monotonic time the take was answered
+    deadline: float = 0.0
+    settled: bool = False  # the first verdict wins: the handler's result or the timeout
+
+
+class Consumer:
+    """Consumes the configured topics (and, with a ``*`` entry, every topic that has jobs)."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        topics: Iterable[str] | None = None,
+        stop: threading.Event | None = None,
+        lease_grace_ms: int = LEASE_GRACE_MS,
+    ) -> None:
+        self.queue = queue
+        self.settings = queue.settings
+        self.tick = queue.settings.tick
+        self.lease_grace_ms = lease_grace_ms
+        self.stop = stop or threading.Event()
+        self.counts: Counter[str] = Counter()
+        self._only = None if topics is None else set(topics)
+        self._topics: dict[str, _Topic] = {}
+        self._lanes: list[_Lane] = []
+        self._running: set[_Delivery] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._topics_checked = -float("inf")
+        for name in self.settings.topics.named if self._only is None else sorted(self._only):
+            self._add_topic(name)
+
+    # --------------------------------------------------------------------------------- the loop
+
+    def run(self, budget: Budget) -> dict[str, Any]:
+        """Takes work until the budget's stop time (one pass if it asks for one), then finishes what it
+        started and settles it."""
+        try:
+            first = True
+            while first or (budget.taking() and not self.stop.is_set()):
+                first = False
+                self._pass(budget, take=True)
+                if budget.one_pass:
+                    break
+                self._sleep(self._wait(budget, taking=True))
+            self._finish(budget)
+        finally:
+            for topic in self._topics.values():
+                topic.executor.shutdown(wait=False, cancel_futures=True)
+            self.queue.telemetry.flush()
+        return self.summary()
+
+    def _finish(self, budget: Budget) -> None:
+        """Waits for the handlers still running (each ends or times out), and settles them. Settling
+        is given a few tries: if Redis stays away, the leases expire and the jobs are retried."""
+        failed_settles = 0
+        while self._unsettled() or self._pending():
+            errors = self.counts["redis_errors"]
+            self._pass(budget, take=False)
+            if self.counts["redis_errors"] > errors and not self._unsettled():
+                failed_settles += 1
+            if failed_settles >= FINISH_TRIES or (budget.finish_by is not None and time.monotonic() > budget.finish_by):
+                if self._unsettled() or self._pending():
+                    log.warning("stopping with jobs unsettled: their leases will expire and they will be retried")
+                return
+            if self._unsettled() or self._pending():
+                self._sleep(self._wait(budget, taking=False))
+
+    def summary(self) -> dict[str, Any]:
+        keys = (
+            "passes",
+            "taken",
+            "succeeded",
+            "failed",
+            "timed_out",
+            "acked",
+            "retried",
+            "dead",
+            "late_results",
+            "redis_errors",
+        )
+        return {key: self.counts[key] for key in keys}
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleeps ``seconds``, or until a worker finishes. Also once stopped: ``_finish`` sleeps here
+        between its passes, waiting for the handlers still running (else it would spin)."""
+        if seconds > 0 and not self.stop.is_set():
+            self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _wait(self, budget: Budget, *, taking: bool) -> float:
+        now = time.monotonic()
+        waits = [self.tick]
+        with self._lock:
+            waits += [d.deadline - now for d in self._running if not d.settled]
+        if taking:
+            waits += [lane.next_check - now for lane in self._lanes if self._can_take(lane, budget, now)]
+            waits.append(budget.left(now))
+        return max(0.0, min(waits))
+
+    def _pass(self, budget: Budget, *, take: bool) -> None:
+        self.counts["passes"] += 1
+        self.queue.telemetry.flush_due()
+        now = time.monotonic()
+        self._expire(now)
+        if take:
+            self._refresh_topics(now)
+        settle = self._settlements()
+        takes = self._takes(budget, now) if take else []
+        calls = [call for _, call in settle] + [call for _, call, _ in takes]
+        if not calls:
+            return
+        try:
+            with redis_errors():
+                replies = run_many(self.queue.redis, calls, return_exceptions=True)
+        except DelayqError as exc:
+            replies = [exc] * len(calls)
+        for (lane_and_kind, call), reply in zip(settle, replies[: len(settle)], strict=True):
+            self._settled(lane_and_kind, call, reply)
+        for (lane, _, count), reply in zip(takes, replies[len(settle) :], strict=True):
+            self._taken(lane, count, reply, now)
+
+    # --------------------------------------------------------------------------------- topics
+
+    def _add_topic(self, name: str) -> None:
+        config = self.settings.topics.for_topic(name)
+        if config is None or name in self._topics:
+            return
+        try:
+            target = resolve_target(config, self.settings)
+        except ConfigError as exc:
+            log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
+            target = failing_target(exc.message)
+        topic = _Topic(name, config, target, ThreadPoolExecutor(config.concurrency, f"delayq-{name}"))
+        self._topics[name] = topic
+        self._lanes += [_Lane(topic, partition) for partition in self.queue.keys.partitions]
+
+    def _refresh_topics(self, now: float) -> None:
+        """With a ``*`` entry, any topic with jobs is consumed: look for new ones once a second."""
+        if self._only is not None or not self.settings.topics.has_wildcard:
+            return
+        if now - self._topics_checked < TOPICS_REFRESH_S:
+            return
+        self._topics_checked = now
+        try:
+            for name in sorted(self.queue.known_topics() - self._topics.keys()):
+                self._add_topic(name)
+        except DelayqError as exc:
+            self.counts["redis_errors"] += 1
+            log.warning("could not list topics: %s", exc.message)
+
+    # --------------------------------------------------------------------------------- take
+
+    def _takes(self, budget: Budget, now: float) -> list[tuple[_Lane, Call, int]]:
+        takes = []
+        free = {topic.name: topic.free for topic in self._topics.values()}
+        for lane in self._lanes:
+            topic = lane.topic
+            count = min(topic.config.batch, free[topic.name])
+            if count <= 0 or lane.next_check > now or not self._can_take(lane, budget, now):
+                continue
+            free[topic.name] -= count
+            longest_ms = -1 if budget.finish_by is None else int((budget.finish_by - now) * 1000)
+            args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms]
+            keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq]
+            takes.append((lane, Call(Scripts.take, keys, args), count))
+        return takes
+
+    def _taken(self, lane: _Lane, count: int, reply: Any, now: float) -> None:
+        if isinstance(reply, Exception):
+            self._redis_error("take", lane, reply)
+            lane.next_check = now + self.tick
+            return
+        server_now, next_in = int(reply[0]), int(reply[1])
+        answered = time.monotonic()
+        jobs = reply[2:]
+        taken = len(jobs) // 7
+        self.counts["taken"] += taken
+        # A full batch means more may be due: take again as soon as workers are free.
+        lane.next_check = now if taken >= count else now + sleep_for(self.tick, next_in)
+        for i in range(0, len(jobs), 7):
+            job_id, body, attempt, run_at, enqueued_at, token, timeout_ms = jobs[i : i + 7]
+            job = Job(
+                topic=lane.topic.name,
+                id=job_id,
+                body=json.loads(body) if body is not None else None,
+                attempt=int(attempt),
+                run_at_ms=int(run_at),
+                enqueued_at_ms=int(enqueued_at),
+            )
+            delivery = _Delivery(job, token, lane, int(timeout_ms) / 1000, server_now - job.run_at_ms, answered)
+            self._start(delivery)
+
+    @staticmethod
+    def _can_take(lane: _Lane, budget: Budget, now: float) -> bool:
+        """Whether the lane's topic has a free worker and time to finish a job before the deadline."""
+        return lane.topic.free > 0 and budget.fits(lane.topic.config.timeout, now)
+
+    def _start(self, delivery: _Delivery) -> None:
+        topic = delivery.lane.topic
+        delivery.deadline = time.monotonic() + delivery.timeout_s
+        with self._lock:
+            topic.running += 1
+            self._running.add(delivery)
+        topic.executor.submit(self._deliver, delivery)
+
+    def _deliver(self, delivery: _Delivery) -> None:
+        """In a worker thread: run the target, then report."""
+        job = delivery.job
+        started = time.monotonic()
+        lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
+        self.queue.telemetry.lateness(job.topic, lateness_ms)
+        error: str | None = None
+        kind = RETRY
+        try:
+            delivery.lane.topic.target(job, delivery.timeout_s)
+        except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
+            error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+            kind = PERMANENT if isinstance(exc, PermanentFailure) else RETRY
+        context = {
+            "topic": job.topic,
+            "id": job.id,
+            "attempt": job.attempt,
+            "lateness_ms": round(lateness_ms, 1),
+            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+        }
+        with self._lock:
+            delivery.lane.topic.running -= 1
+            self._running.discard(delivery)
+            late = delivery.settled
+            delivery.settled = True
+            if late:
+                self.counts["late_results"] += 1
+            elif error is None:
+                self.counts["succeeded"] += 1
+                delivery.lane.acks += [delivery.job.id, delivery.token]
+            else:
+                self.counts["failed"] += 1
+                delivery.lane.fails += [delivery.job.id, delivery.token, error, kind]
+        if late:
+            log.warning(
+                "%s/%s attempt %d finished after its timeout; result dropped",
+                job.topic,
+                job.id,
+                job.attempt,
+                extra=context,
+            )
+        elif error is None:
+            self.queue.telemetry.count("Delivered", job.topic)
+            log.debug("%s/%s attempt %d delivered", job.topic, job.id, job.attempt, extra=context)
+        else:
+            self.queue.telemetry.count("Failed", job.topic)
+            log.warning(
+                "%s/%s attempt %d failed: %s",
+                job.topic,
+                job.id,
+                job.attempt,
+                error,
+                extra=context | {"error": error, "permanent": kind == PERMANENT},
+            )
+        self._wake.set()
+
+    def _expire(self, now: float) -> None:
+        """Handlers past their timeout are failed attempts now; their threads are left to finish."""
+        with self._lock:
+            for delivery in self._running:
+                if not delivery.settled and delivery.deadline <= now:
+                    delivery.settled = True
+                    error = f"timed out after {delivery.timeout_s:g}s"
+                    delivery.lane.fails += [delivery.job.id, delivery.token, error, RETRY]
+                    self.counts["timed_out"] += 1
+                    job = delivery.job
+                    self.queue.telemetry.count("TimedOut", job.topic)
+                    context = {"topic": job.topic, "id": job.id, "attempt": job.attempt, "error": error}
+                    log.warning("%s/%s attempt %d %s", job.topic, job.id, job.attempt, error, extra=context)
+
+    # --------------------------------------------------------------------------------- settle
+
+    def _unsettled(self) -> bool:
+        with self._lock:
+            return any(not delivery.settled for delivery in self._running)
+
+    def _pending(self) -> bool:
+        with self._lock:
+            return any(lane.acks or lane.fails for lane in self._lanes)
+
+    def _settlements(self) -> list[tuple[tuple[_Lane, str, list[str]], Call]]:
+        """The ack and fail calls for what finished since the last pass (taken off the lanes)."""
+        calls = []
+        with self._lock:
+            for lane in self._lanes:
+                keys = lane.partition.topic_keys(lane.topic.name)
+                acks, lane.acks = lane.acks, []
+                fails, lane.fails = lane.fails, []
+                for start in range(0, len(acks), 2 * SETTLE_CHUNK):
+                    chunk = acks[start : start + 2 * SETTLE_CHUNK]
+                    calls.append(((lane, "ack", chunk), Call(Scripts.ack, keys, chunk)))
+                config = lane.topic.config
+                for start in range(0, len(fails), 4 * SETTLE_CHUNK):
+                    chunk = fails[start : start + 4 * SETTLE_CHUNK]
+                    args: list[Any] = [config.retries, config.backoff_csv, *chunk]
+                    calls.append(((lane, "fail", chunk), Call(Scripts.fail, keys, args)))
+        return calls
+
+    def _settled(self, what: tuple[_Lane, str, list[str]], call: Call, reply: Any) -> None:
+        lane, kind, items = what
+        if isinstance(reply, Exception):
+            self._redis_error(kind, lane, reply)
+            with self._lock:  # keep them for the next pass; a lease that expires meanwhile is retried
+                if kind == "ack":
+                    lane.acks = items + lane.acks
+                else:
+                    lane.fails = items + lane.fails
+            return
+        if kind == "ack":
+            self.counts["acked"] += int(reply)
+        else:
+            retried, dead = int(reply[0]), int(reply[1])
+            self.counts.update(retried=retried, dead=dead)
+            self.queue.telemetry.count("Retried", lane.topic.name, retried)
+            self.queue.telemetry.count("Dead", lane.topic.name, dead)
+
+    def _redis_error(self, what: str, lane: _Lane, exc: Exception) -> None:
+        self.counts["redis_errors"] += 1
+        message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
+        log.warning("%s on %s (partition %d) failed: %s", what, lane.topic.name, lane.partition.index, message)
+        if not isinstance(exc, (RedisError, DelayqError)):
+            raise exc

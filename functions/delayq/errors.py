@@ -1,0 +1,152 @@
+"""Every error a caller of delayq can see, and the Lua return codes they come from.
+
+Each exception carries the HTTP status the API answers with, so the API, the Python client and the
+loops share one vocabulary: the API turns an exception into ``{"status", "error", "field", "message"}``,
+the client raises it as is.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Code(IntEnum):
+    """Codes the Lua scripts return for one job (see the header of each script)."""
+
+    CREATED = 1
+    REPLACED = 2
+    OK = 3
+    EXISTS = -1
+    NOT_FOUND = -2
+    RESERVED = -3
+    DEAD = -4
+    LOCK_LOST = -5
+
+
+class DelayqError(Exception):
+    """Base of every delayq error. ``status`` is the HTTP status the API answers with."""
+
+    status = 500
+    error = "internal"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, object]:
+        return {"status": self.status, "error": self.error, "field": self.field, "message": self.message}
+
+
+class MalformedRequest(DelayqError):
+    """The request body is not JSON (400)."""
+
+    status = 400
+    error = "malformed"
+
+
+class NotAnObject(DelayqError):
+    """The request body is JSON, but not an object (422)."""
+
+    status = 422
+    error = "invalid"
+
+
+class InvalidField(DelayqError):
+    """A field has a value delayq refuses (422)."""
+
+    status = 422
+    error = "invalid"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, field=field)
+
+
+class TooLarge(InvalidField):
+    """A body or a batch is larger than allowed (413)."""
+
+    status = 413
+    error = "too_large"
+
+
+class UnknownTopic(InvalidField):
+    """The topic has no config and there is no ``*`` entry (422)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__("topic", f"topic {topic!r} is not configured and there is no '*' default")
+
+
+class JobNotFound(DelayqError):
+    status = 404
+    error = "not_found"
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(f"no job {job_id!r} in topic {topic!r}", field="id")
+
+
+class JobExists(DelayqError):
+    status = 409
+    error = "exists"
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} already exists in topic {topic!r}", field="id")
+
+
+class JobReserved(DelayqError):
+    """The job is being handled by a consumer right now."""
+
+    status = 409
+    error = "reserved"
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} of topic {topic!r} is reserved by a consumer", field="id")
+
+
+class JobDead(DelayqError):
+    """The job is a dead letter: replay it instead."""
+
+    status = 409
+    error = "dead"
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(
+            f"job {job_id!r} of topic {topic!r} is dead; replay it with POST /topics/{topic}/dead/replay",
+            field="id",
+        )
+
+
+class RedisUnavailable(DelayqError):
+    """Redis did not answer (503). Nothing was written, or the write is safe to retry."""
+
+    status = 503
+    error = "unavailable"
+
+    def __init__(self, message: str = "Redis is unavailable") -> None:
+        super().__init__(message)
+
+
+class PermanentFailure(Exception):
+    """Raised by a target (or a handler) when retrying cannot help: the job goes dead at once, with
+    this error as its last error, whatever retries it has left. Replay it once the cause is fixed."""
+
+
+class ConfigError(DelayqError):
+    """The environment or the topics config is invalid: raised at start-up, never to API callers."""
+
+    error = "config"
+
+
+_BY_CODE: dict[int, type[JobNotFound | JobExists | JobReserved | JobDead]] = {
+    Code.EXISTS: JobExists,
+    Code.NOT_FOUND: JobNotFound,
+    Code.RESERVED: JobReserved,
+    Code.DEAD: JobDead,
+}
+
+
+def code_error(code: int, topic: str, job_id: str) -> DelayqError:
+    """The exception for a negative Lua code about one job."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return DelayqError(f"unexpected code {code} for job {job_id!r} of topic {topic!r}")
+    return cls(topic, job_id)

@@ -1,0 +1,182 @@
+"""What a job is, to its handler and to the API, and how its metadata is stored.
+
+A job's metadata is one string in its topic's ``meta`` hash, fields separated by ``|``::
+
+    state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
+
+``state`` is ``q`` (queued: in ``delayed`` while waiting, in ``ready`` once due), ``l`` (leased to a
+consumer) or ``x`` (dead). The last three are per-job overrides of the topic's config, empty when the
+topic's value applies. ``lua/includes/meta.lua`` is the Lua side of this codec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .schedule import iso_utc
+
+QUEUED, LEASED, DEAD = "q", "l", "x"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as its topic's handler receives it. ``attempt`` is 1 on the first delivery."""
+
+    topic: str
+    id: str
+    body: Any
+    attempt: int
+    run_at_ms: int
+    enqueued_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "id": self.id,
+            "body": self.body,
+            "attempt": self.attempt,
+            "run_at_ms": self.run_at_ms,
+            "run_at": iso_utc(self.run_at_ms),
+            "enqueued_at_ms": self.enqueued_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Meta:
+    state: str
+    attempts: int
+    run_at_ms: int
+    enqueued_at_ms: int
+    lease: str = ""
+    retries: int | None = None
+    timeout_ms: int | None = None
+    backoff_ms: tuple[int, ...] | None = None
+
+    @classmethod
+    def decode(cls, raw: str) -> Meta:
+        state, attempts, run_at, enqueued_at, lease, retries, timeout, backoff = raw.split("|")
+        return cls(
+            state=state,
+            attempts=int(attempts),
+            run_at_ms=int(run_at),
+            enqueued_at_ms=int(enqueued_at),
+            lease=lease,
+            retries=int(retries) if retries else None,
+            timeout_ms=int(timeout) if timeout else None,
+            backoff_ms=tuple(int(ms) for ms in backoff.split(",")) if backoff else None,
+        )
+
+    def encode(self) -> str:
+        return "|".join(
+            (
+                self.state,
+                str(self.attempts),
+                str(self.run_at_ms),
+                str(self.enqueued_at_ms),
+                self.lease,
+                "" if self.retries is None else str(self.retries),
+                "" if self.timeout_ms is None else str(self.timeout_ms),
+                "" if self.backoff_ms is None else ",".join(map(str, self.backoff_ms)),
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it."""
+
+    topic: str
+    id: str
+    state: str  # delayed | ready | reserved | dead
+    run_at_ms: int
+    enqueued_at_ms: int
+    attempts: int
+    retries: int
+    body: Any
+    last_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "id": self.id,
+            "state": self.state,
+            "run_at": iso_utc(self.run_at_ms),
+            "run_at_ms": self.run_at_ms,
+            "enqueued_at_ms": self.enqueued_at_ms,
+            "attempts": self.attempts,
+            "retries": self.retries,
+            "body": self.body,
+            "last_error": self.last_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """The answer to a create, replace or reschedule: when the job is due."""
+
+    topic: str
+    id: str
+    run_at_ms: int
+    created: bool = False
+
+    @property
+    def status(self) -> int:
+        """201 for a job created, 200 for one replaced or rescheduled."""
+        return 201 if self.created else 200
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "id": self.id,
+            "run_at": iso_utc(self.run_at_ms),
+            "run_at_ms": self.run_at_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    topic: str
+    delayed: int
+    ready: int
+    reserved: int
+    dead: int
+    next_run_at_ms: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "delayed": self.delayed,
+            "ready": self.ready,
+            "reserved": self.reserved,
+            "dead": self.dead,
+            "next_run_at_ms": self.next_run_at_ms,
+            "next_run_at": None if self.next_run_at_ms is None else iso_utc(self.next_run_at_ms),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeadJob:
+    """A dead letter: a job whose retries are spent, kept with its body and last error."""
+
+    topic: str
+    id: str
+    died_at_ms: int
+    attempts: int
+    run_at_ms: int
+    enqueued_at_ms: int
+    body: Any
+    last_error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "id": self.id,
+            "died_at": iso_utc(self.died_at_ms),
+            "died_at_ms": self.died_at_ms,
+            "attempts": self.attempts,
+            "run_at_ms": self.run_at_ms,
+            "enqueued_at_ms": self.enqueued_at_ms,
+            "body": self.body,
+            "last_error": self.last_error,
+        }

@@ -1,0 +1,112 @@
+"""Every Redis key name delayq uses, from one place.
+
+A namespace is split into partitions. All keys of one partition share one ``{hash tag}``, so every
+Lua call, which touches one partition, touches one Redis Cluster slot. The tags are chosen so that
+partition ``i`` of ``n`` hashes into the ``i``-th ``n``-th of the slot range: on a cluster whose
+masters own contiguous slot ranges (what ``redis-cli --cluster create`` makes) the partitions spread
+evenly over the masters by construction, not by luck.
+
+Per partition::
+
+    {ns}:{tag}:_topics          set      topics that ever had a job in this partition
+    {ns}:{tag}:_seq             string   counter for lease tokens
+    {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
+
+Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every script expects)::
+
+    {ns}:{tag}:{topic}:delayed  zset     id -> run-at (ms); waiting for run-at
+    {ns}:{tag}:{topic}:ready    list     ids, due, in the order they fell due
+    {ns}:{tag}:{topic}:leased   zset     id -> lease deadline (ms); taken by a consumer
+    {ns}:{tag}:{topic}:dead     zset     id -> time it died (ms)
+    {ns}:{tag}:{topic}:meta     hash     id -> state, attempts, times, overrides (``job.Meta``)
+    {ns}:{tag}:{topic}:bodies   hash     id -> body (JSON)
+    {ns}:{tag}:{topic}:errors   hash     id -> last error
+
+Topic names cannot start with ``_``, so topic keys never collide with partition keys.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors")
+
+
+def partition_tag(namespace: str, index: int, partitions: int) -> str:
+    """The hash tag of partition ``index``: the first ``{ns}.p{index}.{n}`` whose slot falls in its share.
+
+    Not on the share's first slot when the share starts at a fraction of a slot: tools that split the
+    range between masters may round that boundary up and give its slot to the previous master
+    (``redis-cli --cluster create`` gives slot 10922 to the second of 3 masters). Shares that start
+    on a whole slot (any partition of 1, 2, 4, 8 ...) keep it.
+    """
+    low = index * REDIS_CLUSTER_HASH_SLOTS // partitions
+    high = (index + 1) * REDIS_CLUSTER_HASH_SLOTS // partitions
+    if index * REDIS_CLUSTER_HASH_SLOTS % partitions and high - low > 1:
+        low += 1
+    n = 0
+    while True:
+        tag = f"{namespace}.p{index}.{n}"
+        if low <= key_slot(tag.encode()) < high:
+            return tag
+        n += 1
+
+
+def partition_of(topic: str, job_id: str, partitions: int) -> int:
+    """Which partition holds a job: a stable hash of ``topic/id``."""
+    if partitions == 1:
+        return 0
+    return zlib.crc32(f"{topic}/{job_id}".encode()) % partitions
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The keys of one partition."""
+
+    namespace: str
+    index: int
+    tag: str
+
+    @cached_property
+    def prefix(self) -> str:
+        return f"{self.namespace}:{{{self.tag}}}:"
+
+    @property
+    def topics(self) -> str:
+        return self.prefix + "_topics"
+
+    @property
+    def seq(self) -> str:
+        return self.prefix + "_seq"
+
+    @property
+    def lock(self) -> str:
+        return self.prefix + "_lock"
+
+    def topic_keys(self, topic: str) -> list[str]:
+        """The seven keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
+        base = f"{self.prefix}{topic}:"
+        return [base + kind for kind in TOPIC_KEYS]
+
+
+class Keyspace:
+    """All partitions of one namespace."""
+
+    def __init__(self, namespace: str, partitions: int) -> None:
+        self.namespace = namespace
+        self.partitions: tuple[Partition, ...] = tuple(
+            Partition(namespace, i, partition_tag(namespace, i, partitions)) for i in range(partitions)
+        )
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def for_job(self, topic: str, job_id: str) -> Partition:
+        return self.partitions[partition_of(topic, job_id, len(self.partitions))]
+
+    def slot(self, partition: Partition) -> int:
+        return key_slot(partition.tag.encode())

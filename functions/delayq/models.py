@@ -1,0 +1,219 @@
+"""What callers may send: the API's request bodies, also used to validate the Python client's calls.
+
+The models are strict (JSON types only: ``"5"`` is not a number, ``true`` is not a number) and refuse
+unknown fields, so a typo such as ``"delay_s"`` is a 422 naming it rather than a job run at once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from .errors import InvalidField
+from .schedule import MAX_DELAY_MS, parse_run_at, seconds_to_ms
+
+TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+MAX_BODY_BYTES = 256 * 1024
+MAX_BODY_DEPTH = 64  # arrays and objects in a body, one inside another
+MAX_BATCH = 1000
+MAX_DELAY_S = MAX_DELAY_MS / 1000
+
+TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="Topic name", examples=["orders"])]
+JobId = Annotated[
+    str, Field(pattern=ID_PATTERN, description="Job id, unique within its topic", examples=["order-1042"])
+]
+Delay = Annotated[
+    float,
+    Field(ge=0, le=MAX_DELAY_S, description="Seconds from now (Redis server time) until the job is due"),
+]
+RunAt = Annotated[
+    float | str,
+    Field(
+        description="When the job is due: epoch seconds, or ISO-8601 with a zone; a past time means now",
+        examples=["2026-11-22T18:30:00Z", 1795372200],
+    ),
+]
+
+MAX_EPOCH_S = 10**15  # run_at numbers beyond this are out of range, whatever the clock says
+STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def json_problem(value: Any, max_depth: int) -> str | None:
+    """Why ``value`` cannot be written as JSON text in UTF-8, or None: arrays and objects nested more
+    than ``max_depth`` deep (JSON readers and writers recurse), or a string or key holding a lone
+    surrogate (``"\\ud800"`` is valid JSON syntax but no Unicode text). Iterative: any depth is safe."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and not _is_unicode(item):
+                return "holds a lone surrogate (such as \\ud800): not Unicode text"
+            continue
+        if isinstance(item, dict):
+            children: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        if depth >= max_depth:
+            return f"nests arrays and objects more than {max_depth} levels deep"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_run_at(value: float | str | None) -> float | str | None:
+    if value is None:
+        return None
+    run_at_ms = parse_run_at(value)
+    if run_at_ms > time.time() * 1000 + MAX_DELAY_MS:
+        raise ValueError("must be at most 366 days from now")
+    return value
+
+
+class When(BaseModel):
+    """``delay`` or ``run_at``, at most one of them; neither means now."""
+
+    model_config = STRICT
+
+    delay: Delay | None = None
+    run_at: RunAt | None = None
+
+    @field_validator("run_at", mode="before")
+    @classmethod
+    def _run_at_type(cls, value: Any) -> Any:
+        # One error naming run_at, rather than one per member of the union (run_at.float, run_at.str).
+        if value is None or isinstance(value, str):
+            return value
+        not_a_time = PydanticCustomError("run_at_type", "must be epoch seconds or an ISO-8601 date-time with a zone")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise not_a_time
+        if isinstance(value, float) and not math.isfinite(value):
+            raise not_a_time
+        if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
+            message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
+            raise PydanticCustomError("run_at_range", message)
+        return value
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_valid(cls, value: float | str | None) -> float | str | None:
+        return _check_run_at(value)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> When:
+        if self.delay is not None and self.run_at is not None:
+            raise PydanticCustomError("delay_and_run_at", "give either delay or run_at, not both", {"field": "run_at"})
+        return self
+
+    def when(self) -> tuple[str, int]:
+        """``('d', delay_ms)`` or ``('a', run_at_epoch_ms)``, as the Lua scripts take them."""
+        if self.run_at is not None:
+            return "a", parse_run_at(self.run_at)
+        return "d", seconds_to_ms(self.delay or 0)
+
+
+class JobOptions(When):
+    """A job's body, due time and per-job overrides of its topic's config."""
+
+    body: Any = Field(default=None, description=f"Any JSON, at most 256 KiB, nested at most {MAX_BODY_DEPTH} deep")
+    retries: int | None = Field(default=None, ge=0, le=25, description="Retries after the first attempt")
+    timeout: float | None = Field(default=None, ge=1, le=900, description="Seconds a handler may take")
+    backoff: list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None = Field(
+        default=None, min_length=1, max_length=64, description="Seconds before retry n; the last repeats"
+    )
+
+    @field_validator("body")
+    @classmethod
+    def _body_valid(cls, value: Any) -> Any:
+        problem = json_problem(value, MAX_BODY_DEPTH)
+        if problem:
+            raise PydanticCustomError("body_json", problem)
+        return value
+
+
+class NewJob(JobOptions):
+    """``POST /jobs``, and each item of ``POST /jobs/batch``."""
+
+    topic: TopicName
+    id: JobId | None = Field(default=None, description="Generated when absent")
+
+
+class PutJob(JobOptions):
+    """``PUT /jobs/{topic}/{id}``: the topic and id come from the path (if repeated here, they must match)."""
+
+    topic: TopicName | None = None
+    id: JobId | None = None
+
+
+class Reschedule(When):
+    """``PATCH /jobs/{topic}/{id}``: exactly one of ``delay`` or ``run_at``."""
+
+    @model_validator(mode="after")
+    def _required(self) -> Reschedule:
+        if self.delay is None and self.run_at is None:
+            raise PydanticCustomError("delay_or_run_at", "give delay or run_at", {"field": "delay"})
+        return self
+
+
+class Batch(BaseModel):
+    """``POST /jobs/batch``: each item is validated on its own, so valid items are written anyway."""
+
+    model_config = STRICT
+
+    jobs: list[Any] = Field(description=f"At most {MAX_BATCH} jobs, each a JSON object as for POST /jobs")
+
+
+class Replay(BaseModel):
+    """``POST /topics/{topic}/dead/replay``: the ids to replay, or none for all."""
+
+    model_config = STRICT
+
+    ids: list[JobId] | None = Field(default=None, max_length=MAX_BATCH)
+
+
+def field_name(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the field a caller sent: ``("backoff", 2)`` -> ``backoff[2]``."""
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name
+
+
+def describe(error: ErrorDetails, skip: int = 0) -> tuple[str, str]:
+    """``(field, message)`` of one pydantic error; ``skip`` drops leading location parts (``body``)."""
+    field = field_name(error["loc"][skip:]) or str((error.get("ctx") or {}).get("field", ""))
+    if error["type"] == "extra_forbidden":
+        return field, "unknown field"
+    return field, error["msg"].removeprefix("Value error, ")
+
+
+def invalid(exc: ValidationError) -> InvalidField:
+    """The first error of a pydantic ``ValidationError`` as an ``InvalidField`` naming the field."""
+    field, message = describe(exc.errors(include_url=False)[0])
+    return InvalidField(field, message)
+
+
+def validate_new_job(item: Any) -> NewJob:
+    """A job as given to ``POST /jobs`` or ``enqueue_many``, validated; raises ``InvalidField``."""
+    if not isinstance(item, dict):
+        raise InvalidField("job", "each job must be a JSON object")
+    try:
+        return NewJob.model_validate(item)
+    except ValidationError as exc:
+        raise invalid(exc) from None

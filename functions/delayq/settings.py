@@ -1,0 +1,199 @@
+"""Settings: one typed, frozen object read from the environment; explicit arguments win.
+
+Every environment variable delayq reads is named in ``ENV`` below and in ``CONTRACT.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+WILDCARD = "*"
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ENV:
+    """Names of the environment variables, in one place."""
+
+    REDIS_URL = "DELAYQ_REDIS_URL"
+    REDIS_MODE = "DELAYQ_REDIS_MODE"
+    REDIS_SECRET = "DELAYQ_REDIS_SECRET"  # noqa: S105 - a variable name, not a secret
+    NAMESPACE = "DELAYQ_NAMESPACE"
+    PARTITIONS = "DELAYQ_PARTITIONS"
+    TOPICS = "DELAYQ_TOPICS"
+    TICK = "DELAYQ_TICK"
+    LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
+    WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+
+
+class TopicConfig(BaseModel):
+    """How one topic's jobs are delivered. ``timeout`` and ``backoff`` are seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    target: str = Field(min_length=1)
+    timeout: float = Field(default=30, ge=1, le=900)
+    retries: int = Field(default=2, ge=0, le=25)
+    backoff: tuple[float, ...] = Field(default=DEFAULT_BACKOFF_S, min_length=1, max_length=64, strict=False)
+    batch: int = Field(default=100, ge=1, le=1000)
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    allow_http: bool = False
+    allow_private: bool = False
+
+    @field_validator("backoff")
+    @classmethod
+    def _backoff_in_range(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        for seconds in value:
+            if not 0 <= seconds * 1000 <= MAX_DELAY_MS:
+                raise ValueError("each backoff entry must be between 0 and 366 days in seconds")
+        return value
+
+    @property
+    def timeout_ms(self) -> int:
+        return seconds_to_ms(self.timeout)
+
+    @property
+    def backoff_csv(self) -> str:
+        """The backoff as the Lua scripts read it: comma-separated milliseconds."""
+        return encode_backoff(self.backoff)
+
+
+@dataclass(frozen=True)
+class Topics(Mapping[str, TopicConfig]):
+    """Topic name -> config; the ``*`` entry, when present, configures every other topic."""
+
+    configs: Mapping[str, TopicConfig] = field(default_factory=dict)
+
+    def __getitem__(self, topic: str) -> TopicConfig:
+        return self.configs[topic]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.configs)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def for_topic(self, topic: str) -> TopicConfig | None:
+        """The config that applies to ``topic``: its own, else the ``*`` entry, else None."""
+        return self.configs.get(topic) or self.configs.get(WILDCARD)
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The explicitly configured topic names (without ``*``)."""
+        return tuple(name for name in self.configs if name != WILDCARD)
+
+    @property
+    def has_wildcard(self) -> bool:
+        return WILDCARD in self.configs
+
+    @classmethod
+    def parse(cls, raw: str | Mapping[str, Any] | None) -> Topics:
+        """From ``DELAYQ_TOPICS``: a JSON object, ``@path`` to a JSON file, or an already parsed mapping."""
+        if raw is None or raw == "":
+            return cls()
+        if isinstance(raw, str):
+            text = raw.strip()
+            if text.startswith("@"):
+                try:
+                    text = Path(text[1:]).read_text(encoding="utf-8")
+                except OSError as exc:
+                    raise ConfigError(f"{ENV.TOPICS}: cannot read {text[1:]!r}: {exc.strerror}") from None
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{ENV.TOPICS} is not valid JSON: {exc}") from None
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{ENV.TOPICS} must be a JSON object of topic name -> config")
+        configs: dict[str, TopicConfig] = {}
+        for name, value in raw.items():
+            if name != WILDCARD and not TOPIC_RE.fullmatch(name):
+                raise ConfigError(f"{ENV.TOPICS}: {name!r} is not a valid topic name")
+            try:
+                configs[name] = TopicConfig.model_validate(value)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                raise ConfigError(f"{ENV.TOPICS}: topic {name!r}: {where}: {first['msg']}") from None
+        return cls(configs)
+
+
+RedisMode = Literal["standalone", "cluster"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything delayq reads from the environment. Secrets are kept out of ``repr``."""
+
+    redis_url: str = field(default=DEFAULT_REDIS_URL, repr=False)
+    redis_mode: RedisMode = "standalone"
+    redis_secret: str | None = None
+    namespace: str = "delayq"
+    partitions: int = 1
+    topics: Topics = field(default_factory=Topics)
+    tick: float = 1.0
+    loop_seconds: float = 60.0
+    webhook_secret: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.redis_mode not in ("standalone", "cluster"):
+            raise ConfigError(f"{ENV.REDIS_MODE} must be 'standalone' or 'cluster', not {self.redis_mode!r}")
+        if not NAMESPACE_RE.fullmatch(self.namespace):
+            raise ConfigError(f"{ENV.NAMESPACE} must match {NAMESPACE_RE.pattern} (no braces, no spaces)")
+        if not 1 <= self.partitions <= 16384:
+            raise ConfigError(f"{ENV.PARTITIONS} must be between 1 and 16384")
+        if not 0.001 <= self.tick <= 60:
+            raise ConfigError(f"{ENV.TICK} must be between 0.001 and 60 seconds")
+        if not 0 <= self.loop_seconds <= 900:
+            raise ConfigError(f"{ENV.LOOP_SECONDS} must be between 0 and 900 seconds")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read the environment (``os.environ`` by default); keyword arguments override it. An empty
+        variable is an unset one (templates often pass empty strings)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if env.get(ENV.REDIS_URL):
+            values["redis_url"] = env[ENV.REDIS_URL]
+        if env.get(ENV.REDIS_MODE):
+            values["redis_mode"] = env[ENV.REDIS_MODE].strip().lower()
+        if env.get(ENV.REDIS_SECRET):
+            values["redis_secret"] = env[ENV.REDIS_SECRET]
+        if env.get(ENV.NAMESPACE):
+            values["namespace"] = env[ENV.NAMESPACE]
+        if env.get(ENV.PARTITIONS):
+            values["partitions"] = _number(env, ENV.PARTITIONS, int)
+        if env.get(ENV.TOPICS):
+            values["topics"] = Topics.parse(env[ENV.TOPICS])
+        if env.get(ENV.TICK):
+            values["tick"] = _number(env, ENV.TICK, float)
+        if env.get(ENV.LOOP_SECONDS):
+            values["loop_seconds"] = _number(env, ENV.LOOP_SECONDS, float)
+        if env.get(ENV.WEBHOOK_SECRET):
+            values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
+        if isinstance(overrides.get("topics"), (str, dict)):
+            overrides["topics"] = Topics.parse(overrides["topics"])
+        values.update(overrides)
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(env[name])
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {env[name]!r}") from None

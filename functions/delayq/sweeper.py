@@ -1,0 +1,152 @@
+"""The sweeper: under each partition's lock, moves due jobs to their topic's ready list and takes back
+expired leases, once per tick, or sooner when Redis says the next job falls due sooner.
+
+Locks carry a random token and a TTL: taken with ``SET NX PX``, renewed by every sweep call (which
+does nothing unless the lock still holds the token) and released by a token-checked script. A
+sweeper killed while holding a lock holds nothing once the TTL runs out; the next one takes over.
+Two sweepers cannot move a job twice: each move is one atomic Lua call.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from .errors import Code, RedisUnavailable
+from .keys import Partition
+from .loop import Budget
+from .queue import Queue, redis_errors
+from .schedule import sleep_for
+from .scripts import Scripts
+from .settings import TopicConfig
+
+log = logging.getLogger("delayq.sweep")
+
+SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
+TOPICS_PER_CALL = 64  # topics per Lua call (7 keys each)
+_FALLBACK = TopicConfig(target="-")  # retries and backoff for a topic no longer configured
+
+
+class _LockLost(Exception):
+    """The partition's lock no longer holds this sweeper's token."""
+
+
+@dataclass
+class _PartitionState:
+    partition: Partition
+    held: bool = False
+    topics: list[str] = field(default_factory=list)
+    topics_stale: bool = True
+
+
+class Sweeper:
+    """Sweeps every partition of a queue whose lock it can hold."""
+
+    def __init__(self, queue: Queue, *, stop: threading.Event | None = None, limit: int = SWEEP_LIMIT) -> None:
+        self.queue = queue
+        self.tick = queue.settings.tick
+        self.lock_ttl_ms = int(max(5.0, 5 * self.tick) * 1000)
+        self.limit = limit
+        self.token = secrets.token_hex(16)
+        self.stop = stop or threading.Event()
+        self.counts: Counter[str] = Counter()
+        self._states = [_PartitionState(p) for p in queue.keys.partitions]
+
+    def run(self, budget: Budget) -> dict[str, Any]:
+        """Sweep until the budget's stop time (one pass if it asks for one); release the locks."""
+        try:
+            first = True
+            while first or (budget.taking() and not self.stop.is_set()):
+                first = False
+                wait = self.sweep_once()
+                if budget.one_pass:
+                    break
+                self.stop.wait(max(0.0, min(wait, budget.left())))
+        finally:
+            self.release()
+            self.queue.telemetry.flush()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        keys = ("passes", "moved", "retried", "dead", "locks_taken", "locks_lost", "redis_errors")
+        return {key: self.counts[key] for key in keys}
+
+    def sweep_once(self) -> float:
+        """One pass over every partition; the seconds until the next pass is due."""
+        self.counts["passes"] += 1
+        self.queue.telemetry.flush_due()
+        next_in: list[int | None] = []
+        for state in self._states:
+            try:
+                with redis_errors():
+                    next_in.append(self._sweep_partition(state))
+            except RedisUnavailable as exc:
+                self.counts["redis_errors"] += 1
+                log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
+        return sleep_for(self.tick, *next_in)
+
+    def _sweep_partition(self, state: _PartitionState) -> int | None:
+        """Sweeps one partition if its lock can be held; ms until its next event (None: unknown)."""
+        redis = self.queue.redis
+        if not state.held:
+            state.held = bool(redis.set(state.partition.lock, self.token, nx=True, px=self.lock_ttl_ms))
+            if not state.held:
+                return None
+            self.counts["locks_taken"] += 1
+            log.info("sweeper %s holds partition %d", self.token[:8], state.partition.index)
+        if state.topics_stale:
+            state.topics = sorted(str(topic) for topic in redis.smembers(state.partition.topics))
+            state.topics_stale = False
+        # With no topics yet the sweep still runs once: it renews the lock.
+        chunks = [state.topics[i : i + TOPICS_PER_CALL] for i in range(0, len(state.topics), TOPICS_PER_CALL)]
+        try:
+            next_in = [self._sweep_topics(state, chunk) for chunk in chunks or [[]]]
+        except _LockLost:
+            state.held = False
+            self.counts["locks_lost"] += 1
+            log.warning("sweeper %s lost the lock of partition %d", self.token[:8], state.partition.index)
+            return None
+        known = [ms for ms in next_in if ms is not None]
+        return min(known) if known else None
+
+    def _sweep_topics(self, state: _PartitionState, topics: list[str]) -> int | None:
+        """Sweeps ``topics`` until no due work is left in them; ms until their next event (None: none)."""
+        partition = state.partition
+        keys = [partition.lock, partition.topics]
+        args: list[Any] = [self.token, self.lock_ttl_ms, self.limit]
+        for topic in topics:
+            config = self.queue.settings.topics.for_topic(topic) or _FALLBACK
+            keys += partition.topic_keys(topic)
+            args += [config.retries, config.backoff_csv]
+        telemetry = self.queue.telemetry
+        while True:
+            code, next_in, more, known, *per_topic = (int(v) for v in Scripts.sweep(self.queue.redis, keys, args))
+            if code == Code.LOCK_LOST:
+                raise _LockLost
+            groups = [per_topic[i : i + 3] for i in range(0, len(per_topic), 3)]
+            for topic, (moved, retried, dead) in zip(topics, groups, strict=True):
+                self.counts.update(moved=moved, retried=retried, dead=dead)
+                telemetry.count("Moved", topic, moved)
+                telemetry.count("LeaseExpired", topic, retried + dead)
+                telemetry.count("Retried", topic, retried)
+                telemetry.count("Dead", topic, dead)
+            if known != len(state.topics):
+                state.topics_stale = True
+            if not more:
+                return next_in if next_in >= 0 else None
+
+    def release(self) -> None:
+        """Releases every lock this sweeper holds (only if it still holds it)."""
+        for state in self._states:
+            if state.held:
+                try:
+                    Scripts.unlock(self.queue.redis, [state.partition.lock], [self.token])
+                except RedisError as exc:
+                    log.warning("could not release the lock of partition %d: %s", state.partition.index, exc)
+                state.held = False

@@ -1,0 +1,56 @@
+"""Delivery targets: where consume hands a due job.
+
+A target is a callable ``(job, timeout_s) -> None``: returning is success, raising is a failed attempt
+(the exception's text becomes the job's ``last_error``), raising ``PermanentFailure`` sends the job
+dead at once. The consumer enforces the timeout; targets that do I/O also pass it to their client so
+a stuck call ends by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from delayq.errors import ConfigError
+from delayq.job import Job
+from delayq.settings import Settings, TopicConfig
+
+from .aws import eventbridge_target, is_queue_url, lambda_target, sns_target, sqs_target
+from .payload import payload
+from .python import python_target
+from .webhook import webhook_target
+
+Target = Callable[[Job, float], None]
+
+
+def resolve_target(config: TopicConfig, settings: Settings) -> Target:
+    """The target a topic's config names. Raises ``ConfigError`` when it cannot be used."""
+    spec = config.target
+    if spec.startswith("python:"):
+        return python_target(spec)
+    if spec.startswith("arn:aws:lambda:"):
+        return lambda_target(spec)
+    if spec.startswith("arn:aws:sqs:") or is_queue_url(spec):
+        return sqs_target(spec)
+    if spec.startswith("arn:aws:sns:"):
+        return sns_target(spec)
+    if spec.startswith("arn:aws:events:"):
+        return eventbridge_target(spec)
+    if spec.startswith(("https://", "http://")):
+        return webhook_target(spec, config, settings)
+    raise ConfigError(
+        f"target {spec!r}: unknown kind (expected python:module:function, https://..., the ARN of a "
+        "Lambda function, SQS queue, SNS topic or EventBridge bus, or an SQS queue URL)"
+    )
+
+
+def failing_target(reason: str) -> Target:
+    """A target that cannot be loaded: every delivery fails with ``reason``, so its jobs retry and
+    end as dead letters that say why, instead of vanishing."""
+
+    def deliver(job: Job, timeout: float) -> None:
+        raise ConfigError(reason)
+
+    return deliver
+
+
+__all__ = ["Target", "failing_target", "payload", "resolve_target"]

@@ -1,0 +1,460 @@
+"""AWS targets: a Lambda function, an SQS queue, an SNS topic or an EventBridge bus.
+
+Every AWS target sends the same message, ``payload(job)``: the job as compact JSON with ``topic``,
+``id``, ``body``, ``attempt``, ``run_at_ms``, ``run_at`` and ``enqueued_at_ms``.
+
+``arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]``
+    ``Invoke``, ``InvocationType=RequestResponse``, ``Payload`` = the message. A function error
+    (``FunctionError`` "Handled" or "Unhandled" in the answer, which includes a function that timed
+    out or crashed) is a failed attempt whose error names the function's ``errorType`` and
+    ``errorMessage``. What the function returns is otherwise ignored. The client reads for up to
+    905 s, longer than any function can run, so the SDK never re-invokes a function that is still
+    running and a worker stays busy for as long as its function does.
+
+``arn:aws:sqs:REGION:ACCOUNT:NAME``, ``https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`` (or the legacy
+``https://REGION.queue.amazonaws.com/ACCOUNT/NAME``)
+    ``SendMessage`` with ``MessageBody`` = the message. The ARN is turned into the queue URL directly
+    (no ``GetQueueUrl`` call, so no ``sqs:GetQueueUrl`` permission is needed).
+
+``arn:aws:sns:REGION:ACCOUNT:NAME``
+    ``Publish`` with ``Message`` = the message.
+
+``arn:aws:events:REGION:ACCOUNT:event-bus/NAME``
+    ``PutEvents`` with one entry: ``EventBusName`` = the bus ARN, ``Source`` = ``"delayq"``,
+    ``DetailType`` = the job's topic, ``Detail`` = the message. A rule matches delayq's jobs with the
+    pattern ``{"source": ["delayq"], "detail-type": ["TOPIC"]}``. An entry the bus refuses
+    (``FailedEntryCount`` > 0) is a failed attempt with the entry's ``ErrorCode`` and ``ErrorMessage``.
+
+SQS messages and SNS notifications carry the message attributes ``topic`` and ``id`` (String) and
+``attempt`` (Number), so subscribers can filter and route without parsing the body.
+
+FIFO queues and topics (name ending in ``.fifo``) also get:
+
+- ``MessageGroupId`` = ``TOPIC/ID``: one group per job. Jobs are independent, so a message that one
+  consumer is slow to handle (or keeps failing) never holds back the other jobs queued behind it,
+  and the queue's throughput scales with its jobs. Within one job the attempts keep their order.
+  (A ``TOPIC/ID`` longer than the 128 characters SQS allows becomes ``sha256:`` + its SHA-256 in hex.)
+- ``MessageDeduplicationId`` = the SHA-256 in hex of ``TOPIC/ID/ENQUEUED_AT_MS/RUN_AT_MS/ATTEMPT``.
+  The same attempt sent twice (the SDK retrying a send whose answer was lost) has the same id, so
+  the queue keeps one copy. A new attempt has a new id (its attempt number and run-at differ), and so
+  does a job created again under the same id, replaced (both change ``enqueued_at_ms``) or replayed
+  from the dead letters (its run-at is the replay time): a retry is never mistaken for a duplicate.
+
+Region and clients: the region is the one in the ARN or queue URL, so a target in another region
+works. Specs are parsed when the target is made (``ConfigError`` when malformed); the boto3 client is
+made at the first delivery through ``delayq.clients.client`` (one per service, region and read
+timeout per container), so a container that never delivers pays nothing.
+
+Errors. A permanent failure (``PermanentFailure``) sends the job dead at once: the request as sent can
+never succeed, or the target does not exist. Any other error is a failed attempt, retried with the
+topic's backoff. Permanent:
+
+- Lambda: ``ResourceNotFoundException`` (no such function, version or alias),
+  ``InvalidRequestContentException``, ``InvalidParameterValueException``, ``RequestTooLargeException``,
+  ``UnsupportedMediaTypeException``.
+- SQS: ``AWS.SimpleQueueService.NonExistentQueue`` / ``QueueDoesNotExist``, ``InvalidMessageContents``
+  (characters SQS refuses, such as U+FFFF), ``InvalidParameterValue`` (such as a message too long).
+- SNS: ``NotFound`` (no such topic), ``InvalidParameter``, ``InvalidParameterValue``.
+- EventBridge: ``ResourceNotFoundException`` (no such bus), ``ValidationException``, and the entry
+  errors ``MalformedDetail`` and ``InvalidArgument``.
+- Any service: a request the SDK refuses to send (``ParamValidationError``) or a message that cannot
+  be encoded as UTF-8 (a lone surrogate in the body).
+
+Retried: throttling (``ThrottlingException``, ``TooManyRequestsException``, ...), every 5xx answer
+(even with a code listed above), timeouts and lost connections (``ReadTimeoutError``,
+``EndpointConnectionError``, ...), and access errors (``AccessDenied``, ``AuthorizationError``, KMS
+errors, missing credentials): those are fixed in IAM or KMS without touching the job, and the retries
+give that time. The SDK itself also retries throttling, 5xx and connection errors a few times within
+one attempt (``delayq.clients``). Error texts never carry credentials: access key ids, signatures and
+session tokens that AWS echoes back are redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+from delayq import clients
+from delayq.errors import ConfigError, PermanentFailure
+from delayq.job import Job
+
+from .payload import payload
+
+if TYPE_CHECKING:
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef as SnsAttributeTypeDef
+    from mypy_boto3_sns.type_defs import PublishInputTypeDef
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef as SqsAttributeTypeDef
+    from mypy_boto3_sqs.type_defs import SendMessageRequestTypeDef
+
+Target = Callable[[Job, float], None]
+
+LAMBDA_READ_TIMEOUT_S = 905  # longer than any Lambda function can run (900 s)
+MAX_GROUP_ID_CHARS = 128
+MAX_ERROR_TYPE_CHARS = 200
+MAX_ERROR_MESSAGE_CHARS = 1000
+EVENT_SOURCE = "delayq"
+
+LAMBDA_PERMANENT = frozenset(
+    {
+        "ResourceNotFoundException",
+        "InvalidRequestContentException",
+        "InvalidParameterValueException",
+        "RequestTooLargeException",
+        "UnsupportedMediaTypeException",
+    }
+)
+SQS_PERMANENT = frozenset(
+    {
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+        "InvalidMessageContents",
+        "InvalidParameterValue",
+    }
+)
+SNS_PERMANENT = frozenset({"NotFound", "NotFoundException", "InvalidParameter", "InvalidParameterValue"})
+EVENTS_PERMANENT = frozenset({"ResourceNotFoundException", "ValidationException"})
+EVENTS_ENTRY_PERMANENT = frozenset({"MalformedDetail", "InvalidArgument", "ResourceNotFoundException"})
+
+_REGION = r"[a-z]{2}(?:-[a-z]+)+-\d{1,2}"
+_ACCOUNT = r"\d{12}"
+_ARN = re.compile(r"^arn:aws:(?P<service>[a-z0-9-]+):(?P<region>[^:]*):(?P<account>[^:]*):(?P<resource>.*)$")
+_REGION_RE = re.compile(rf"^{_REGION}$")
+_ACCOUNT_RE = re.compile(rf"^{_ACCOUNT}$")
+_LAMBDA_RESOURCE = re.compile(
+    r"^function:(?P<name>[A-Za-z0-9_-]{1,64})(?::(?P<qualifier>\$LATEST|[A-Za-z0-9_-]{1,128}))?$"
+)
+_NAME = re.compile(r"^[A-Za-z0-9_-]+(?:\.fifo)?$")  # of a queue or topic, the .fifo suffix included
+MAX_QUEUE_NAME_CHARS = 80
+MAX_TOPIC_NAME_CHARS = 256
+_BUS_RESOURCE = re.compile(r"^event-bus/(?P<name>[A-Za-z0-9._/-]{1,256})$")
+# The hosts of SQS queue URLs: an https:// spec on one of these is a queue, never a webhook.
+_QUEUE_HOST = re.compile(rf"^https://(?:sqs\.(?P<region>{_REGION})|(?P<legacy>{_REGION})\.queue)\.amazonaws\.com/")
+_QUEUE_PATH = re.compile(rf"^(?P<account>{_ACCOUNT})/(?P<name>[^/]+)$")
+_SECRETS = re.compile(
+    r"(?P<name>Credential|Signature|X-Amz-Credential|X-Amz-Signature|X-Amz-Security-Token|SessionToken)=[^\s,&;'\"]+"
+)
+_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA|ANPA|ANVA|APKA)[A-Z0-9]{12,}\b")
+
+
+class AwsTargetError(Exception):
+    """A failed attempt at an AWS target, retried with the topic's backoff."""
+
+
+# --------------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True, slots=True)
+class Arn:
+    """The parts of an ``arn:aws:...`` ARN delayq needs."""
+
+    service: str
+    region: str
+    account: str
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
+class SqsQueue:
+    """An SQS queue, from its ARN or its URL."""
+
+    region: str
+    account: str
+    name: str
+
+    @property
+    def url(self) -> str:
+        return f"https://sqs.{self.region}.amazonaws.com/{self.account}/{self.name}"
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(".fifo")
+
+
+def parse_arn(spec: str, service: str, expected: str) -> Arn:
+    """The ARN ``spec`` of ``service``, or ``ConfigError`` naming the form ``expected``."""
+    match = _ARN.fullmatch(spec)
+    if not match or match["service"] != service:
+        raise ConfigError(f"target {spec!r}: expected {expected}")
+    arn = Arn(match["service"], match["region"], match["account"], match["resource"])
+    if not _REGION_RE.fullmatch(arn.region):
+        raise ConfigError(f"target {spec!r}: {arn.region!r} is not an AWS region (expected {expected})")
+    if not _ACCOUNT_RE.fullmatch(arn.account):
+        raise ConfigError(f"target {spec!r}: {arn.account!r} is not a 12-digit account id (expected {expected})")
+    return arn
+
+
+def is_queue_url(spec: str) -> bool:
+    """Whether ``spec`` is an SQS queue URL: ``https://sqs.REGION.amazonaws.com/...`` or the legacy
+    ``https://REGION.queue.amazonaws.com/...``. Only the scheme and host are looked at, so a malformed
+    path on a queue host is refused by ``sqs_target`` rather than posted to as a webhook."""
+    return _QUEUE_HOST.match(spec) is not None
+
+
+def parse_queue(spec: str) -> SqsQueue:
+    """The SQS queue an ARN or a queue URL names. Raises ``ConfigError`` when malformed."""
+    expected = (
+        "arn:aws:sqs:REGION:ACCOUNT:QUEUE or https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE "
+        "(QUEUE: up to 80 letters, digits, - and _, FIFO queues ending in .fifo)"
+    )
+    if spec.startswith("arn:"):
+        arn = parse_arn(spec, "sqs", expected)
+        queue = SqsQueue(arn.region, arn.account, arn.resource)
+    else:
+        host = _QUEUE_HOST.match(spec)
+        path = _QUEUE_PATH.fullmatch(spec[host.end() :]) if host else None
+        if host is None or path is None:
+            raise ConfigError(f"target {spec!r}: expected {expected}")
+        queue = SqsQueue(host["region"] or host["legacy"], path["account"], path["name"])
+    if not _NAME.fullmatch(queue.name) or len(queue.name) > MAX_QUEUE_NAME_CHARS:
+        raise ConfigError(f"target {spec!r}: {queue.name!r} is not a queue name (expected {expected})")
+    return queue
+
+
+def parse_lambda(spec: str) -> Arn:
+    """The Lambda function ARN ``spec`` (with an optional version or alias)."""
+    expected = "arn:aws:lambda:REGION:ACCOUNT:function:NAME or ...:function:NAME:VERSION_OR_ALIAS"
+    arn = parse_arn(spec, "lambda", expected)
+    if not _LAMBDA_RESOURCE.fullmatch(arn.resource):
+        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a function (expected {expected})")
+    return arn
+
+
+def parse_sns(spec: str) -> Arn:
+    """The SNS topic ARN ``spec``."""
+    expected = "arn:aws:sns:REGION:ACCOUNT:TOPIC (TOPIC: up to 256 letters, digits, - and _, FIFO ending in .fifo)"
+    arn = parse_arn(spec, "sns", expected)
+    if not _NAME.fullmatch(arn.resource) or len(arn.resource) > MAX_TOPIC_NAME_CHARS:
+        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a topic name (expected {expected})")
+    return arn
+
+
+def parse_event_bus(spec: str) -> Arn:
+    """The EventBridge event bus ARN ``spec`` (rules, archives and other resources are refused)."""
+    expected = "arn:aws:events:REGION:ACCOUNT:event-bus/NAME"
+    arn = parse_arn(spec, "events", expected)
+    if not _BUS_RESOURCE.fullmatch(arn.resource):
+        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not an event bus (expected {expected})")
+    return arn
+
+
+# --------------------------------------------------------------------------------- messages
+
+
+def message_group_id(job: Job) -> str:
+    """The FIFO message group: one per job, ``TOPIC/ID`` (hashed when longer than SQS allows)."""
+    group = f"{job.topic}/{job.id}"
+    if len(group) <= MAX_GROUP_ID_CHARS:
+        return group
+    return "sha256:" + hashlib.sha256(group.encode()).hexdigest()
+
+
+def deduplication_id(job: Job) -> str:
+    """The FIFO deduplication id: the same for the same attempt of the same job, different for any
+    other attempt, and for a job created, replaced or replayed later under the same id."""
+    key = f"{job.topic}/{job.id}/{job.enqueued_at_ms}/{job.run_at_ms}/{job.attempt}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _sqs_attributes(job: Job) -> dict[str, SqsAttributeTypeDef]:
+    return {
+        "topic": {"DataType": "String", "StringValue": job.topic},
+        "id": {"DataType": "String", "StringValue": job.id},
+        "attempt": {"DataType": "Number", "StringValue": str(job.attempt)},
+    }
+
+
+def _sns_attributes(job: Job) -> dict[str, SnsAttributeTypeDef]:
+    return {
+        "topic": {"DataType": "String", "StringValue": job.topic},
+        "id": {"DataType": "String", "StringValue": job.id},
+        "attempt": {"DataType": "Number", "StringValue": str(job.attempt)},
+    }
+
+
+# --------------------------------------------------------------------------------- errors
+
+
+def redact(text: str) -> str:
+    """``text`` without the access key ids, signatures and tokens an AWS error may echo back."""
+    text = _SECRETS.sub(lambda match: f"{match['name']}=[redacted]", text)
+    return _KEY_ID.sub("[redacted]", text)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failure(permanent: bool, text: str) -> Exception:
+    text = redact(text)
+    return PermanentFailure(text) if permanent else AwsTargetError(text)
+
+
+@contextmanager
+def _aws_errors(what: str, permanent: frozenset[str]) -> Iterator[None]:
+    """Turns what the SDK raises while doing ``what`` into a failed attempt, permanent when the
+    error's code is one of ``permanent`` (and the answer not a 5xx)."""
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "Unknown")
+        message = _clip(str(error.get("Message") or "no message"), MAX_ERROR_MESSAGE_CHARS)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        shown = f" (HTTP {status})" if status else ""
+        raise _failure(code in permanent and status < 500, f"{what} failed: {code}{shown}: {message}") from exc
+    except ParamValidationError as exc:
+        raise _failure(True, f"{what}: the request is invalid: {exc}") from exc
+    except BotoCoreError as exc:  # connection errors, timeouts, missing credentials
+        raise _failure(False, f"{what} failed: {type(exc).__name__}: {exc}") from exc
+    except UnicodeEncodeError as exc:
+        raise _failure(True, f"{what}: the message cannot be encoded as UTF-8: {exc.reason}") from exc
+
+
+# --------------------------------------------------------------------------------- clients
+
+
+def _client(service: str, region: str, read_timeout: int) -> Any:
+    """The container's client for ``service`` in ``region``, made at the first call."""
+    return clients.client(service, region, read_timeout)
+
+
+def _read_timeout(timeout: float) -> int:
+    """How long a client may wait for an answer: the topic's timeout, rounded up."""
+    return max(1, math.ceil(timeout))
+
+
+# --------------------------------------------------------------------------------- targets
+
+
+def lambda_target(arn: str) -> Target:
+    """Invokes the function synchronously with the message; a function error is a failed attempt."""
+    function = parse_lambda(arn)
+    what = f"Lambda Invoke of {arn}"
+
+    def deliver(job: Job, timeout: float) -> None:
+        client: LambdaClient = _client("lambda", function.region, LAMBDA_READ_TIMEOUT_S)
+        with _aws_errors(what, LAMBDA_PERMANENT):
+            message = payload(job).encode()
+            answer = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=message)
+            returned = answer["Payload"].read()
+        kind = answer.get("FunctionError")
+        if kind:
+            raise AwsTargetError(redact(f"Lambda function {arn} failed ({kind}): {_function_error(returned)}"))
+
+    return deliver
+
+
+def _function_error(returned: bytes) -> str:
+    """``errorType: errorMessage`` from what a failed function returned (clipped)."""
+    text = returned.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _clip(text, MAX_ERROR_MESSAGE_CHARS) or "no details"
+    if not isinstance(data, dict):
+        return _clip(text, MAX_ERROR_MESSAGE_CHARS)
+    error_type = _clip(str(data.get("errorType") or "Error"), MAX_ERROR_TYPE_CHARS)
+    message = data.get("errorMessage")
+    return f"{error_type}: {_clip(str(message) if message is not None else 'no message', MAX_ERROR_MESSAGE_CHARS)}"
+
+
+def sqs_target(spec: str) -> Target:
+    """Sends the message to the queue an ARN or queue URL names, with FIFO ids on a FIFO queue."""
+    queue = parse_queue(spec)
+    url = queue.url
+    what = f"SQS SendMessage to {url}"
+
+    def deliver(job: Job, timeout: float) -> None:
+        client: SQSClient = _client("sqs", queue.region, _read_timeout(timeout))
+        with _aws_errors(what, SQS_PERMANENT):
+            request: SendMessageRequestTypeDef = {
+                "QueueUrl": url,
+                "MessageBody": payload(job),
+                "MessageAttributes": _sqs_attributes(job),
+            }
+            if queue.fifo:
+                request["MessageGroupId"] = message_group_id(job)
+                request["MessageDeduplicationId"] = deduplication_id(job)
+            client.send_message(**request)
+
+    return deliver
+
+
+def sns_target(arn: str) -> Target:
+    """Publishes the message to the topic, with FIFO ids on a FIFO topic."""
+    topic = parse_sns(arn)
+    fifo = topic.resource.endswith(".fifo")
+    what = f"SNS Publish to {arn}"
+
+    def deliver(job: Job, timeout: float) -> None:
+        client: SNSClient = _client("sns", topic.region, _read_timeout(timeout))
+        with _aws_errors(what, SNS_PERMANENT):
+            request: PublishInputTypeDef = {
+                "TopicArn": arn,
+                "Message": payload(job),
+                "MessageAttributes": _sns_attributes(job),
+            }
+            if fifo:
+                request["MessageGroupId"] = message_group_id(job)
+                request["MessageDeduplicationId"] = deduplication_id(job)
+            client.publish(**request)
+
+    return deliver
+
+
+def eventbridge_target(arn: str) -> Target:
+    """Puts one event on the bus: source ``delayq``, detail-type the topic, detail the message."""
+    bus = parse_event_bus(arn)
+    what = f"EventBridge PutEvents to {arn}"
+
+    def deliver(job: Job, timeout: float) -> None:
+        client: EventBridgeClient = _client("events", bus.region, _read_timeout(timeout))
+        with _aws_errors(what, EVENTS_PERMANENT):
+            entry: PutEventsRequestEntryTypeDef = {
+                "EventBusName": arn,
+                "Source": EVENT_SOURCE,
+                "DetailType": job.topic,
+                "Detail": payload(job),
+            }
+            answer = client.put_events(Entries=[entry])
+        if answer.get("FailedEntryCount", 0) > 0:
+            failed = answer["Entries"][0] if answer.get("Entries") else {}
+            code = str(failed.get("ErrorCode") or "Unknown")
+            message = _clip(str(failed.get("ErrorMessage") or "no message"), MAX_ERROR_MESSAGE_CHARS)
+            raise _failure(code in EVENTS_ENTRY_PERMANENT, f"{what}: the bus refused the event: {code}: {message}")
+
+    return deliver
+
+
+__all__ = [
+    "Arn",
+    "AwsTargetError",
+    "SqsQueue",
+    "Target",
+    "deduplication_id",
+    "eventbridge_target",
+    "is_queue_url",
+    "lambda_target",
+    "message_group_id",
+    "parse_arn",
+    "parse_event_bus",
+    "parse_lambda",
+    "parse_queue",
+    "parse_sns",
+    "redact",
+    "sns_target",
+    "sqs_target",
+]

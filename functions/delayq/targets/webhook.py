@@ -1,0 +1,601 @@
+"""``https://...`` (and, where a topic allows it, ``http://...``): each due job is POSTed as JSON.
+
+Request
+-------
+``POST`` to the topic's URL, body ``payload(job)`` (compact UTF-8 JSON: ``topic``, ``id``, ``body``,
+``attempt``, ``run_at_ms``, ``run_at``, ``enqueued_at_ms``), with the headers::
+
+    Content-Type: application/json
+    User-Agent: delayq/<version>
+    Delayq-Topic: <topic>
+    Delayq-Id: <id>
+    Delayq-Attempt: <attempt>                  1 on the first delivery
+    Idempotency-Key: <topic>/<id>/<enqueued_at_ms>
+    Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>      only when a webhook secret is set
+
+Delivery is at least once: a receiver that must act once dedupes on ``Idempotency-Key``, which is
+the same for every attempt of one job (and differs for a new job that reuses the id).
+
+Signature
+---------
+With ``DELAYQ_WEBHOOK_SECRET`` set, every attempt is signed afresh, the way Stripe and GitHub sign
+theirs: ``t`` is the unix time of the attempt in seconds and
+``v1 = hex(HMAC-SHA256(key=secret, message=f"{t}.{raw body}"))``. A receiver recomputes ``v1`` over
+the raw body it received (before any JSON parsing), compares in constant time and refuses a ``t``
+more than five minutes away from its clock (a replayed request). ``verify_signature`` does all three;
+copy it, or import it::
+
+    from delayq.targets.webhook import verify_signature
+
+    if not verify_signature(secret, request.headers.get("Delayq-Signature", ""), raw_body):
+        return 401  # not from delayq, tampered with, or replayed
+
+Outcome of one attempt
+----------------------
+- 2xx: success.
+- Retried (a plain exception: the job is retried on the topic's backoff while retries are left):
+  408, 425, 429 and 5xx; timeouts; refused or reset connections; DNS failures; TLS errors
+  (including a certificate that does not verify); a malformed response; any other status.
+- Permanent (``PermanentFailure``: the job goes dead at once): 3xx, which is never followed (the
+  error says where it pointed: point the topic at that URL); any other 4xx; a plain ``http://`` URL
+  when the topic does not set ``allow_http``; an address refused by the guard below.
+
+The error text (the job's ``last_error``) names the URL without its query, the status and the first
+200 characters of the response body. It never holds the secret, the signature or the payload.
+
+Address guard (SSRF)
+--------------------
+Unless the topic sets ``allow_private``, the host is resolved (``socket.getaddrinfo``, at every
+delivery: addresses change) and the delivery is refused if ANY of its addresses is loopback, private
+(RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10), unspecified, multicast, reserved,
+carrier-grade NAT (100.64.0.0/10), an instance metadata address (169.254.169.254, fd00:ec2::254) or
+otherwise not publicly routable; IPv4 addresses embedded in IPv6 ones (::ffff:a.b.c.d, 6to4, NAT64)
+are judged as IPv4. The connection then goes to a vetted address itself, never through a second
+lookup that a rebinding DNS could answer differently; the ``Host`` header, TLS SNI and certificate
+check use the URL's host name. Certificates are verified with ``ssl.create_default_context()``
+(which honours ``SSL_CERT_FILE``). Proxies (``HTTPS_PROXY``) are not used.
+
+Timeout
+-------
+The ``timeout`` the consumer passes (the topic's, or the job's own) bounds the whole exchange:
+connecting, TLS, sending and receiving the response. A server that stalls, or trickles its answer a
+byte at a time, has its connection shut at the deadline, so the worker thread is free again. Only a
+DNS lookup that hangs can outlast it (the resolver's own timeout applies); the consumer has failed
+the attempt at its timeout in any case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import hmac
+import http.client
+import importlib.metadata
+import ipaddress
+import itertools
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from delayq.errors import ConfigError, PermanentFailure
+from delayq.job import Job
+from delayq.settings import Settings, TopicConfig
+
+from .payload import payload
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+SIGNATURE_HEADER = "Delayq-Signature"
+SIGNATURE_TOLERANCE_S = 300
+ERROR_BODY_CHARS = 200  # of a failed response's body, in the error text
+RETRIED_4XX = frozenset({408, 425, 429})
+
+_READ_BYTES = 2048  # read of a failed response's body, enough for ERROR_BODY_CHARS characters
+_REASON_CHARS = 60
+_METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_HOSTNAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+_TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
+_FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6})
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("delayq")
+    except importlib.metadata.PackageNotFoundError:  # installed without metadata (a Lambda zip)
+        return "unknown"
+
+
+USER_AGENT = f"delayq/{_version()}"
+
+
+class WebhookError(Exception):
+    """A failed attempt worth retrying: a 408, 425, 429 or 5xx answer, a timeout, or a DNS, TCP or
+    TLS failure."""
+
+
+class WebhookRefused(PermanentFailure):
+    """An attempt that retrying cannot fix: a 3xx or other 4xx answer, or a URL or address the
+    topic's config does not allow. The job goes dead at once."""
+
+
+# --------------------------------------------------------------------------------- signature
+
+
+def sign(secret: str, body: bytes, timestamp: int) -> str:
+    """The ``Delayq-Signature`` header value for ``body`` sent at ``timestamp`` (unix seconds)."""
+    return f"t={timestamp},v1={_digest(secret, timestamp, body)}"
+
+
+def verify_signature(
+    secret: str, header: str, body: bytes | str, *, tolerance_s: int = SIGNATURE_TOLERANCE_S, now: float | None = None
+) -> bool:
+    """Whether ``header`` (a ``Delayq-Signature`` value) signs ``body`` with ``secret``, and its
+    timestamp is within ``tolerance_s`` seconds of ``now`` (default: the current time), before or
+    after. ``body`` is the raw request body (a ``str`` is taken as its UTF-8 encoding). Several
+    ``v1=`` entries are accepted, any one matching. Comparison is in constant time; a malformed
+    header is ``False``, never an exception."""
+    if not secret or not header:
+        return False
+    raw = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    timestamp: int | None = None
+    candidates: list[str] = []
+    for part in header.split(","):
+        key, sep, value = part.strip().partition("=")
+        value = value.strip()
+        if not sep:
+            continue
+        if key == "t":
+            if timestamp is not None or not _TIMESTAMP.fullmatch(value):
+                return False
+            timestamp = int(value)
+        elif key == "v1":
+            candidates.append(value.lower())
+    if timestamp is None or not candidates:
+        return False
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance_s:
+        return False
+    expected = _digest(secret, timestamp, raw).encode("ascii")
+    matches = [hmac.compare_digest(expected, candidate.encode("utf-8")) for candidate in candidates]
+    return any(matches)
+
+
+def _digest(secret: str, timestamp: int, body: bytes) -> str:
+    message = f"{timestamp}.".encode("ascii") + body
+    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+# --------------------------------------------------------------------------------- the URL
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A webhook URL, checked once when the target is made."""
+
+    scheme: str  # "https" or "http"
+    host: str  # an ASCII (IDNA) host name, or an IP address without brackets
+    port: int
+    target: str  # path and query: the request line's target
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        """Raises ``ConfigError`` for anything but an http(s) URL with a host."""
+        if _UNPRINTABLE.search(url) or " " in url:
+            raise ConfigError(f"target {_redact(url)!r}: a URL must not contain spaces or control characters")
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"target {_redact(url)!r}: not a valid URL ({exc})") from None
+        scheme = parts.scheme.lower()
+        if scheme not in ("https", "http"):
+            raise ConfigError(f"target {_redact(url)!r}: a webhook URL starts with https:// (or http://)")
+        if parts.username is not None or parts.password is not None:
+            raise ConfigError(
+                f"target {_redact(url)!r}: credentials in the URL are not supported (the webhook secret signs requests)"
+            )
+        host = parts.hostname or ""
+        if not host:
+            raise ConfigError(f"target {_redact(url)!r}: the URL has no host")
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            try:
+                host = host.encode("idna").decode("ascii")
+            except UnicodeError:
+                raise ConfigError(f"target {_redact(url)!r}: {host!r} is not a valid host name") from None
+            if not _HOSTNAME.fullmatch(host.lower()):
+                raise ConfigError(f"target {_redact(url)!r}: {host!r} is not a valid host name") from None
+        if port == 0:
+            raise ConfigError(f"target {_redact(url)!r}: port 0 is not a valid port")
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return cls(scheme=scheme, host=host, port=port or cls.default_port_of(scheme), target=target)
+
+    @staticmethod
+    def default_port_of(scheme: str) -> int:
+        return 443 if scheme == "https" else 80
+
+    @property
+    def netloc(self) -> str:
+        """``host[:port]`` as in the ``Host`` header: brackets around IPv6, the port when not the
+        scheme's default."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == self.default_port_of(self.scheme) else f"{host}:{self.port}"
+
+    @property
+    def display(self) -> str:
+        """The URL as error texts show it: without the query, which may hold a token."""
+        return f"{self.scheme}://{self.netloc}{self.target.partition('?')[0]}"
+
+
+def _redact(url: str) -> str:
+    """``url`` without credentials or query, for error texts."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        return f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else url.partition("?")[0]
+    except ValueError:
+        return url.partition("?")[0].rpartition("@")[2]
+
+
+# --------------------------------------------------------------------------------- the guard
+
+
+@dataclass(frozen=True)
+class Address:
+    """One resolved address: what ``socket.connect`` takes, and the IP it is."""
+
+    family: socket.AddressFamily
+    sockaddr: tuple[Any, ...]  # (ip, port) or (ip, port, flowinfo, scope_id)
+    ip: IPAddress
+
+
+def resolve(host: str, port: int) -> list[Address]:
+    """The TCP addresses of ``host`` (one DNS lookup). Raises ``WebhookError`` when it has none."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise WebhookError(f"cannot resolve {host}: {exc.strerror or exc}") from None
+    except (OSError, UnicodeError) as exc:
+        raise WebhookError(f"cannot resolve {host}: {exc}") from None
+    addresses: list[Address] = []
+    for family, _, _, _, sockaddr in infos:
+        if family not in _FAMILIES:  # an IPv6 stack's scoped address is "fe80::1%eth0"
+            continue
+        address = Address(family, tuple(sockaddr), ipaddress.ip_address(str(sockaddr[0]).partition("%")[0]))
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise WebhookError(f"cannot resolve {host}: no IPv4 or IPv6 address")
+    return addresses
+
+
+def refusal(ip: IPAddress) -> str | None:
+    """Why the guard refuses ``ip`` (``"loopback"``, ``"private"``, ...), or None for a public one."""
+    if ip in _METADATA:
+        return "an instance metadata address"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return refusal(ip.ipv4_mapped)
+        embedded = ip.sixtofour or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
+        if embedded is not None and (reason := refusal(embedded)) is not None:
+            return f"{reason} (embedded in IPv6)"
+    checks: tuple[tuple[bool, str], ...] = (
+        (ip.is_unspecified, "unspecified"),
+        (ip.is_loopback, "loopback"),
+        (ip.is_link_local, "link-local"),
+        (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "carrier-grade NAT (100.64.0.0/10)"),
+        (ip.is_multicast, "multicast"),
+        (ip.is_reserved, "reserved"),
+        (ip.is_private, "private"),
+        (not ip.is_global, "not publicly routable"),
+    )
+    return next((reason for refused, reason in checks if refused), None)
+
+
+def vet(endpoint: Endpoint, addresses: list[Address]) -> None:
+    """Raises ``WebhookRefused`` if any of ``addresses`` is refused."""
+    for address in addresses:
+        reason = refusal(address.ip)
+        if reason is not None:
+            shown = "" if endpoint.host == str(address.ip) else f" resolves to {address.ip},"
+            raise WebhookRefused(
+                f"{endpoint.display}: refused:{shown} {reason} address; set allow_private on the topic to allow "
+                "non-public addresses"
+            )
+
+
+# --------------------------------------------------------------------------------- the deadline
+
+
+class _Attempt:
+    """One delivery's deadline. At the deadline the watchdog shuts its socket down, which ends any
+    read or write blocked on it, however slowly the server trickles bytes."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._done = False
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.expired = True
+            raise TimeoutError("deadline passed")
+        return left
+
+    def use(self, sock: socket.socket) -> None:
+        """The socket to shut down at the deadline; its timeout becomes the time left."""
+        with self._lock:
+            if self.expired:
+                raise TimeoutError("deadline passed")
+            self._sock = sock
+        sock.settimeout(self.remaining())
+
+    def expire(self) -> None:
+        """Called by the watchdog at the deadline."""
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            if self._sock is not None:
+                # The plain socket's shutdown, even on an SSLSocket: no TLS close_notify exchange.
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        """The delivery is over: the watchdog must no longer touch its socket (about to be closed)."""
+        with self._lock:
+            self._done = True
+            self._sock = None
+
+
+class _Watchdog:
+    """One daemon thread for every delivery in the process: expires each at its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Attempt]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, attempt: _Attempt) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (attempt.deadline, next(self._seq), attempt))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="delayq-webhook-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        attempt = heapq.heappop(self._heap)[2]
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            attempt.expire()
+
+
+_WATCHDOG = _Watchdog()
+
+
+# --------------------------------------------------------------------------------- delivery
+
+
+def _connect(address: Address, timeout: float) -> socket.socket:
+    """A TCP connection to one vetted address: no name lookup happens here."""
+    sock = socket.socket(address.family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.connect(address.sockaddr)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    reason: str
+    location: str | None
+    body: str
+
+
+class Webhook:
+    """The target: ``webhook(job, timeout_s)`` delivers one job (see the module docstring)."""
+
+    def __init__(self, endpoint: Endpoint, *, allow_http: bool, allow_private: bool, secret: str | None) -> None:
+        self.endpoint = endpoint
+        self.allow_http = allow_http
+        self.allow_private = allow_private
+        self._secret = secret
+        self._tls = ssl.create_default_context() if endpoint.scheme == "https" else None
+
+    def __repr__(self) -> str:
+        return f"Webhook({self.endpoint.display!r})"
+
+    def __call__(self, job: Job, timeout: float) -> None:
+        endpoint = self.endpoint
+        if endpoint.scheme == "http" and not self.allow_http:
+            raise WebhookRefused(
+                f"{endpoint.display}: refused: plain http:// is not allowed; use https://, or set allow_http on "
+                "the topic"
+            )
+        deadline = time.monotonic() + timeout
+        try:
+            addresses = resolve(endpoint.host, endpoint.port)
+        except WebhookError as exc:
+            raise WebhookError(f"{endpoint.display}: {exc}") from None
+        if not self.allow_private:
+            vet(endpoint, addresses)
+        body = payload(job).encode("utf-8")
+        headers = self.headers(job, body)
+        answer = self._exchange(addresses, body, headers, deadline, timeout)
+        self._judge(answer)
+
+    def headers(self, job: Job, body: bytes) -> dict[str, str]:
+        """The request headers for ``job`` (``body`` is what the signature covers)."""
+        headers = {
+            "Host": self.endpoint.netloc,
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            "Delayq-Topic": job.topic,
+            "Delayq-Id": job.id,
+            "Delayq-Attempt": str(job.attempt),
+            "Idempotency-Key": f"{job.topic}/{job.id}/{job.enqueued_at_ms}",
+            "Connection": "close",
+        }
+        if self._secret:
+            headers[SIGNATURE_HEADER] = sign(self._secret, body, int(time.time()))
+        return headers
+
+    def _exchange(
+        self, addresses: list[Address], body: bytes, headers: dict[str, str], deadline: float, timeout: float
+    ) -> _Answer:
+        endpoint = self.endpoint
+        attempt = _Attempt(deadline)
+        _WATCHDOG.watch(attempt)
+        sock: socket.socket | None = None
+        conn: http.client.HTTPConnection | None = None
+        try:
+            sock, address = self._open(addresses, attempt)
+            if self._tls is not None:
+                try:
+                    sock = self._tls.wrap_socket(sock, server_hostname=endpoint.host)
+                except ssl.SSLCertVerificationError as exc:
+                    reason = exc.verify_message or exc.reason or str(exc)
+                    raise WebhookError(f"TLS certificate of {endpoint.host} ({address.ip}) refused: {reason}") from None
+                attempt.use(sock)
+            conn = http.client.HTTPConnection(endpoint.host, endpoint.port)
+            conn.sock = sock
+            try:
+                conn.request("POST", endpoint.target, body, headers)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                sent: OSError | None = exc  # it may have answered early (413, say) and closed: read that
+            else:
+                sent = None
+            try:
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                if sent is not None:
+                    raise sent from None
+                raise
+            return self._read(response)
+        except WebhookError as exc:
+            raise WebhookError(f"{endpoint.display}: {exc}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            if attempt.expired or time.monotonic() >= deadline:
+                raise WebhookError(f"{endpoint.display}: timed out after {timeout:g}s") from None
+            raise WebhookError(f"{endpoint.display}: {_describe(exc)}") from None
+        finally:
+            attempt.finish()
+            if conn is not None:
+                conn.close()
+            if sock is not None:
+                sock.close()
+
+    @staticmethod
+    def _open(addresses: list[Address], attempt: _Attempt) -> tuple[socket.socket, Address]:
+        """A TCP connection to the first vetted address that accepts one, in resolver order."""
+        failures: list[str] = []
+        for address in addresses:
+            try:
+                sock = _connect(address, attempt.remaining())
+            except TimeoutError:
+                raise
+            except OSError as exc:
+                failures.append(f"{address.ip}: {exc.strerror or exc}")
+                continue
+            try:
+                attempt.use(sock)
+            except BaseException:
+                sock.close()
+                raise
+            return sock, address
+        raise WebhookError(f"cannot connect ({'; '.join(failures)})")
+
+    @staticmethod
+    def _read(response: http.client.HTTPResponse) -> _Answer:
+        status = response.status
+        location = response.getheader("Location")
+        text = ""
+        if not 200 <= status < 300:
+            try:
+                text = response.read(_READ_BYTES).decode("utf-8", errors="replace")
+            except (OSError, http.client.HTTPException, ValueError):
+                text = "(the body could not be read)"
+        return _Answer(status, _clean(response.reason or "", _REASON_CHARS), location, _clean(text, ERROR_BODY_CHARS))
+
+    def _judge(self, answer: _Answer) -> None:
+        status = answer.status
+        if 200 <= status < 300:
+            return
+        said = f"{self.endpoint.display}: HTTP {status}" + (f" {answer.reason}" if answer.reason else "")
+        if 300 <= status < 400:
+            where = _clean(answer.location, ERROR_BODY_CHARS) if answer.location else "(no Location header)"
+            raise WebhookRefused(f"{said}: redirected to {where}; redirects are not followed, point the topic there")
+        said += f": {answer.body}" if answer.body else ""
+        if status in RETRIED_4XX or 500 <= status < 600:
+            raise WebhookError(said)
+        if 400 <= status < 500:
+            raise WebhookRefused(said)
+        raise WebhookError(f"{said} (unexpected status)")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS error: {exc.reason or exc}"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, http.client.HTTPException):
+        return f"bad response: {type(exc).__name__}: {_clean(str(exc), ERROR_BODY_CHARS)}"
+    return f"{type(exc).__name__}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+
+
+def _clean(text: str, limit: int) -> str:
+    """``text`` on one line, without control characters, cut at ``limit`` characters."""
+    flat = " ".join(_UNPRINTABLE.sub(" ", text).split())
+    return flat if len(flat) <= limit else flat[:limit] + "…"
+
+
+def webhook_target(url: str, config: TopicConfig, settings: Settings) -> Callable[[Job, float], None]:
+    """The target for a webhook URL. Raises ``ConfigError`` when the URL is not a usable http(s) URL;
+    the http rule and the address guard apply at each delivery (as ``PermanentFailure``)."""
+    return Webhook(
+        Endpoint.parse(url),
+        allow_http=config.allow_http,
+        allow_private=config.allow_private,
+        secret=settings.webhook_secret,
+    )
+
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "USER_AGENT",
+    "Endpoint",
+    "Webhook",
+    "WebhookError",
+    "WebhookRefused",
+    "refusal",
+    "resolve",
+    "sign",
+    "verify_signature",
+    "webhook_target",
+]
