@@ -1,0 +1,25 @@
+"""EventBridge Scheduler, every minute -> the consume loop: per topic, due jobs are taken in batches and
+handed to the topic's target with its timeout, then acknowledged, retried or dead-lettered
+(``delayq.consumer``)."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.observability import Telemetry, route_logs_to
+from delayq.queue import Queue
+
+logger = Logger()
+tracer = Tracer()
+route_logs_to(logger)
+queue = Queue.from_env(telemetry=Telemetry())
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@queue.telemetry.flushed
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    budget = Budget.from_event(event, context, queue.settings.loop_seconds)
+    return Consumer(queue).run(budget)

@@ -1,0 +1,23 @@
+"""API Gateway (REST proxy) -> the HTTP API of delayq. The routes live in ``delayq.api``."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+
+from delayq.api import create_app
+from delayq.observability import Telemetry, route_logs_to
+from delayq.queue import Queue
+
+logger = Logger()
+tracer = Tracer()
+telemetry = Telemetry()
+route_logs_to(logger)
+app = create_app(lambda: Queue.from_env(telemetry=telemetry))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@telemetry.flushed
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.resolve(event, context)

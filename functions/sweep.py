@@ -1,0 +1,24 @@
+"""EventBridge Scheduler, every minute -> the sweep loop: under each partition's lock, due jobs move to
+their topic's ready list and expired leases are taken back, once per tick (``delayq.sweeper``)."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+
+from delayq.loop import Budget
+from delayq.observability import Telemetry, route_logs_to
+from delayq.queue import Queue
+from delayq.sweeper import Sweeper
+
+logger = Logger()
+tracer = Tracer()
+route_logs_to(logger)
+queue = Queue.from_env(telemetry=Telemetry())
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@queue.telemetry.flushed
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    budget = Budget.from_event(event, context, queue.settings.loop_seconds)
+    return Sweeper(queue).run(budget)
