@@ -1,0 +1,206 @@
+"""Unknown routes, unknown topics, ``GET /health`` and Redis being down: always JSON, never a trace."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from delayq.api import HealthOut
+from delayq.queue import Queue
+
+from api_support import ANY_FIELD, ERROR_KEYS, NO_BODY, Api, assert_model, check_reply
+from conftest import EVENTS, RECORDER, load_event
+
+DOWN_URL = "redis://127.0.0.1:1/0"
+
+
+@pytest.fixture
+def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
+    return Api.start(redis_client, namespace)
+
+
+@pytest.fixture
+def named_only(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str):
+    """Topics ``orders`` and ``payments`` only: no ``*`` entry."""
+    monkeypatch.setenv("DELAYQ_TOPICS", json.dumps({"orders": {"target": RECORDER}, "payments": {"target": RECORDER}}))
+    api = Api.start(redis_client, namespace)
+    api.create("orders", "seed", delay=600)
+    return api
+
+
+@pytest.fixture
+def down(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str):
+    """The handler pointed at a port where no Redis answers."""
+    monkeypatch.setenv("DELAYQ_REDIS_URL", DOWN_URL)
+    return Api.start(redis_client, namespace)
+
+
+# ------------------------------------------------------------------------------------------ routes
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/"),
+        ("GET", "/nope"),
+        ("GET", "/jobs"),
+        ("DELETE", "/jobs"),
+        ("GET", "/jobs/orders"),
+        ("POST", "/jobs/orders"),
+        ("POST", "/jobs/orders/a"),
+        ("GET", "/jobs/orders/a/b"),
+        ("PUT", "/topics/orders"),
+        ("GET", "/topics"),
+        ("POST", "/health"),
+        ("GET", "/topics/orders/dead/replay"),
+    ],
+)
+def test_unknown_route_is_404_json(api: Api, method: str, path: str):
+    api.create("orders", "seed", delay=60)
+    body = {"topic": "orders", "delay": 1} if method in ("POST", "PUT") else None
+    reply = api.refused(404, ANY_FIELD, method, path, NO_BODY if body is None else body, error="not_found")
+    assert reply.field is None
+
+
+# ------------------------------------------------------------------------------------------ unknown topics
+
+
+def test_unknown_topic_without_a_wildcard_is_422_naming_topic(named_only: Api):
+    api = named_only
+    api.refused(422, "topic", "POST", "/jobs", {"topic": "nope", "id": "a", "delay": 5}, error="invalid")
+    api.refused(422, "topic", "PUT", "/jobs/nope/a", {"delay": 5}, error="invalid")
+    assert api.create("payments", "fine")["id"] == "fine"
+
+
+def test_unknown_topic_in_a_batch_is_a_422_item(named_only: Api):
+    reply = named_only.post("/jobs/batch", {"jobs": [{"topic": "nope", "id": "a"}, {"topic": "orders", "id": "b"}]})
+    assert reply.status == 200, reply
+    results = reply.json["results"]
+    assert [r["status"] for r in results] == [422, 201]
+    assert results[0]["error"]["field"] == "topic"
+    assert named_only.get("/jobs/nope/a").status == 404
+    assert named_only.job("orders", "b")["state"] == "ready"
+
+
+def test_unknown_topic_refused_in_an_empty_namespace_writes_nothing(
+    handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str
+):
+    monkeypatch.setenv("DELAYQ_TOPICS", json.dumps({"orders": {"target": RECORDER}}))
+    api = Api.start(redis_client, namespace)
+    assert api.post("/jobs", {"topic": "nope"}).status == 422
+    assert api.post("/jobs/batch", {"jobs": [{"topic": "nope"}]}).json["results"][0]["status"] == 422
+    assert api.snapshot() == {}
+
+
+# ------------------------------------------------------------------------------------------ health
+
+
+def test_health_ok(api: Api):
+    reply = api.get("/health")
+    assert (reply.status, reply.json) == (200, {"status": "ok"})
+    assert_model(HealthOut, reply.json)
+
+
+def test_health_is_503_when_redis_does_not_answer(down: Api):
+    reply = down.get("/health", error_shape=False)
+    assert reply.status == 503, reply
+    assert isinstance(reply.json, dict)
+    assert reply.json.get("status") in ("unavailable", 503), reply
+
+
+def test_health_503_body_is_what_the_openapi_document_says(down: Api):
+    """The document's 503 for ``/health`` is ``ErrorOut``, and so must the answer be (or the document
+    must say ``HealthOut``): a client generated from the document must be able to read it."""
+    doc = down.get("/openapi.json").json
+    ref = doc["paths"]["/health"]["get"]["responses"]["503"]["content"]["application/json"]["schema"]["$ref"]
+    schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    reply = down.get("/health", error_shape=False)
+    assert reply.status == 503
+    assert set(schema["required"]) <= set(reply.json), (ref, reply)
+    assert set(reply.json) <= set(schema["properties"]), (ref, reply)
+    for name, value in reply.json.items():
+        expected = schema["properties"][name].get("type")
+        kinds = {"integer": int, "string": str, "null": type(None)}
+        if isinstance(expected, str):
+            assert isinstance(value, kinds[expected]), (name, value, expected)
+
+
+# ------------------------------------------------------------------------------------------ Redis down
+
+DOWN_REQUESTS: list[tuple[str, str, Any, dict[str, str] | None]] = [
+    ("POST", "/jobs", {"topic": "orders", "id": "a", "delay": 5}, None),
+    ("POST", "/jobs/batch", {"jobs": [{"topic": "orders", "id": "a"}]}, None),
+    ("PUT", "/jobs/orders/a", {"delay": 5}, None),
+    ("GET", "/jobs/orders/a", None, None),
+    ("PATCH", "/jobs/orders/a", {"delay": 5}, None),
+    ("DELETE", "/jobs/orders/a", None, None),
+    ("GET", "/topics/orders", None, None),
+    ("GET", "/topics/orders/dead", None, {"limit": "5"}),
+    ("POST", "/topics/orders/dead/replay", {"ids": ["a"]}, None),
+    ("POST", "/topics/orders/dead/replay", None, None),
+    ("DELETE", "/topics/orders/dead", None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "query"), DOWN_REQUESTS, ids=[f"{m} {p}" for m, p, *_ in DOWN_REQUESTS]
+)
+def test_every_route_answers_503_json_quickly_when_redis_is_down(
+    down: Api, method: str, path: str, body: Any, query: dict[str, str] | None
+):
+    started = time.monotonic()
+    reply = down.call(method, path, NO_BODY if body is None else body, query=query)
+    elapsed = time.monotonic() - started
+    if path == "/jobs/batch" and reply.status == 200:
+        pytest.fail(f"a batch with Redis down answered 200: {reply}")
+    assert reply.status == 503, reply
+    assert reply.json["error"] == "unavailable"
+    assert elapsed < 3, elapsed
+
+
+def test_every_sample_answers_json_without_a_trace_when_redis_is_down(down: Api):
+    started = time.monotonic()
+    for path in sorted((EVENTS / "api").glob("*.json")):
+        name = path.stem
+        reply = down.send(load_event(f"api/{name}"), error_shape=name != "get_health")
+        expected = 200 if name == "get_openapi" else 503
+        assert reply.status == expected, (name, reply)
+    assert time.monotonic() - started < 10
+
+
+def test_validation_still_answers_when_redis_is_down(down: Api):
+    assert down.post("/jobs", raw_body="{").status == 400
+    assert down.post("/jobs", {"topic": "orders", "delay": -1}).field == "delay"
+    assert down.get("/nope").status == 404
+
+
+# ------------------------------------------------------------------------------------------ no traces
+
+
+def test_a_failing_queue_answers_500_json_without_a_trace(api: Api, monkeypatch: pytest.MonkeyPatch):
+    """An unexpected exception is logged, and the caller sees JSON only."""
+
+    def explode(self: Queue, topic: str) -> Any:
+        raise RuntimeError('secret internals File "x.py", line 1')
+
+    monkeypatch.setattr(Queue, "stats", explode)
+    reply = api.get("/topics/orders")
+    assert reply.status == 500
+    assert set(reply.json) == ERROR_KEYS
+    assert "secret" not in (reply.text or "")
+
+
+def test_check_reply_catches_a_trace():
+    """The check applied to every reply of this tier can fail."""
+    with pytest.raises(AssertionError, match="traceback"):
+        check_reply(
+            {"statusCode": 500, "body": json.dumps({"detail": 'Traceback (most recent call last):\n File "x"'})}
+        )
+    with pytest.raises(AssertionError, match="error keys"):
+        check_reply(
+            {"statusCode": 422, "body": json.dumps({"detail": []}), "headers": {"Content-Type": "application/json"}}
+        )

@@ -1,0 +1,167 @@
+"""``GET /openapi.json``: a valid OpenAPI 3 document of the contract's routes and models."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import openapi_spec_validator
+import pytest
+import redis
+
+from api_support import Api
+
+# The contract's routes (CONTRACT.md, "HTTP API"), parameters normalised to {}.
+CONTRACT_ROUTES: dict[str, set[str]] = {
+    "/jobs": {"post"},
+    "/jobs/batch": {"post"},
+    "/jobs/{}/{}": {"put", "get", "patch", "delete"},
+    "/topics/{}": {"get"},
+    "/topics/{}/dead": {"get", "delete"},
+    "/topics/{}/dead/replay": {"post"},
+    "/health": {"get"},
+}
+# What each route answers on success, and the model documented for it.
+SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
+    ("/jobs", "post"): {"201": "ScheduledOut"},
+    ("/jobs/batch", "post"): {"200": "BatchOut"},
+    ("/jobs/{}/{}", "put"): {"201": "ScheduledOut", "200": "ScheduledOut"},
+    ("/jobs/{}/{}", "get"): {"200": "JobOut"},
+    ("/jobs/{}/{}", "patch"): {"200": "ScheduledOut"},
+    ("/jobs/{}/{}", "delete"): {"204": None},
+    ("/topics/{}", "get"): {"200": "TopicOut"},
+    ("/topics/{}/dead", "get"): {"200": "DeadListOut"},
+    ("/topics/{}/dead/replay", "post"): {"200": "ReplayedOut"},
+    ("/topics/{}/dead", "delete"): {"200": "PurgedOut"},
+    ("/health", "get"): {"200": "HealthOut"},
+}
+# Errors the contract names for a route (all may answer 503).
+CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
+    ("/jobs", "post"): {"400", "409", "413", "422", "503"},
+    ("/jobs/batch", "post"): {"400", "413", "422", "503"},
+    ("/jobs/{}/{}", "put"): {"400", "409", "413", "422", "503"},
+    ("/jobs/{}/{}", "get"): {"404", "422", "503"},
+    ("/jobs/{}/{}", "patch"): {"400", "404", "409", "422", "503"},
+    ("/jobs/{}/{}", "delete"): {"404", "422", "503"},
+    ("/topics/{}", "get"): {"422", "503"},
+    ("/topics/{}/dead", "get"): {"422", "503"},
+    ("/topics/{}/dead/replay", "post"): {"400", "422", "503"},
+    ("/topics/{}/dead", "delete"): {"422", "503"},
+    ("/health", "get"): {"503"},
+}
+METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+
+
+def normalise(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
+@pytest.fixture
+def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
+    return Api.start(redis_client, namespace)
+
+
+@pytest.fixture
+def doc(api: Api) -> dict[str, Any]:
+    reply = api.get("/openapi.json")
+    assert reply.status == 200, reply
+    assert isinstance(reply.json, dict)
+    return reply.json
+
+
+def operations(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (normalise(path), method): op
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if method in METHODS
+    }
+
+
+def schema_ref(response: dict[str, Any]) -> str | None:
+    schema = response.get("content", {}).get("application/json", {}).get("schema")
+    if not schema:
+        return None
+    ref = schema.get("$ref")
+    return ref.rsplit("/", 1)[1] if ref else f"<inline {schema}>"
+
+
+def test_document_is_openapi_3(doc: dict[str, Any]):
+    assert re.match(r"^3\.\d+\.\d+$", doc["openapi"]), doc["openapi"]
+    assert doc["info"]["title"]
+    assert doc["info"]["version"]
+
+
+def test_document_is_valid_per_openapi_spec_validator(doc: dict[str, Any]):
+    openapi_spec_validator.validate(doc)
+
+
+def test_every_contract_route_is_documented_with_its_methods(doc: dict[str, Any]):
+    documented: dict[str, set[str]] = {}
+    for path, item in doc["paths"].items():
+        documented.setdefault(normalise(path), set()).update(m for m in item if m in METHODS)
+    for path, methods in CONTRACT_ROUTES.items():
+        assert path in documented, (path, sorted(documented))
+        assert methods <= documented[path], (path, documented[path])
+
+
+def test_path_parameters_are_declared(doc: dict[str, Any]):
+    for path, item in doc["paths"].items():
+        names = set(re.findall(r"\{([^}]+)\}", path))
+        for method, op in item.items():
+            if method not in METHODS:
+                continue
+            declared = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
+            assert declared == names, (path, method, declared)
+            for param in op.get("parameters", []):
+                if param["in"] == "path":
+                    assert param["required"] is True
+                    assert param["schema"].get("pattern"), (path, param)
+
+
+def test_dead_list_documents_its_limit(doc: dict[str, Any]):
+    op = operations(doc)[("/topics/{}/dead", "get")]
+    limit = next(p for p in op["parameters"] if p["name"] == "limit")
+    assert limit["in"] == "query"
+    assert limit["schema"]["minimum"] == 1
+    assert limit["schema"]["maximum"] == 1000
+
+
+@pytest.mark.parametrize(("route", "statuses"), SUCCESS_MODELS.items(), ids=[f"{m} {p}" for p, m in SUCCESS_MODELS])
+def test_success_responses_document_their_models(doc: dict[str, Any], route: tuple[str, str], statuses: dict):
+    responses = operations(doc)[route]["responses"]
+    for status, model in statuses.items():
+        assert status in responses, (route, sorted(responses))
+        if model is not None:
+            assert schema_ref(responses[status]) == model, (route, status, responses[status])
+            assert model in doc["components"]["schemas"]
+
+
+@pytest.mark.parametrize(("route", "errors"), CONTRACT_ERRORS.items(), ids=[f"{m} {p}" for p, m in CONTRACT_ERRORS])
+def test_documented_errors_use_error_out(doc: dict[str, Any], route: tuple[str, str], errors: set[str]):
+    responses = operations(doc)[route]["responses"]
+    assert errors <= set(responses), (route, sorted(responses))
+    for status, response in responses.items():
+        if int(status) >= 400:
+            assert schema_ref(response) == "ErrorOut", (route, status, response)
+
+
+def test_error_out_schema_has_the_four_keys(doc: dict[str, Any]):
+    schema = doc["components"]["schemas"]["ErrorOut"]
+    assert set(schema["properties"]) == {"status", "error", "field", "message"}
+    assert set(schema["required"]) == {"status", "error", "field", "message"}
+
+
+def test_request_bodies_document_the_job_fields(doc: dict[str, Any]):
+    ops = operations(doc)
+    body = ops[("/jobs", "post")]["requestBody"]["content"]["application/json"]["schema"]
+    name = body["$ref"].rsplit("/", 1)[1]
+    props = doc["components"]["schemas"][name]["properties"]
+    assert {"topic", "id", "body", "delay", "run_at", "retries", "timeout", "backoff"} <= set(props)
+    assert "topic" in doc["components"]["schemas"][name]["required"]
+    for route in (("/jobs/{}/{}", "put"), ("/jobs/{}/{}", "patch"), ("/jobs/batch", "post")):
+        assert "requestBody" in ops[route], route
+
+
+def test_document_is_stable_between_requests(api: Api, doc: dict[str, Any]):
+    assert api.get("/openapi.json").json == doc

@@ -1,0 +1,147 @@
+"""Every sample event of ``events/api/`` through ``enqueue.lambda_handler``, in an order where the job
+each one needs exists; each answers its documented success status and model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from delayq.api import (
+    BatchOut,
+    DeadListOut,
+    HealthOut,
+    JobOut,
+    PurgedOut,
+    ReplayedOut,
+    ScheduledOut,
+    TopicOut,
+)
+
+from api_support import Api, assert_model
+from conftest import EVENTS, load_event
+
+SAMPLES = {
+    "delete_dead",
+    "delete_job",
+    "get_dead",
+    "get_health",
+    "get_job",
+    "get_openapi",
+    "get_topic",
+    "patch_job",
+    "post_dead_replay",
+    "post_jobs",
+    "post_jobs_batch",
+    "put_job",
+}
+
+
+@pytest.fixture
+def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
+    return Api.start(redis_client, namespace)
+
+
+def sample(api: Api, name: str) -> tuple[int, object]:
+    reply = api.send(load_event(f"api/{name}"))
+    return reply.status, reply.json
+
+
+def test_every_sample_is_covered_here():
+    assert {path.stem for path in (EVENTS / "api").glob("*.json")} == SAMPLES
+
+
+def test_samples_in_order_answer_their_success_status(api: Api):
+    post_body = json.loads(load_event("api/post_jobs")["body"])
+    put_body = json.loads(load_event("api/put_job")["body"])
+
+    # PUT creates (201), then replaces (200)
+    status, data = sample(api, "put_job")
+    assert status == 201, data
+    assert_model(ScheduledOut, data)
+    assert (data["topic"], data["id"]) == ("orders", "close-1042")
+    assert api.job("orders", "close-1042")["body"] == put_body["body"]
+    status, data = sample(api, "put_job")
+    assert status == 200, data
+    assert_model(ScheduledOut, data)
+
+    # DELETE cancels it (204, no body), so POST can create it (201)
+    status, data = sample(api, "delete_job")
+    assert (status, data) == (204, None)
+    status, data = sample(api, "post_jobs")
+    assert status == 201, data
+    assert_model(ScheduledOut, data)
+    assert (data["topic"], data["id"]) == ("orders", "close-1042")
+
+    # GET shows it as POST made it
+    status, data = sample(api, "get_job")
+    assert status == 200, data
+    assert_model(JobOut, data)
+    assert data["state"] == "delayed"
+    assert data["body"] == post_body["body"]
+    assert data["run_at_ms"] - data["enqueued_at_ms"] == post_body["delay"] * 1000
+    assert data["attempts"] == 0
+
+    # PATCH reschedules it by its delay
+    before = api.server_ms()
+    status, data = sample(api, "patch_job")
+    after = api.server_ms()
+    assert status == 200, data
+    assert_model(ScheduledOut, data)
+    delay_ms = json.loads(load_event("api/patch_job")["body"])["delay"] * 1000
+    assert before + delay_ms <= data["run_at_ms"] <= after + delay_ms
+    assert api.job("orders", "close-1042")["run_at_ms"] == data["run_at_ms"]
+
+    # the batch creates its three jobs, in order
+    status, data = sample(api, "post_jobs_batch")
+    assert status == 200, data
+    assert_model(BatchOut, data)
+    batch = json.loads(load_event("api/post_jobs_batch")["body"])["jobs"]
+    assert [(r["status"], r["id"]) for r in data["results"]] == [(201, job["id"]) for job in batch]
+    for job in batch:
+        assert api.job(job["topic"], job["id"])["body"] == job["body"]
+
+    status, data = sample(api, "get_topic")
+    assert status == 200, data
+    assert_model(TopicOut, data)
+    assert (data["topic"], data["delayed"], data["ready"], data["reserved"], data["dead"]) == ("orders", 2, 0, 0, 0)
+
+    # close-1042 falls due, is taken and fails for good: the dead list shows it
+    status, data = sample(api, "get_dead")
+    assert (status, data) == (200, {"jobs": []})
+    assert api.patch("/jobs/orders/close-1042", {"delay": 0}).status == 200
+    token = api.lease("orders", "close-1042")
+    assert api.fail("orders", "close-1042", token, "payment service said no", retries=0) == "dead"
+    status, data = sample(api, "get_dead")
+    assert status == 200, data
+    assert_model(DeadListOut, data)
+    assert [(job["id"], job["last_error"]) for job in data["jobs"]] == [("close-1042", "payment service said no")]
+
+    # replay brings it back
+    status, data = sample(api, "post_dead_replay")
+    assert (status, data) == (200, {"replayed": 1})
+    assert_model(ReplayedOut, data)
+    assert api.job("orders", "close-1042")["state"] == "ready"
+
+    # DELETE: 204, then 404
+    status, data = sample(api, "delete_job")
+    assert (status, data) == (204, None)
+    status, data = sample(api, "delete_job")
+    assert status == 404, data
+    assert data["field"] == "id"
+
+    # purge a dead job
+    api.kill("orders", "close-1044")
+    status, data = sample(api, "delete_dead")
+    assert (status, data) == (200, {"purged": 1})
+    assert_model(PurgedOut, data)
+    assert api.get("/jobs/orders/close-1044").status == 404
+
+    status, data = sample(api, "get_health")
+    assert (status, data) == (200, {"status": "ok"})
+    assert_model(HealthOut, data)
+
+    status, data = sample(api, "get_openapi")
+    assert status == 200
+    assert str(data["openapi"]).startswith("3.")

@@ -1,0 +1,167 @@
+"""Fixtures shared by every test tier.
+
+Tests run against the real Redis at ``DELAYQ_TEST_REDIS_URL`` (default 127.0.0.1:6379, database 0),
+each in its own namespace, removed afterwards. A Redis that does not answer fails the run: nothing
+is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from delayq import Queue, Settings, Topics
+
+import recorder
+
+REDIS_URL = os.environ.get("DELAYQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+EVENTS = Path(__file__).resolve().parent.parent / "events"
+RECORDER = "python:recorder:deliver"
+
+# Topics of the events/ samples, and "*" for any other; all delivered to the recorder.
+DEFAULT_TOPICS: dict[str, Any] = {
+    "orders": {"target": RECORDER},
+    "reminders": {"target": RECORDER},
+    "payments": {"target": RECORDER, "retries": 8},
+    "*": {"target": RECORDER},
+}
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"the tests need Redis at {REDIS_URL}: {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def namespace(redis_client: redis.Redis) -> Iterator[str]:
+    """A namespace of this test's own; its keys are deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    yield name
+    keys = list(redis_client.scan_iter(match=f"{name}:*", count=1000))
+    if keys:
+        redis_client.delete(*keys)
+
+
+@pytest.fixture(autouse=True)
+def _clean_recorder() -> Iterator[None]:
+    recorder.reset()
+    yield
+    recorder.reset()
+
+
+@pytest.fixture
+def settings(redis_url: str, namespace: str) -> Settings:
+    """Settings for this test: its namespace, the recorder topics, a fast tick."""
+    return Settings(redis_url=redis_url, namespace=namespace, topics=Topics.parse(DEFAULT_TOPICS), tick=0.2)
+
+
+@pytest.fixture
+def make_queue(settings: Settings) -> Iterator[Callable[..., Queue]]:
+    """``make_queue(topics=..., partitions=..., tick=...)``: a Queue in this test's namespace."""
+    made: list[Queue] = []
+
+    def make(**changes: Any) -> Queue:
+        if isinstance(changes.get("topics"), dict):
+            changes["topics"] = Topics.parse(changes["topics"])
+        queue = Queue(settings.with_(**changes))
+        made.append(queue)
+        return queue
+
+    yield make
+    for queue in made:
+        if queue._redis is not None:
+            queue.redis.close()
+
+
+@pytest.fixture
+def queue(make_queue: Callable[..., Queue]) -> Queue:
+    return make_queue()
+
+
+@pytest.fixture
+def handler_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, namespace: str) -> dict[str, str]:
+    """The environment the Lambda handlers read, pointed at this test's namespace."""
+    env = {
+        "DELAYQ_REDIS_URL": redis_url,
+        "DELAYQ_NAMESPACE": namespace,
+        "DELAYQ_TOPICS": json.dumps(DEFAULT_TOPICS),
+        "DELAYQ_TICK": "0.2",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+class FakeContext:
+    """The part of a Lambda context the handlers read."""
+
+    function_name = "delayq-test"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:delayq-test"
+    aws_request_id = "00000000-0000-0000-0000-000000000000"
+
+    def __init__(self, remaining_ms: int = 60_000) -> None:
+        self._deadline_ms = remaining_ms + _now_ms()
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int(self._deadline_ms - _now_ms()))
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def load_event(name: str) -> dict[str, Any]:
+    """A sample event from ``events/`` (``"api/post_jobs"``, ``"sweep"``), as a fresh copy."""
+    return copy.deepcopy(json.loads((EVENTS / f"{name}.json").read_text()))
+
+
+def api_event(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    query: dict[str, str] | None = None,
+    raw_body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event built on the ``events/api/post_jobs.json`` sample."""
+    event = load_event("api/post_jobs")
+    event["httpMethod"] = method
+    event["path"] = path
+    event["resource"] = "/{proxy+}"
+    event["pathParameters"] = {"proxy": path.lstrip("/")}
+    event["requestContext"]["httpMethod"] = method
+    event["requestContext"]["path"] = "/prod" + path
+    event["queryStringParameters"] = query
+    event["multiValueQueryStringParameters"] = None if query is None else {k: [v] for k, v in query.items()}
+    event["body"] = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
+    if headers:
+        event["headers"].update(headers)
+        event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
+    return event
+
+
+def response_json(response: dict[str, Any]) -> Any:
+    return json.loads(response["body"]) if response.get("body") else None

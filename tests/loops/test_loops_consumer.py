@@ -1,0 +1,413 @@
+"""The consume loop, run in-process against the real Redis: lifecycle, never early, exactly once,
+retries on the backoff schedule, dead letters and replay, timeouts and late results, cancel,
+reschedule, and the bounds on what one consumer takes."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from delayq import Job, JobNotFound, Queue
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.sweeper import Sweeper
+
+import loops_targets
+import recorder
+from conftest import RECORDER
+from loops_support import running, state, wait_until
+
+GATE = "python:loops_targets:gate"
+MakeQueue = Callable[..., Queue]
+
+
+@pytest.fixture(autouse=True)
+def _clean_targets() -> Iterator[None]:
+    loops_targets.reset()
+    yield
+    loops_targets.reset()
+
+
+def test_lifecycle_delayed_ready_reserved_gone(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"life": {"target": GATE}}, tick=0.1)
+    scheduled = queue.enqueue("life", {"n": 1}, id="job-1", delay=0.4)
+    before = queue.get("life", "job-1")
+    assert before.state == "delayed"
+    assert before.attempts == 0
+
+    with running(Sweeper(queue)) as sweeper:
+        assert wait_until(lambda: state(queue, "life", "job-1") == "ready")
+        assert time.time() * 1000 >= scheduled.run_at_ms
+    assert sweeper.summary is not None
+    assert sweeper.summary["moved"] == 1
+    assert sweeper.summary["locks_taken"] == 1
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "life", "job-1") == "reserved")
+        reserved = queue.get("life", "job-1")
+        assert reserved.attempts == 1
+        assert queue.stats("life").reserved == 1
+        loops_targets.release("job-1")
+        assert wait_until(lambda: state(queue, "life", "job-1") is None)
+    summary = consumer.summary
+    assert summary is not None
+    assert {k: summary[k] for k in ("taken", "succeeded", "acked", "failed", "timed_out", "retried", "dead")} == {
+        "taken": 1,
+        "succeeded": 1,
+        "acked": 1,
+        "failed": 0,
+        "timed_out": 0,
+        "retried": 0,
+        "dead": 0,
+    }
+    assert summary["late_results"] == 0
+    assert summary["redis_errors"] == 0
+    assert summary["passes"] >= 1
+
+    calls = loops_targets.of("job-1")
+    assert len(calls) == 1
+    job = calls[0].job
+    assert isinstance(job, Job)
+    assert job == Job(
+        topic="life",
+        id="job-1",
+        body={"n": 1},
+        attempt=1,
+        run_at_ms=scheduled.run_at_ms,
+        enqueued_at_ms=before.enqueued_at_ms,
+    )
+    assert job.enqueued_at_ms <= job.run_at_ms
+    assert calls[0].started_ms >= job.run_at_ms
+    stats = queue.stats("life")
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("mode", ["sweeper_and_consumer", "consumer_only", "sweeper_first"])
+def test_never_early_and_exactly_once(make_queue: MakeQueue, mode: str) -> None:
+    queue = make_queue(topics={"early": {"target": RECORDER}}, tick=0.1)
+    rng = random.Random(20261122)
+    jobs = [
+        {"topic": "early", "id": f"e{i}", "body": {"i": i}, "delay": round(rng.uniform(0.2, 1.5), 3)}
+        for i in range(200)
+    ]
+    results = queue.enqueue_many(jobs)
+    assert [r["status"] for r in results] == [201] * 200
+    run_at = {r["id"]: r["run_at_ms"] for r in results}
+
+    def all_delivered() -> bool:
+        return len(recorder.of("early")) >= 200
+
+    sweep_summary = None
+    if mode == "sweeper_first":
+        with running(Sweeper(queue)) as sweeper:
+            assert wait_until(lambda: queue.stats("early").ready == 200, timeout=6)
+        sweep_summary = sweeper.summary
+        assert recorder.of("early") == []
+        assert queue.stats("early").delayed == 0
+    if mode == "sweeper_and_consumer":
+        with running(Sweeper(queue)) as sweeper, running(Consumer(queue)) as consumer:
+            assert wait_until(all_delivered, timeout=6)
+            time.sleep(0.3)  # room for a duplicate to show up
+        sweep_summary = sweeper.summary
+    else:
+        with running(Consumer(queue)) as consumer:
+            assert wait_until(all_delivered, timeout=6)
+            time.sleep(0.3)
+
+    deliveries = recorder.of("early")
+    counts = Counter(d.id for d in deliveries)
+    assert set(counts) == set(run_at)
+    assert [job_id for job_id, n in counts.items() if n != 1] == []
+    early = [(d.id, d.started_ms - d.run_at_ms) for d in deliveries if d.started_ms < d.run_at_ms]
+    assert early == []
+    assert all(d.run_at_ms == run_at[d.id] and d.attempt == 1 and d.ok for d in deliveries)
+    summary = consumer.summary
+    assert summary is not None
+    assert summary["taken"] == 200
+    assert summary["acked"] == 200
+    stats = queue.stats("early")
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (0, 0, 0, 0)
+    if mode == "sweeper_first":
+        assert sweep_summary is not None
+        assert sweep_summary["moved"] == 200
+
+
+def test_retry_follows_the_backoff_schedule(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"retry": {"target": RECORDER, "retries": 2, "backoff": [0.3, 0.6]}}, tick=0.1)
+    queue.enqueue("retry", {"fail_until": 2}, id="r1", delay=0)
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "retry", "r1") is None, timeout=5)
+    deliveries = recorder.of("retry", "r1")
+    assert [d.attempt for d in deliveries] == [1, 2, 3]
+    assert [d.ok for d in deliveries] == [False, False, True]
+    for previous, current, backoff_ms in zip(deliveries, deliveries[1:], (300, 600), strict=False):
+        # run-at of the retry is Redis time at the failure (after the attempt started) + the backoff
+        assert current.run_at_ms - math.floor(previous.started_ms) >= backoff_ms
+        assert current.started_ms >= current.run_at_ms
+        assert current.started_ms - previous.started_ms >= backoff_ms - 1  # 1 ms: Redis floors its clock
+    summary = consumer.summary
+    assert summary is not None
+    assert (summary["taken"], summary["failed"], summary["retried"]) == (3, 2, 2)
+    assert (summary["succeeded"], summary["acked"], summary["dead"]) == (1, 1, 0)
+
+
+def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
+    queue = make_queue(
+        topics={"dl": {"target": "python:loops_targets:switch", "retries": 2, "backoff": [0.1]}}, tick=0.1
+    )
+    loops_targets.failing = True
+    queue.enqueue("dl", {"keep": "me"}, id="d1", delay=0)
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "dl", "d1") == "dead", timeout=5)
+    summary = consumer.summary
+    assert summary is not None
+    assert (summary["failed"], summary["retried"], summary["dead"], summary["acked"]) == (3, 2, 1, 0)
+    assert [c.job.attempt for c in loops_targets.of("d1")] == [1, 2, 3]
+
+    info = queue.get("dl", "d1")
+    assert info.state == "dead"
+    assert info.attempts == 3
+    assert info.body == {"keep": "me"}
+    assert info.last_error is not None
+    assert "switched off at attempt 3" in info.last_error
+    dead = queue.dead("dl")
+    assert [job.id for job in dead] == ["d1"]
+    assert "switched off at attempt 3" in dead[0].last_error
+    assert dead[0].body == {"keep": "me"}
+    assert dead[0].attempts == 3
+    stats = queue.stats("dl")
+    assert (stats.dead, stats.delayed, stats.ready, stats.reserved) == (1, 0, 0, 0)
+
+    loops_targets.failing = False
+    assert queue.replay("dl", ["d1"]) == 1
+    replayed = queue.get("dl", "d1")
+    assert replayed.state == "ready"
+    assert replayed.attempts == 0
+    with running(Consumer(queue)) as again:
+        assert wait_until(lambda: state(queue, "dl", "d1") is None, timeout=5)
+    calls = loops_targets.of("d1")
+    assert [c.job.attempt for c in calls] == [1, 2, 3, 1]
+    assert calls[-1].job.body == {"keep": "me"}
+    assert queue.dead("dl") == []
+    assert again.summary is not None
+    assert again.summary["acked"] == 1
+
+
+def test_timeout_is_a_failed_attempt_and_the_late_result_is_dropped(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"slow": {"target": RECORDER, "timeout": 1, "retries": 0}}, tick=0.1)
+    queue.enqueue("slow", {"sleep": 2.5}, id="s1", delay=0)
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "slow", "s1") == "dead", timeout=4)
+        # the handler is still sleeping: its success, when it comes, must change nothing
+        assert wait_until(lambda: consumer.counts["late_results"] == 1, timeout=4)
+    summary = consumer.summary
+    assert summary is not None
+    assert summary["timed_out"] == 1
+    assert summary["dead"] == 1
+    assert summary["late_results"] == 1
+    assert (summary["succeeded"], summary["acked"], summary["failed"]) == (0, 0, 0)
+    info = queue.get("slow", "s1")
+    assert info.state == "dead"
+    assert info.last_error == "timed out after 1s"
+    assert [job.last_error for job in queue.dead("slow")] == ["timed out after 1s"]
+    assert len(recorder.of("slow", "s1")) == 1
+
+
+def test_late_result_does_not_disturb_the_next_lease(make_queue: MakeQueue) -> None:
+    queue = make_queue(
+        topics={"slow": {"target": "python:loops_targets:first_sleeps", "timeout": 1, "retries": 1, "backoff": [0]}},
+        tick=0.1,
+    )
+    loops_targets.queue = queue
+    queue.enqueue("slow", {"sleep": 1.5}, id="t1", delay=0)
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(
+            lambda: state(queue, "slow", "t1") is None and consumer.counts["late_results"] == 1, timeout=5
+        )
+    first, second = loops_targets.of("t1")
+    assert (first.job.attempt, second.job.attempt) == (1, 2)
+    # the second attempt was leased while the first thread was still sleeping ...
+    assert second.extra["first_was_running"] is True
+    assert first.ended_ms is not None
+    assert second.started_ms < first.ended_ms
+    # ... and its lease was intact after the first thread's late result came in
+    assert second.seen is not None
+    assert second.seen.state == "reserved"
+    assert second.seen.attempts == 2
+    assert second.seen.last_error == "timed out after 1s"
+    assert second.ended_ms is not None
+    assert second.ended_ms > first.ended_ms
+
+    summary = consumer.summary
+    assert summary is not None
+    assert (summary["taken"], summary["timed_out"], summary["retried"]) == (2, 1, 1)
+    assert (summary["succeeded"], summary["acked"], summary["late_results"]) == (1, 1, 1)
+    assert (summary["failed"], summary["dead"]) == (0, 0)
+    assert queue.dead("slow") == []
+    with pytest.raises(JobNotFound):
+        queue.get("slow", "t1")
+
+
+def test_cancelled_delayed_job_is_never_delivered(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"c": {"target": RECORDER}}, tick=0.1)
+    queue.enqueue("c", {}, id="cancelled", delay=0.3)
+    queue.enqueue("c", {}, id="kept", delay=0.4)
+    queue.cancel("c", "cancelled")
+    with pytest.raises(JobNotFound):
+        queue.get("c", "cancelled")
+    with pytest.raises(JobNotFound):
+        queue.cancel("c", "cancelled")
+
+    with running(Sweeper(queue)), running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: recorder.of("c", "kept"), timeout=5)
+        time.sleep(0.3)
+    assert recorder.of("c", "cancelled") == []
+    assert consumer.summary is not None
+    assert consumer.summary["taken"] == 1
+
+
+def test_cancelled_reserved_job_is_not_retried_and_the_late_ack_changes_nothing(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"g": {"target": GATE, "retries": 2, "backoff": [0]}}, tick=0.1)
+    queue.enqueue("g", {"v": 1}, id="g1", delay=0)
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "g", "g1") == "reserved")
+        queue.cancel("g", "g1")
+        assert state(queue, "g", "g1") is None
+        assert queue.stats("g").reserved == 0
+        # a new job under the same id: the old attempt's ack must not touch it
+        fresh = queue.enqueue("g", {"v": 2}, id="g1", delay=60)
+        loops_targets.release("g1")
+        assert wait_until(lambda: consumer.counts["succeeded"] == 1)
+        passes = consumer.counts["passes"]
+        assert wait_until(lambda: consumer.counts["passes"] >= passes + 2)  # the ack went out
+    summary = consumer.summary
+    assert summary is not None
+    assert (summary["taken"], summary["succeeded"]) == (1, 1)
+    assert (summary["acked"], summary["retried"], summary["dead"], summary["failed"]) == (0, 0, 0, 0)
+    info = queue.get("g", "g1")
+    assert info.state == "delayed"
+    assert info.attempts == 0
+    assert info.body == {"v": 2}
+    assert info.run_at_ms == fresh.run_at_ms
+    assert info.last_error is None
+    assert queue.dead("g") == []
+    assert len(loops_targets.of("g1")) == 1
+    # nothing left to take back either
+    sweep = Sweeper(queue).run(Budget.of(0))
+    assert (sweep["retried"], sweep["dead"]) == (0, 0)
+
+
+def test_reschedule_delayed_job_later_is_not_delivered_before_the_new_time(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"rs": {"target": RECORDER}}, tick=0.1)
+    old = queue.enqueue("rs", {}, id="later", delay=0.2)
+    new = queue.reschedule("rs", "later", delay=1.0)
+    assert new.run_at_ms > old.run_at_ms + 500
+    assert queue.get("rs", "later").run_at_ms == new.run_at_ms
+
+    with running(Sweeper(queue)), running(Consumer(queue)):
+        assert wait_until(lambda: recorder.of("rs", "later"), timeout=5)
+        time.sleep(0.2)
+    (delivery,) = recorder.of("rs", "later")
+    assert delivery.run_at_ms == new.run_at_ms
+    assert delivery.started_ms >= new.run_at_ms
+
+
+def test_reschedule_ready_job_to_the_future_goes_back_to_delayed(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"rs": {"target": RECORDER}}, tick=0.1)
+    queue.enqueue("rs", {}, id="back", delay=0)
+    assert state(queue, "rs", "back") == "ready"
+    moved = queue.reschedule("rs", "back", delay=30)
+    assert state(queue, "rs", "back") == "delayed"
+    stats = queue.stats("rs")
+    assert (stats.ready, stats.delayed) == (0, 1)
+    assert stats.next_run_at_ms == moved.run_at_ms
+
+    summary = Consumer(queue).run(Budget.of(0.3))
+    assert summary["taken"] == 0
+    assert recorder.of("rs") == []
+    assert state(queue, "rs", "back") == "delayed"
+
+    queue.reschedule("rs", "back", delay=0)
+    assert state(queue, "rs", "back") == "ready"
+    summary = Consumer(queue).run(Budget.of(0))
+    assert (summary["taken"], summary["acked"]) == (1, 1)
+    assert len(recorder.of("rs", "back")) == 1
+
+
+def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
+    queue = make_queue(
+        topics={"busy": {"target": "python:loops_targets:counted", "concurrency": 2, "batch": 100}}, tick=0.1
+    )
+    for i in range(10):
+        queue.enqueue("busy", {"sleep": 0.25}, id=f"b{i}", delay=0)
+
+    reserved_seen: list[int] = []
+
+    def done() -> bool:
+        stats = queue.stats("busy")
+        reserved_seen.append(stats.reserved)
+        return len(loops_targets.of()) == 10 and stats.reserved == stats.ready == 0
+
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(done, timeout=6)
+    assert loops_targets.max_active == 2
+    assert max(reserved_seen) <= 2  # never leased more jobs than it had free workers
+    assert sorted(c.job.id for c in loops_targets.of()) == sorted(f"b{i}" for i in range(10))
+    summary = consumer.summary
+    assert summary is not None
+    assert (summary["taken"], summary["acked"]) == (10, 10)
+
+
+def test_takes_nothing_it_could_not_finish_before_the_deadline(make_queue: MakeQueue) -> None:
+    queue = make_queue(
+        topics={"long": {"target": RECORDER, "timeout": 30}, "short": {"target": RECORDER, "timeout": 1}},
+        tick=0.1,
+    )
+    queue.enqueue("long", {}, id="l1", delay=0)
+    queue.enqueue("short", {}, id="s1", delay=0)
+
+    budget = Budget.of(0.5, remaining_s=7)  # finish_by is 5 s away: 30 s does not fit, 1 s does
+    summary = Consumer(queue).run(budget)
+    assert summary["taken"] == 1
+    assert summary["acked"] == 1
+    assert recorder.of("long") == []
+    assert state(queue, "long", "l1") == "ready"
+    assert [d.id for d in recorder.of("short")] == ["s1"]
+    assert state(queue, "short", "s1") is None
+
+
+def test_job_timeout_override_counts_for_the_deadline(make_queue: MakeQueue) -> None:
+    """A job's own ``timeout`` (create option) overrides its topic's; a job that may run 30 s must not
+    be taken 5 s before the deadline just because its topic's timeout is 1 s."""
+    queue = make_queue(topics={"short": {"target": RECORDER, "timeout": 1}}, tick=0.1)
+    queue.enqueue("short", {}, id="own-timeout", delay=0, timeout=30)
+
+    summary = Consumer(queue).run(Budget.of(0, remaining_s=7))
+    assert summary["taken"] == 0
+    assert state(queue, "short", "own-timeout") == "ready"
+
+
+def test_permanent_failure_goes_dead_at_once_whatever_its_retries(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"doomed": {"target": "python:loops_targets:permanent", "retries": 5}}, tick=0.1)
+    queue.enqueue("doomed", {"n": 1}, id="p1")
+    queue.enqueue("doomed", {"n": 2}, id="p2", retries=25)
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: queue.stats("doomed").dead == 2)
+    assert [c.job.attempt for c in loops_targets.of("p1")] == [1]
+    assert [c.job.attempt for c in loops_targets.of("p2")] == [1]
+    dead = {job.id: job for job in queue.dead("doomed")}
+    assert dead["p1"].last_error == "PermanentFailure: job p1 can never succeed"
+    assert dead["p2"].attempts == 1
+    assert consumer.summary is not None
+    assert consumer.summary["dead"] == 2
+    assert consumer.summary["retried"] == 0

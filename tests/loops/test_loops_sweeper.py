@@ -1,0 +1,268 @@
+"""The sweep loop, run in-process against the real Redis: expired leases taken back, the partition
+lock (held by one sweeper, taken over after its TTL, lost when stolen), how precisely it wakes for a
+due job, and many jobs over several partitions."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from delayq import Queue
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.scripts import Scripts
+from delayq.sweeper import Sweeper
+
+import loops_targets
+import recorder
+from conftest import RECORDER
+from loops_support import running, state, wait_until
+
+MakeQueue = Callable[..., Queue]
+
+
+@pytest.fixture(autouse=True)
+def _clean_targets() -> Iterator[None]:
+    loops_targets.reset()
+    yield
+    loops_targets.reset()
+
+
+def _lease_directly(queue: Queue, topic: str, timeout_ms: int, grace_ms: int) -> list[str]:
+    """What a consumer does before it dies: take one job (and never answer)."""
+    partition = queue.keys.partitions[0]
+    keys = [*partition.topic_keys(topic), partition.seq]
+    return list(Scripts.take(queue.redis, keys, [1, timeout_ms, grace_ms]))
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> None:
+    queue = make_queue(
+        topics={"lease": {"target": RECORDER, "timeout": 1, "retries": retries, "backoff": [0]}}, tick=0.1
+    )
+    queue.enqueue("lease", {"x": 1}, id="l1", delay=0)
+    reply = _lease_directly(queue, "lease", timeout_ms=1000, grace_ms=0)
+    now_ms = int(reply[0])
+    assert reply[2] == "l1"
+    assert int(reply[4]) == 1  # attempt
+    assert state(queue, "lease", "l1") == "reserved"
+
+    sweeper = Sweeper(queue)
+    first = sweeper.run(Budget.of(0))  # the lease has not run out: nothing to take back
+    assert (first["retried"], first["dead"]) == (0, 0)
+    assert state(queue, "lease", "l1") == "reserved"
+
+    def swept() -> bool:
+        sweeper.sweep_once()
+        return sweeper.counts["retried"] + sweeper.counts["dead"] >= 1
+
+    assert wait_until(swept, timeout=4, interval=0.05)
+    sweeper.release()
+    info = queue.get("lease", "l1")
+    assert info.last_error is not None
+    assert "lease" in info.last_error
+    assert info.attempts == 1
+
+    if retries == 0:
+        assert sweeper.counts["dead"] == 1
+        assert info.state == "dead"
+        dead = queue.dead("lease")
+        assert [job.id for job in dead] == ["l1"]
+        assert dead[0].died_at_ms >= now_ms + 1000  # not before the lease deadline (take + timeout + grace)
+        assert "lease" in dead[0].last_error
+        assert dead[0].body == {"x": 1}
+        summary = Consumer(queue).run(Budget.of(0.3))
+        assert summary["taken"] == 0
+        assert recorder.of("lease") == []
+    else:
+        assert sweeper.counts["retried"] == 1
+        assert info.state in ("delayed", "ready")
+        assert info.run_at_ms >= now_ms + 1000  # taken back (backoff 0) not before the lease deadline
+        with running(Consumer(queue)) as consumer:
+            assert wait_until(lambda: state(queue, "lease", "l1") is None, timeout=4)
+        deliveries = recorder.of("lease", "l1")
+        assert [d.attempt for d in deliveries] == [2]
+        assert deliveries[0].started_ms >= now_ms + 1000
+        assert consumer.summary is not None
+        assert consumer.summary["acked"] == 1
+        assert queue.dead("lease") == []
+
+
+def test_expired_lease_is_not_taken_back_early(make_queue: MakeQueue) -> None:
+    """A sweeper running in the background takes the lease back at its deadline, not before."""
+    queue = make_queue(topics={"lease": {"target": RECORDER, "timeout": 1, "retries": 0}}, tick=0.2)
+    queue.enqueue("lease", {}, id="l2", delay=0)
+    reply = _lease_directly(queue, "lease", timeout_ms=1000, grace_ms=0)
+    deadline_ms = int(reply[0]) + 1000
+
+    seen: list[tuple[float, str | None]] = []
+
+    def dead() -> bool:
+        current = state(queue, "lease", "l2")
+        seen.append((time.time() * 1000, current))
+        return current == "dead"
+
+    with running(Sweeper(queue)) as sweeper:
+        assert wait_until(dead, timeout=4, interval=0.005)
+    assert sweeper.summary is not None
+    assert sweeper.summary["dead"] == 1
+    early = [(t, s) for t, s in seen if s != "reserved" and t < deadline_ms]
+    assert early == []
+    died_at = queue.dead("lease")[0].died_at_ms
+    assert died_at >= deadline_ms
+
+
+def test_one_sweeper_per_partition_and_takeover_after_ttl(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"lk": {"target": RECORDER}}, tick=0.1)
+    lock = queue.keys.partitions[0].lock
+    holder, other = Sweeper(queue), Sweeper(queue)
+    holder.lock_ttl_ms = 400  # the holder "dies" (never releases): its lock lapses after 0.4 s
+
+    holder.sweep_once()
+    other.sweep_once()
+    assert holder.counts["locks_taken"] == 1
+    assert other.counts["locks_taken"] == 0
+    assert queue.redis.get(lock) == holder.token
+
+    queue.enqueue("lk", {}, id="k1", delay=0.05)
+    assert wait_until(lambda: _due(queue, "lk", "k1"))
+    other.sweep_once()  # no lock, no sweep
+    assert other.counts["moved"] == 0
+    assert state(queue, "lk", "k1") == "delayed"
+
+    def taken_over() -> bool:
+        other.sweep_once()
+        return other.counts["locks_taken"] == 1
+
+    assert wait_until(taken_over, timeout=4, interval=0.05)
+    assert queue.redis.get(lock) == other.token
+    assert other.counts["moved"] == 1
+    assert state(queue, "lk", "k1") == "ready"
+
+    # the old holder comes back: the sweep script refuses it, it counts the loss and touches nothing
+    queue.enqueue("lk", {}, id="k2", delay=0)
+    holder.sweep_once()
+    assert holder.counts["locks_lost"] == 1
+    assert holder.counts["moved"] == 0
+    assert queue.redis.get(lock) == other.token
+    holder.release()
+    assert queue.redis.get(lock) == other.token  # a lost lock is not released
+
+    other.release()
+    assert queue.redis.get(lock) is None
+
+
+def _due(queue: Queue, topic: str, job_id: str) -> bool:
+    seconds, micros = queue.redis.time()
+    return int(seconds) * 1000 + int(micros) // 1000 >= queue.get(topic, job_id).run_at_ms
+
+
+def test_stolen_lock_stops_the_sweeper(make_queue: MakeQueue, redis_client: redis.Redis) -> None:
+    queue = make_queue(topics={"st": {"target": RECORDER}}, tick=0.1)
+    lock = queue.keys.partitions[0].lock
+    sweeper = Sweeper(queue)
+    sweeper.sweep_once()
+    assert sweeper.counts["locks_taken"] == 1
+
+    redis_client.set(lock, "someone-else")
+    queue.enqueue("st", {}, id="s1", delay=0.05)
+    assert wait_until(lambda: _due(queue, "st", "s1"))
+    sweeper.sweep_once()
+    assert sweeper.counts["locks_lost"] == 1
+    assert sweeper.counts["moved"] == 0
+    summary = sweeper.run(Budget.of(0.3))  # keeps trying to take the lock, never sweeps
+    assert summary["locks_taken"] == 1
+    assert summary["locks_lost"] == 1
+    assert summary["moved"] == 0
+    assert summary["passes"] > 2
+    assert state(queue, "st", "s1") == "delayed"
+    assert redis_client.get(lock) == "someone-else"
+
+
+def test_sweeper_wakes_at_the_due_time_not_the_next_tick(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"pr": {"target": RECORDER}}, tick=1.0)
+    run_at_ms = queue.enqueue("pr", {}, id="p1", delay=0.7).run_at_ms
+    seen: list[tuple[float, str | None]] = []
+
+    def ready() -> bool:
+        current = state(queue, "pr", "p1")
+        seen.append((time.time() * 1000, current))
+        return current == "ready"
+
+    with running(Sweeper(queue)) as sweeper:
+        assert wait_until(ready, timeout=3, interval=0.002)
+    assert sweeper.summary is not None
+    assert sweeper.summary["moved"] == 1
+    assert [s for t, s in seen if t < run_at_ms and s != "delayed"] == []  # never early
+    first_ready_ms = next(t for t, s in seen if s == "ready")
+    last_delayed_ms = max(t for t, s in seen if s == "delayed")
+    lateness = first_ready_ms - run_at_ms
+    # Sleeping a whole tick after the first pass would move it ~300 ms late; allow a loaded box 150 ms.
+    assert lateness < 150, f"moved {lateness:.0f} ms after its run-at (tick 1.0 s)"
+    assert last_delayed_ms < first_ready_ms
+
+
+def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"pp": {"target": RECORDER}}, tick=0.1, partitions=3)
+    jobs = [{"topic": "pp", "id": f"p{i}", "body": {"i": i}, "delay": (i % 10) / 20} for i in range(300)]
+    results = queue.enqueue_many(jobs)
+    assert [r["status"] for r in results] == [201] * 300
+    per_partition = Counter(queue.keys.for_job("pp", f"p{i}").index for i in range(300))
+    assert sorted(per_partition) == [0, 1, 2]
+    assert min(per_partition.values()) > 50
+
+    with (
+        running(Sweeper(queue)) as first,
+        running(Sweeper(queue)) as second,
+        running(Consumer(queue)) as consumer,
+    ):
+        assert wait_until(lambda: len(recorder.of("pp")) >= 300, timeout=6)
+        time.sleep(0.3)
+    deliveries = recorder.of("pp")
+    counts = Counter(d.id for d in deliveries)
+    assert set(counts) == {f"p{i}" for i in range(300)}
+    assert max(counts.values()) == 1
+    assert all(d.started_ms >= d.run_at_ms for d in deliveries)
+    assert consumer.summary is not None
+    assert consumer.summary["acked"] == 300
+    assert first.summary is not None
+    assert second.summary is not None
+    # each partition's lock was held by one of the two sweepers, and kept
+    assert first.summary["locks_taken"] + second.summary["locks_taken"] == 3
+    stats = queue.stats("pp")
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (0, 0, 0, 0)
+    assert all(queue.redis.get(p.lock) is None for p in queue.keys.partitions)  # released on stop
+
+
+def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) -> None:
+    """A consumer that was too slow answers after its lease expired and the job was leased again: its
+    ack and its fail carry the old lease token and are refused."""
+    queue = make_queue(
+        topics={"st": {"target": "python:loops_targets:gate", "timeout": 1, "retries": 2, "backoff": [0]}},
+        tick=0.1,
+    )
+    queue.enqueue("st", {}, id="x1", delay=0)
+    reply = _lease_directly(queue, "st", timeout_ms=1000, grace_ms=0)
+    old_token = reply[7]
+    keys = queue.keys.partitions[0].topic_keys("st")
+
+    with running(Sweeper(queue)) as sweeper, running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: loops_targets.of("x1"), timeout=4)  # attempt 2, leased anew
+        assert state(queue, "st", "x1") == "reserved"
+        assert Scripts.ack(queue.redis, keys, ["x1", old_token]) == 0
+        assert Scripts.fail(queue.redis, keys, [2, "0", "x1", old_token, "late failure", "r"]) == [0, 0]
+        info = queue.get("st", "x1")
+        assert (info.state, info.attempts) == ("reserved", 2)
+        assert info.last_error is not None
+        assert "lease" in info.last_error
+        loops_targets.release("x1")
+        assert wait_until(lambda: state(queue, "st", "x1") is None)
+    assert [c.job.attempt for c in loops_targets.of("x1")] == [2]
+    assert sweeper.summary is not None
+    assert sweeper.summary["retried"] == 1
+    assert consumer.summary is not None
+    assert consumer.summary["acked"] == 1

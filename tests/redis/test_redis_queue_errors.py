@@ -1,0 +1,283 @@
+"""delayq.Queue against the real Redis: every refused call raises the right error, naming the field, and
+leaves the namespace exactly as it was."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from delayq import (
+    DelayqError,
+    InvalidField,
+    JobDead,
+    JobExists,
+    JobNotFound,
+    JobReserved,
+    Queue,
+    RedisUnavailable,
+    TooLarge,
+    UnknownTopic,
+)
+
+from redis_support import dump, kill_job, lease_job
+
+MAX_BODY = 256 * 1024
+DAY = 86_400
+RECORDER = "python:recorder:deliver"
+
+
+@pytest.fixture
+def populated(queue: Queue, redis_client: redis.Redis) -> Queue:
+    """orders: r reserved, x dead, q ready, d delayed; reminders: one delayed job."""
+    queue.enqueue("orders", {"job": "r"}, id="r")
+    lease_job(redis_client, queue, "orders", "r")
+    queue.enqueue("orders", {"job": "x"}, id="x")
+    kill_job(redis_client, queue, "orders", "x")
+    queue.enqueue("orders", {"job": "q"}, id="q")
+    queue.enqueue("orders", {"job": "d"}, id="d", delay=60)
+    queue.enqueue("reminders", {"job": "m"}, id="m", delay=60)
+    return queue
+
+
+@pytest.fixture
+def refused(redis_client: redis.Redis, namespace: str) -> Callable[..., DelayqError]:
+    """``refused(call, ErrorClass, field=..., status=...)``: raises exactly that, and nothing changed."""
+
+    def check(call: Callable[[], Any], kind: type[DelayqError], *, field: str | None, status: int) -> DelayqError:
+        before = dump(redis_client, namespace)
+        with pytest.raises(kind) as info:
+            call()
+        error = info.value
+        assert type(error) is kind
+        assert (error.field, error.status) == (field, status)
+        assert error.to_dict()["field"] == field
+        assert dump(redis_client, namespace) == before
+        return error
+
+    return check
+
+
+# ------------------------------------------------------------------------------------- invalid fields
+
+BAD_JOBS: list[tuple[dict[str, Any], str]] = [
+    ({"topic": "bad topic"}, "topic"),
+    ({"topic": ""}, "topic"),
+    ({"topic": "_topics"}, "topic"),
+    ({"topic": "t" * 65}, "topic"),
+    ({"topic": 5}, "topic"),
+    ({"id": "bad id"}, "id"),
+    ({"id": "-leading"}, "id"),
+    ({"id": "i" * 129}, "id"),
+    ({"id": ""}, "id"),
+    ({"id": 7}, "id"),
+    ({"delay": -1}, "delay"),
+    ({"delay": 366 * DAY + 1}, "delay"),
+    ({"delay": "5"}, "delay"),
+    ({"delay": True}, "delay"),
+    ({"delay": math.nan}, "delay"),
+    ({"delay": math.inf}, "delay"),
+    ({"run_at": "2026-01-31T09:00:00"}, "run_at"),
+    ({"run_at": "tomorrow"}, "run_at"),
+    ({"run_at": -5}, "run_at"),
+    ({"run_at": time.time() + 367 * DAY}, "run_at"),
+    ({"run_at": math.nan}, "run_at"),
+    ({"delay": 1, "run_at": 1_000}, "run_at"),
+    ({"retries": -1}, "retries"),
+    ({"retries": 26}, "retries"),
+    ({"retries": 1.5}, "retries"),
+    ({"retries": "3"}, "retries"),
+    ({"timeout": 0}, "timeout"),
+    ({"timeout": 0.5}, "timeout"),
+    ({"timeout": 901}, "timeout"),
+    ({"backoff": []}, "backoff"),
+    ({"backoff": [-1]}, "backoff[0]"),
+    ({"backoff": [1, "x"]}, "backoff[1]"),
+    ({"backoff": [1] * 65}, "backoff"),
+]
+
+
+@pytest.mark.parametrize(("change", "field"), BAD_JOBS, ids=[f"{f}-{i}" for i, (_, f) in enumerate(BAD_JOBS)])
+def test_enqueue_refuses_an_invalid_field(
+    populated: Queue, refused: Callable[..., DelayqError], change: dict[str, Any], field: str
+) -> None:
+    job = {"topic": "orders", "id": "new", "body": 1, **change}
+    topic = job.pop("topic")
+    body = job.pop("body")
+    error = refused(lambda: populated.enqueue(topic, body, **job), InvalidField, field=field, status=422)
+    assert error.message
+    assert populated.enqueue_many([{"topic": topic, "body": body, **job}])[0]["error"]["field"] == field
+
+
+@pytest.mark.parametrize(
+    ("change", "field"), [c for c in BAD_JOBS if c[1] not in ("topic", "id")], ids=lambda v: str(v)[:30]
+)
+def test_put_refuses_an_invalid_field(
+    populated: Queue, refused: Callable[..., DelayqError], change: dict[str, Any], field: str
+) -> None:
+    refused(lambda: populated.put("orders", "q", 1, **change), InvalidField, field=field, status=422)
+
+
+@pytest.mark.parametrize(("topic", "job_id", "field"), [("bad topic", "q", "topic"), ("orders", "bad id", "id")])
+def test_every_method_checks_topic_and_id(
+    populated: Queue, refused: Callable[..., DelayqError], topic: str, job_id: str, field: str
+) -> None:
+    calls = [
+        lambda: populated.put(topic, job_id, 1),
+        lambda: populated.get(topic, job_id),
+        lambda: populated.reschedule(topic, job_id, delay=1),
+        lambda: populated.cancel(topic, job_id),
+        lambda: populated.replay(topic, [job_id]),
+    ]
+    if field == "topic":
+        calls += [
+            lambda: populated.stats(topic),
+            lambda: populated.dead(topic),
+            lambda: populated.replay(topic),
+            lambda: populated.purge(topic),
+        ]
+    for call in calls:
+        refused(call, InvalidField, field=field, status=422)
+
+
+def test_boundaries_are_accepted(populated: Queue) -> None:
+    assert populated.enqueue("t" * 64, 1, id="i" * 128, delay=366 * DAY, retries=25, timeout=900).created
+    assert populated.enqueue("orders", 1, retries=0, timeout=1, backoff=[0] * 64, delay=0).created
+    assert populated.enqueue("orders", "b" * (MAX_BODY - 2)).created  # exactly 256 KiB as JSON
+
+
+def test_a_body_over_256_kib_is_too_large(populated: Queue, refused: Callable[..., DelayqError]) -> None:
+    big = "b" * (MAX_BODY - 1)  # 256 KiB + 1 byte as JSON, with its quotes
+    refused(lambda: populated.enqueue("orders", big), TooLarge, field="body", status=413)
+    refused(lambda: populated.put("orders", "q", big), TooLarge, field="body", status=413)
+    wide = {"k": "é" * (MAX_BODY // 2)}  # counted in bytes of UTF-8, not characters
+    refused(lambda: populated.enqueue("orders", wide), TooLarge, field="body", status=413)
+
+
+@pytest.mark.parametrize(
+    "body", [{1, 2}, object(), b"bytes", math.nan, {"n": math.inf}], ids=["set", "object", "bytes", "nan", "inf"]
+)
+def test_a_body_that_is_not_json_is_an_invalid_field(
+    populated: Queue, refused: Callable[..., DelayqError], body: Any
+) -> None:
+    """The contract's body is any JSON: a set, bytes or NaN is not, and must be refused as a field error
+    (not a TypeError, and not stored as the non-JSON ``NaN`` a webhook receiver cannot parse)."""
+    refused(lambda: populated.enqueue("orders", body), InvalidField, field="body", status=422)
+
+
+def test_enqueue_many_answers_a_non_json_body_in_place(populated: Queue) -> None:
+    results = populated.enqueue_many([{"topic": "orders", "id": "bad", "body": {1}}, {"topic": "orders", "id": "ok"}])
+    assert [r["status"] for r in results] == [422, 201]
+    assert results[0]["error"]["field"] == "body"
+
+
+# ------------------------------------------------------------------------------------- unknown topics
+
+
+def test_a_topic_without_config_and_without_a_wildcard_is_refused(
+    make_queue: Callable[..., Queue], refused: Callable[..., DelayqError]
+) -> None:
+    queue = make_queue(topics={"orders": {"target": RECORDER}})
+    queue.enqueue("orders", 1, id="known")
+    refused(lambda: queue.enqueue("other", 1), UnknownTopic, field="topic", status=422)
+    refused(lambda: queue.put("other", "a", 1), UnknownTopic, field="topic", status=422)
+    results = queue.enqueue_many([{"topic": "other", "id": "a"}, {"topic": "orders", "id": "b"}])
+    assert [r["status"] for r in results] == [422, 201]
+    assert results[0]["error"]["field"] == "topic"
+    assert queue.known_topics() == {"orders"}
+
+
+# ------------------------------------------------------------------------------------- conflicts
+
+
+@pytest.mark.parametrize("job_id", ["d", "q", "r", "x"])
+def test_enqueue_of_an_existing_job_is_a_conflict(
+    populated: Queue, refused: Callable[..., DelayqError], job_id: str
+) -> None:
+    refused(lambda: populated.enqueue("orders", "again", id=job_id), JobExists, field="id", status=409)
+
+
+def test_put_of_a_reserved_job_is_a_conflict(populated: Queue, refused: Callable[..., DelayqError]) -> None:
+    refused(lambda: populated.put("orders", "r", "new"), JobReserved, field="id", status=409)
+    assert populated.get("orders", "r").body == {"job": "r"}
+
+
+def test_reschedule_is_refused(populated: Queue, refused: Callable[..., DelayqError]) -> None:
+    refused(lambda: populated.reschedule("orders", "r", delay=5), JobReserved, field="id", status=409)
+    refused(lambda: populated.reschedule("orders", "x", delay=5), JobDead, field="id", status=409)
+    refused(lambda: populated.reschedule("orders", "nope", delay=5), JobNotFound, field="id", status=404)
+    refused(lambda: populated.reschedule("reminders", "d", delay=5), JobNotFound, field="id", status=404)
+    refused(lambda: populated.reschedule("orders", "d"), InvalidField, field="delay", status=422)
+    refused(lambda: populated.reschedule("orders", "d", delay=1, run_at=5), InvalidField, field="run_at", status=422)
+    refused(lambda: populated.reschedule("orders", "d", delay=-1), InvalidField, field="delay", status=422)
+    refused(
+        lambda: populated.reschedule("orders", "d", run_at="2026-01-01T00:00:00"),
+        InvalidField,
+        field="run_at",
+        status=422,
+    )
+
+
+def test_missing_jobs_are_not_found(populated: Queue, refused: Callable[..., DelayqError]) -> None:
+    refused(lambda: populated.get("orders", "nope"), JobNotFound, field="id", status=404)
+    refused(lambda: populated.cancel("orders", "nope"), JobNotFound, field="id", status=404)
+    refused(lambda: populated.cancel("reminders", "q"), JobNotFound, field="id", status=404)
+
+
+@pytest.mark.parametrize("limit", [0, 1001, -1, True, "5", 2.0])
+def test_dead_refuses_a_bad_limit(populated: Queue, refused: Callable[..., DelayqError], limit: Any) -> None:
+    refused(lambda: populated.dead("orders", limit=limit), InvalidField, field="limit", status=422)
+
+
+def test_replay_with_one_bad_id_replays_nothing(populated: Queue, refused: Callable[..., DelayqError]) -> None:
+    refused(lambda: populated.replay("orders", ["x", "bad id"]), InvalidField, field="id", status=422)
+    assert populated.get("orders", "x").state == "dead"
+
+
+# ------------------------------------------------------------------------------------- Redis down
+
+
+def _calls(queue: Queue) -> dict[str, Callable[[], Any]]:
+    return {
+        "enqueue": lambda: queue.enqueue("orders", 1, id="a"),
+        "put": lambda: queue.put("orders", "a", 1),
+        "enqueue_many": lambda: queue.enqueue_many([{"topic": "orders", "id": "a"}]),
+        "get": lambda: queue.get("orders", "a"),
+        "reschedule": lambda: queue.reschedule("orders", "a", delay=1),
+        "cancel": lambda: queue.cancel("orders", "a"),
+        "stats": lambda: queue.stats("orders"),
+        "dead": lambda: queue.dead("orders"),
+        "replay ids": lambda: queue.replay("orders", ["a"]),
+        "replay all": lambda: queue.replay("orders"),
+        "purge": lambda: queue.purge("orders"),
+        "known_topics": queue.known_topics,
+        "ping": queue.ping,
+    }
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_every_method_raises_redis_unavailable_quickly(make_queue: Callable[..., Queue], partitions: int) -> None:
+    queue = make_queue(redis_url="redis://127.0.0.1:1/0", partitions=partitions)
+    started = time.monotonic()
+    for name, call in _calls(queue).items():
+        one = time.monotonic()
+        with pytest.raises(RedisUnavailable) as info:
+            call()
+        assert info.value.status == 503, name
+        assert info.value.to_dict()["error"] == "unavailable"
+        assert time.monotonic() - one < 2.5, name
+    assert time.monotonic() - started < 5
+
+
+def test_a_closed_port_writes_nothing_anywhere(
+    make_queue: Callable[..., Queue], redis_client: redis.Redis, namespace: str
+) -> None:
+    queue = make_queue(redis_url="redis://127.0.0.1:1/0")
+    for call in _calls(queue).values():
+        with pytest.raises(RedisUnavailable):
+            call()
+    assert dump(redis_client, namespace) == {}

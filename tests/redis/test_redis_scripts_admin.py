@@ -1,0 +1,240 @@
+"""cancel, reschedule, replay, purge, inspect, stats and dead: the scripts behind the API's other routes."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from redis_support import Lua, dump, server_ms
+
+T = "orders"
+
+
+@pytest.fixture
+def lua(redis_client: redis.Redis, namespace: str) -> Lua:
+    return Lua(redis_client, namespace)
+
+
+def make(lua: Lua, state: str, job_id: str = "a", **options: object) -> None:
+    if state == "delayed":
+        assert lua.enqueue(T, job_id, **options)[0] == 1
+    elif state == "ready":
+        assert lua.enqueue(T, job_id, value=0, **options)[0] == 1
+    elif state == "reserved":
+        lua.make_leased(T, job_id, **options)
+    else:
+        lua.make_dead(T, job_id, **options)
+
+
+STATES = ["delayed", "ready", "reserved", "dead"]
+
+
+# ------------------------------------------------------------------------------------- cancel
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_cancel_removes_a_job_in_any_state(lua: Lua, state: str) -> None:
+    make(lua, state)
+    lua.enqueue(T, "before", value=0)
+    lua.enqueue(T, "after", value=0)
+    assert lua.where(T, "a")
+    assert lua.cancel(T, "a") == 3
+    assert lua.where(T, "a") == set()
+    assert lua.where(T, "before") == {"ready", "meta", "bodies"}
+    assert lua.where(T, "after") == {"ready", "meta", "bodies"}
+    assert lua.cancel(T, "a") == -2
+
+
+def test_cancel_of_a_missing_job_changes_nothing(lua: Lua, namespace: str) -> None:
+    lua.enqueue(T, "b")
+    before = dump(lua.r, namespace)
+    assert lua.cancel(T, "a") == -2
+    assert dump(lua.r, namespace) == before
+
+
+def test_cancelled_reserved_job_is_not_retried(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    assert lua.cancel(T, "a") == 3
+    assert lua.fail(T, "a", lease.token, "late") == (0, 0)
+    assert lua.where(T, "a") == set()
+
+
+# ------------------------------------------------------------------------------------- reschedule
+
+
+def test_reschedule_a_delayed_job_later(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=60_000)
+    before = server_ms(lua.r)
+    code, run_at = lua.reschedule(T, "a", "d", 120_000)
+    after = server_ms(lua.r)
+    assert code == 3
+    assert before + 120_000 <= run_at <= after + 120_000
+    assert lua.r.zscore(lua.k(T).delayed, "a") == run_at
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.run_at_ms) == ("q", run_at)
+
+
+def test_reschedule_a_ready_job_back_to_delayed(lua: Lua) -> None:
+    lua.enqueue(T, "x", value=0)
+    lua.enqueue(T, "a", value=0)
+    at = server_ms(lua.r) + 30_000
+    assert lua.reschedule(T, "a", "a", at) == (3, at)
+    k = lua.k(T)
+    assert lua.r.lrange(k.ready, 0, -1) == ["x"]
+    assert lua.r.zscore(k.delayed, "a") == at
+    assert lua.inspect(T, "a")[0] == "delayed"
+
+
+@pytest.mark.parametrize(("when", "value"), [("a", 1_000), ("d", 0)])
+def test_reschedule_to_the_past_makes_the_job_ready(lua: Lua, when: str, value: int) -> None:
+    lua.enqueue(T, "a", value=60_000)
+    before = server_ms(lua.r)
+    code, run_at = lua.reschedule(T, "a", when, value)
+    after = server_ms(lua.r)
+    assert code == 3
+    assert before <= run_at <= after
+    k = lua.k(T)
+    assert lua.r.lrange(k.ready, 0, -1) == ["a"]
+    assert lua.r.zcard(k.delayed) == 0
+    assert lua.take(T).ids == ["a"]
+
+
+def test_reschedule_keeps_attempts_and_overrides(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", retries="4", backoff="60000")
+    assert lua.fail(T, "a", lease.token, "x") == (1, 0)
+    assert lua.reschedule(T, "a", "d", 0)[0] == 3
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.attempts, meta.retries, meta.backoff_ms) == (1, 4, (60000,))
+    assert lua.take(T).jobs[0].attempt == 2
+
+
+@pytest.mark.parametrize(("state", "code"), [("reserved", -3), ("dead", -4), ("missing", -2)])
+def test_reschedule_is_refused(lua: Lua, namespace: str, state: str, code: int) -> None:
+    if state != "missing":
+        make(lua, state)
+    before = dump(lua.r, namespace)
+    assert lua.reschedule(T, "a", "d", 0) == (code, 0)
+    assert dump(lua.r, namespace) == before
+
+
+# ------------------------------------------------------------------------------------- replay
+
+
+def test_replay_ids_skips_jobs_that_are_not_dead(lua: Lua) -> None:
+    make(lua, "dead", "d1", error="err1", body='"one"')
+    make(lua, "dead", "d2")
+    make(lua, "reserved", "r")
+    make(lua, "delayed", "q")
+    snapshot = {job_id: lua.meta(T, job_id) for job_id in ("r", "q")}
+    before = server_ms(lua.r)
+    assert lua.replay(T, "ids", "d1", "r", "q", "missing", "d1") == 1
+    after = server_ms(lua.r)
+    k = lua.k(T)
+    assert lua.r.lrange(k.ready, 0, -1) == ["d1"]
+    meta = lua.meta(T, "d1")
+    assert meta is not None
+    assert meta.state == "q"
+    assert meta.attempts == 0
+    assert before <= meta.run_at_ms <= after
+    assert lua.r.hget(k.errors, "d1") == "err1"  # kept until it succeeds
+    assert lua.r.hget(k.bodies, "d1") == '"one"'
+    assert lua.r.zrange(k.dead, 0, -1) == ["d2"]
+    assert {job_id: lua.meta(T, job_id) for job_id in ("r", "q")} == snapshot
+    assert lua.meta(T, "missing") is None
+    taken = lua.take(T)
+    assert taken.ids == ["d1"]
+    assert taken.jobs[0].attempt == 1
+
+
+def test_replay_oldest_with_a_limit(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        make(lua, "dead", job_id)
+    k = lua.k(T)
+    lua.r.zadd(k.dead, {"c": 1000, "a": 2000, "b": 3000})  # deaths: c, then a, then b
+    assert lua.replay(T, "oldest", 2) == 2
+    assert lua.r.lrange(k.ready, 0, -1) == ["c", "a"]
+    assert lua.r.zrange(k.dead, 0, -1) == ["b"]
+    assert lua.replay(T, "oldest", 2) == 1
+    assert lua.replay(T, "oldest", 2) == 0
+    assert lua.r.lrange(k.ready, 0, -1) == ["c", "a", "b"]
+
+
+# ------------------------------------------------------------------------------------- purge
+
+
+def test_purge_is_bounded_by_its_limit(lua: Lua) -> None:
+    for i in range(5):
+        make(lua, "dead", f"d{i}")
+    make(lua, "delayed", "alive")
+    k = lua.k(T)
+    lua.r.zadd(k.dead, {f"d{i}": 1000 + i for i in range(5)})
+    assert lua.purge(T, 2) == 2
+    assert lua.r.zrange(k.dead, 0, -1) == ["d2", "d3", "d4"]  # the oldest went first
+    for job_id in ("d0", "d1"):
+        assert lua.where(T, job_id) == set()
+    assert lua.where(T, "d2") == {"dead", "meta", "bodies", "errors"}
+    assert lua.purge(T, 2) == 2
+    assert lua.purge(T, 2) == 1
+    assert lua.purge(T, 2) == 0
+    assert lua.r.hkeys(k.meta) == ["alive"]
+    assert lua.r.hkeys(k.errors) == []
+
+
+# ------------------------------------------------------------------------------------- inspect
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_inspect_names_the_state(lua: Lua, state: str) -> None:
+    make(lua, state, body='{"k":"v"}')
+    name, raw, body, error = lua.inspect(T, "a")
+    assert name == state
+    assert raw == lua.r.hget(lua.k(T).meta, "a")
+    assert body == '{"k":"v"}'
+    assert error == ("boom" if state == "dead" else None)
+
+
+def test_inspect_of_a_missing_job_is_nil(lua: Lua) -> None:
+    assert lua.inspect(T, "a") is None
+
+
+# ------------------------------------------------------------------------------------- stats
+
+
+def test_stats_counts_each_state(lua: Lua) -> None:
+    assert lua.stats(T) == [0, 0, 0, 0, -1]
+    make(lua, "reserved", "r1")
+    make(lua, "dead", "x1")
+    make(lua, "dead", "x2")
+    _, run_at = lua.enqueue(T, "d1", value=50_000)
+    lua.enqueue(T, "d2", value=90_000)
+    lua.enqueue(T, "d3", value=70_000)
+    for i in range(4):
+        make(lua, "ready", f"q{i}")
+    assert lua.stats(T) == [3, 4, 1, 2, run_at]
+    assert lua.stats("reminders") == [0, 0, 0, 0, -1]
+
+
+# ------------------------------------------------------------------------------------- dead
+
+
+def test_dead_lists_newest_first_with_a_limit(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        make(lua, "dead", job_id, error=f"error {job_id}", body=f'"{job_id}"')
+    k = lua.k(T)
+    lua.r.zadd(k.dead, {"a": 3000, "b": 1000, "c": 2000})
+    reply = lua.dead(T, 2)
+    assert len(reply) == 10
+    assert reply[0::5] == ["a", "c"]
+    assert [int(float(v)) for v in reply[1::5]] == [3000, 2000]
+    assert reply[2] == lua.r.hget(k.meta, "a")
+    assert reply[3::5] == ['"a"', '"c"']
+    assert reply[4::5] == ["error a", "error c"]
+    assert lua.dead(T, 10)[0::5] == ["a", "c", "b"]
+
+
+def test_dead_without_an_error_gives_an_empty_string(lua: Lua) -> None:
+    make(lua, "dead", "a")
+    lua.r.hdel(lua.k(T).errors, "a")
+    assert lua.dead(T, 1)[4] == ""

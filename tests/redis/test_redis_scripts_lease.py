@@ -1,0 +1,307 @@
+"""take, ack and fail: leasing jobs to a consumer and settling them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from delayq.job import Meta
+
+from redis_support import BACKOFF, Lua, dump, server_ms
+
+T = "orders"
+
+
+@pytest.fixture
+def lua(redis_client: redis.Redis, namespace: str) -> Lua:
+    return Lua(redis_client, namespace)
+
+
+# ------------------------------------------------------------------------------------- take
+
+
+def test_take_leases_ready_jobs_in_order(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        lua.enqueue(T, job_id, f'"{job_id}"', value=0)
+    taken = lua.take(T, count=10, timeout_ms=5000, grace_ms=700)
+    assert taken.ids == ["a", "b", "c"]
+    k = lua.k(T)
+    assert lua.r.llen(k.ready) == 0
+    for job in taken.jobs:
+        assert job.body == f'"{job.id}"'
+        assert job.attempt == 1
+        assert job.timeout_ms == 5000
+        assert lua.r.zscore(k.leased, job.id) == taken.now_ms + 5000 + 700
+        meta = lua.meta(T, job.id)
+        assert meta is not None
+        assert (meta.state, meta.attempts, meta.lease) == ("l", 1, job.token)
+    assert len({job.token for job in taken.jobs}) == 3
+
+
+def test_take_promotes_due_delayed_jobs(lua: Lua) -> None:
+    lua.enqueue(T, "soon", value=50)
+    lua.enqueue(T, "later", value=60_000)
+    assert lua.take(T).ids == []
+    time.sleep(0.08)
+    taken = lua.take(T)
+    assert taken.ids == ["soon"]
+    assert lua.r.zrange(lua.k(T).delayed, 0, -1) == ["later"]
+
+
+def test_take_uses_the_per_job_timeout_over_the_topics(lua: Lua) -> None:
+    lua.enqueue(T, "own", value=0, timeout="1234")
+    lua.enqueue(T, "topic", value=0)
+    taken = lua.take(T, timeout_ms=9000, grace_ms=100)
+    by_id = {job.id: job for job in taken.jobs}
+    assert by_id["own"].timeout_ms == 1234
+    assert by_id["topic"].timeout_ms == 9000
+    leased = lua.k(T).leased
+    assert lua.r.zscore(leased, "own") == taken.now_ms + 1234 + 100
+    assert lua.r.zscore(leased, "topic") == taken.now_ms + 9000 + 100
+
+
+def test_lease_tokens_are_unique_across_calls_and_topics(lua: Lua) -> None:
+    tokens = []
+    for i in range(4):
+        lua.enqueue(T, f"o{i}", value=0)
+        lua.enqueue("reminders", f"r{i}", value=0)
+    for _ in range(2):
+        tokens += [job.token for job in lua.take(T, count=2).jobs]
+        tokens += [job.token for job in lua.take("reminders", count=2).jobs]
+    assert len(tokens) == 8
+    assert len(set(tokens)) == 8
+
+
+def test_take_never_returns_a_job_whose_run_at_is_ahead(lua: Lua) -> None:
+    k = lua.k(T)
+    code, run_at = lua.enqueue(T, "a", value=60_000)
+    assert code == 1
+    lua.r.zrem(k.delayed, "a")
+    lua.r.rpush(k.ready, "a")  # in the ready list by mistake
+    taken = lua.take(T)
+    assert taken.ids == []
+    assert lua.r.llen(k.ready) == 0
+    assert lua.r.zscore(k.delayed, "a") == run_at
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.attempts) == ("q", 0)
+    assert 59_000 <= taken.next_in_ms <= 60_000
+
+
+def test_take_skips_ids_that_are_gone_or_not_queued(lua: Lua) -> None:
+    k = lua.k(T)
+    leased = lua.make_leased(T, "leased")
+    lua.make_dead(T, "dead")
+    lua.enqueue(T, "ok", value=0)
+    lua.r.rpush(k.ready, "ghost", "leased", "dead")  # cancelled / stale entries
+    lua.r.lmove(k.ready, k.ready, "LEFT", "RIGHT")  # "ok" to the end: stale entries first
+    taken = lua.take(T)
+    assert taken.ids == ["ok"]
+    assert lua.r.llen(k.ready) == 0
+    meta = lua.meta(T, "leased")
+    assert meta is not None
+    assert (meta.state, meta.lease, meta.attempts) == ("l", leased.token, 1)
+    assert lua.meta(T, "ghost") is None
+    assert lua.r.zscore(k.leased, "ghost") is None
+    assert lua.r.zscore(k.dead, "dead") is not None
+
+
+def test_take_count_bounds_the_batch(lua: Lua) -> None:
+    for i in range(5):
+        lua.enqueue(T, f"j{i}", value=0)
+    assert lua.take(T, count=2).ids == ["j0", "j1"]
+    assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["j2", "j3", "j4"]
+    assert lua.take(T, count=1).ids == ["j2"]
+    assert lua.take(T, count=10).ids == ["j3", "j4"]
+
+
+def test_take_count_bounds_promotion_too(lua: Lua) -> None:
+    now = server_ms(lua.r)
+    for i in range(5):
+        lua.enqueue(T, f"j{i}", when="a", value=now + 30 + i)
+    time.sleep(0.08)
+    assert lua.take(T, count=2).ids == ["j0", "j1"]
+    k = lua.k(T)
+    assert lua.r.zcard(k.delayed) + lua.r.llen(k.ready) == 3
+
+
+def test_take_count_zero_leases_nothing(lua: Lua) -> None:
+    """``count`` 0 is a batch of none; LRANGE 0 -1 would be the whole list."""
+    for i in range(3):
+        lua.enqueue(T, f"j{i}", value=0)
+    assert lua.take(T, count=0).ids == []
+    assert lua.r.llen(lua.k(T).ready) == 3
+
+
+def test_take_reports_the_next_delayed_job(lua: Lua) -> None:
+    assert lua.take(T).next_in_ms == -1
+    lua.enqueue(T, "a", value=40_000)
+    lua.enqueue(T, "b", value=20_000)
+    next_in = lua.take(T).next_in_ms
+    assert 19_000 <= next_in <= 20_000
+
+
+def test_take_on_an_empty_topic_does_nothing(lua: Lua, namespace: str) -> None:
+    taken = lua.take(T)
+    assert taken.jobs == []
+    assert abs(taken.now_ms - server_ms(lua.r)) < 1000
+    assert dump(lua.r, namespace) == {}
+
+
+# ------------------------------------------------------------------------------------- ack
+
+
+def test_ack_with_the_token_removes_the_job(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    lua.r.hset(lua.k(T).errors, "a", "earlier failure")
+    assert lua.ack(T, "a", lease.token) == 1
+    assert lua.where(T, "a") == set()
+
+
+def test_ack_with_a_wrong_token_changes_nothing(lua: Lua, namespace: str) -> None:
+    lease = lua.make_leased(T, "a")
+    before = dump(lua.r, namespace)
+    assert lua.ack(T, "a", lease.token + "0") == 0
+    assert lua.ack(T, "a", "") == 0
+    assert lua.ack(T, "missing", lease.token) == 0
+    assert dump(lua.r, namespace) == before
+
+
+def test_ack_of_a_queued_job_changes_nothing(lua: Lua, namespace: str) -> None:
+    lua.enqueue(T, "a", value=0)
+    before = dump(lua.r, namespace)
+    assert lua.ack(T, "a", "") == 0  # a queued job's lease field is empty
+    assert dump(lua.r, namespace) == before
+
+
+def test_ack_with_the_token_of_an_earlier_lease_changes_nothing(lua: Lua, namespace: str) -> None:
+    first = lua.make_leased(T, "a", backoff="0")
+    assert lua.fail(T, "a", first.token, "try again", backoff="0") == (1, 0)
+    second = lua.take(T)
+    assert second.ids == ["a"]
+    assert second.jobs[0].attempt == 2
+    before = dump(lua.r, namespace)
+    assert lua.ack(T, "a", first.token) == 0
+    assert dump(lua.r, namespace) == before
+    assert lua.ack(T, "a", second.jobs[0].token) == 1
+    assert lua.where(T, "a") == set()
+
+
+def test_ack_after_cancel_and_recreate_changes_nothing(lua: Lua, namespace: str) -> None:
+    old = lua.make_leased(T, "a")
+    assert lua.cancel(T, "a") == 3
+    new = lua.make_leased(T, "a", body='"new"')
+    assert new.token != old.token
+    before = dump(lua.r, namespace)
+    assert lua.ack(T, "a", old.token) == 0
+    assert lua.fail(T, "a", old.token, "late") == (0, 0)
+    assert dump(lua.r, namespace) == before
+
+
+def test_ack_of_several_jobs_counts_only_the_matching(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        lua.enqueue(T, job_id, value=0)
+    tokens = {job.id: job.token for job in lua.take(T).jobs}
+    assert lua.ack(T, "a", tokens["a"], "b", "nope", "c", tokens["c"]) == 2
+    assert lua.where(T, "a") == set()
+    assert lua.where(T, "c") == set()
+    assert lua.where(T, "b") == {"leased", "meta", "bodies"}
+
+
+# ------------------------------------------------------------------------------------- fail
+
+
+def test_fail_retries_after_the_nth_backoff(lua: Lua) -> None:
+    k = lua.k(T)
+    lease = lua.make_leased(T, "a")
+    expected = [int(ms) for ms in BACKOFF.split(",")] + [60000, 60000]  # the last entry repeated
+    assert expected == [1000, 5000, 60000, 60000, 60000]
+    for attempt in range(1, 6):
+        before = server_ms(lua.r)
+        assert lua.fail(T, "a", lease.token, f"err {attempt}", retries=10) == (1, 0)
+        after = server_ms(lua.r)
+        run_at = lua.r.zscore(k.delayed, "a")
+        assert before + expected[attempt - 1] <= run_at <= after + expected[attempt - 1]
+        assert lua.r.hget(k.errors, "a") == f"err {attempt}"
+        assert lua.r.zscore(k.leased, "a") is None
+        meta = lua.meta(T, "a")
+        assert meta is not None
+        assert (meta.state, meta.attempts, meta.lease, meta.run_at_ms) == ("q", attempt, "", int(run_at))
+        # due again now, and leased again
+        lua.make_due(T, "a")
+        taken = lua.take(T)
+        assert taken.ids == ["a"]
+        assert taken.jobs[0].attempt == attempt + 1
+        lease = taken.jobs[0]
+
+
+def test_fail_goes_dead_once_retries_are_spent(lua: Lua) -> None:
+    k = lua.k(T)
+    lease = lua.make_leased(T, "a", body='"keep me"')
+    assert lua.fail(T, "a", lease.token, "first", retries=1, backoff="0") == (1, 0)
+    lease = lua.take(T).jobs[0]
+    assert lease.attempt == 2
+    before = server_ms(lua.r)
+    assert lua.fail(T, "a", lease.token, "second", retries=1, backoff="0") == (0, 1)
+    after = server_ms(lua.r)
+    assert lua.where(T, "a") == {"dead", "meta", "bodies", "errors"}
+    assert before <= lua.r.zscore(k.dead, "a") <= after
+    assert lua.r.hget(k.errors, "a") == "second"
+    assert lua.r.hget(k.bodies, "a") == '"keep me"'
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.attempts, meta.lease) == ("x", 2, "")
+
+
+def test_fail_with_zero_retries_is_dead_at_once(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    assert lua.fail(T, "a", lease.token, "no", retries=0) == (0, 1)
+    assert "dead" in lua.where(T, "a")
+
+
+def test_fail_per_job_overrides_win_over_the_arguments(lua: Lua) -> None:
+    k = lua.k(T)
+    lease = lua.make_leased(T, "a", retries="1", backoff="200,300")
+    before = server_ms(lua.r)
+    assert lua.fail(T, "a", lease.token, "x", retries=0, backoff="99999") == (1, 0)  # topic says dead
+    after = server_ms(lua.r)
+    assert before + 200 <= lua.r.zscore(k.delayed, "a") <= after + 200
+    lua.make_due(T, "a")
+    lease = lua.take(T).jobs[0]
+    assert lua.fail(T, "a", lease.token, "y", retries=9, backoff="0") == (0, 1)  # the job's 1 retry is spent
+
+
+def test_fail_per_job_zero_retries_wins(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", retries="0")
+    assert lua.fail(T, "a", lease.token, "x", retries=5) == (0, 1)
+
+
+def test_fail_with_a_wrong_token_changes_nothing(lua: Lua, namespace: str) -> None:
+    lease = lua.make_leased(T, "a")
+    lua.enqueue(T, "q", value=0)
+    before = dump(lua.r, namespace)
+    assert lua.fail(T, "a", lease.token + "9", "x") == (0, 0)
+    assert lua.fail(T, "q", "", "x") == (0, 0)  # queued, not leased
+    assert lua.fail(T, "missing", lease.token, "x") == (0, 0)
+    assert dump(lua.r, namespace) == before
+
+
+def test_fail_of_several_jobs(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue(T, "b", value=0, retries="0")
+    tokens = {job.id: job.token for job in lua.take(T).jobs}
+    assert lua.fail(T, "a", tokens["a"], "e1", "b", tokens["b"], "e2") == (1, 1)
+    assert Meta.decode(lua.r.hget(lua.k(T).meta, "a")).state == "q"
+    assert Meta.decode(lua.r.hget(lua.k(T).meta, "b")).state == "x"
+
+
+def test_fail_permanent_goes_dead_with_retries_left(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=0, retries="10")
+    lease = lua.take(T, 1).jobs[0]
+    assert lua.fail(T, "a", lease.token, "no way", retries=10, permanent=True) == (0, 1)
+    k = lua.k(T)
+    assert lua.r.zscore(k.dead, "a") is not None
+    assert lua.r.hget(k.errors, "a") == "no way"
+    assert lua.r.zcard(k.delayed) == 0

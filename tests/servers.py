@@ -1,0 +1,237 @@
+"""Private servers for the tests that need their own: a redis-server (with AOF, TLS or ACL users), a
+3-master Redis Cluster, twemproxy (nutcracker) in front of a Redis. Each starts on free ports in a
+temporary directory and is stopped by its pid when the ``with`` block ends, whatever happened."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from delayq.connection import client_options
+
+
+def free_port(*, also_free: int | None = None) -> int:
+    """A TCP port nobody listens on (and, with ``also_free``, that port + ``also_free`` too)."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if also_free is None:
+            return port
+        if port + also_free < 65536 and _is_free(port + also_free):
+            return port
+    raise RuntimeError("no free port")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _wait(predicate: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not come up within {timeout} s")
+
+
+class RedisServer:
+    """A redis-server on a free port. ``args`` are extra command-line options (``--appendonly yes``)."""
+
+    def __init__(self, *args: str, port: int | None = None, directory: Path | None = None) -> None:
+        self.args = list(args)
+        self.port = port or free_port(also_free=10000)
+        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="delayq-test-redis-")
+        self.dir = directory or Path(self._tmp.name)  # type: ignore[union-attr]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = self.dir / f"redis-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def client(self, **options: Any) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True, **options)
+
+    def start(self, *, ready: Any = None) -> RedisServer:
+        command = [
+            shutil.which("redis-server") or "redis-server",
+            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+            "--save", "", "--logfile", str(self.log), "--protected-mode", "no", *self.args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            _wait(ready or (lambda: self.client().ping()), f"redis-server on port {self.port}")
+        except RuntimeError:
+            self.kill()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM (Redis writes its AOF and exits), then SIGKILL if it lingers."""
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL: the server dies at once, as in a crash."""
+        if self.process and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> RedisServer:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RedisClusterServers:
+    """A Redis Cluster of ``masters`` masters, no replicas, made with ``redis-cli --cluster create``."""
+
+    def __init__(self, masters: int = 3) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-cluster-")
+        self.nodes = [RedisServer(directory=Path(self._tmp.name)) for _ in range(masters)]
+        for node in self.nodes:
+            node.args = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
+                         "--cluster-node-timeout", "5000", "--appendonly", "no"]  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self) -> RedisClusterServers:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+        cli = shutil.which("redis-cli") or "redis-cli"
+        create = [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        for node in self.nodes:
+            _wait(lambda node=node: "cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"),
+                  f"cluster node {node.port}")  # fmt: skip
+
+    def master_of_slot(self, slot: int) -> int:
+        """The port of the master owning ``slot``."""
+        for start, end, master, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
+            if int(start) <= slot <= int(end):
+                return int(master[1])
+        raise LookupError(slot)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> RedisClusterServers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Twemproxy:
+    """nutcracker (twemproxy) in front of the given Redis servers, with ``hash_tag: "{}"``."""
+
+    def __init__(self, backends: Sequence[RedisServer]) -> None:
+        self.backends = list(backends)
+        self.port = free_port()
+        self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-twemproxy-")
+        self.config = Path(self._tmp.name) / "nutcracker.yml"
+        self.log = Path(self._tmp.name) / "nutcracker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Twemproxy:
+        servers = "\n".join(f"    - 127.0.0.1:{b.port}:1 node{i}" for i, b in enumerate(self.backends))
+        self.config.write_text(
+            "delayq:\n"
+            f"  listen: 127.0.0.1:{self.port}\n"
+            "  hash: fnv1a_64\n"
+            '  hash_tag: "{}"\n'
+            "  distribution: ketama\n"
+            "  redis: true\n"
+            "  auto_eject_hosts: false\n"
+            "  server_retry_timeout: 2000\n"
+            "  timeout: 5000\n"
+            "  servers:\n"
+            f"{servers}\n"
+        )
+        binary = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
+        command = [binary, "-c", str(self.config), "-s", str(free_port()), "-o", str(self.log)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # A proxy-safe client: redis-py's default one sends CLIENT SETINFO, and twemproxy hangs up on it.
+        probe = redis.Redis(port=self.port, **client_options())
+        try:
+            _wait(lambda: probe.set("delayq-probe", "1", ex=5), f"nutcracker on {self.port}")
+        except RuntimeError:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Twemproxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def redis_server(*args: str) -> Iterator[RedisServer]:
+    with RedisServer(*args) as server:
+        yield server
