@@ -1,0 +1,797 @@
+"""The https:// webhook target against real local HTTP and HTTPS servers: the request and its
+signature, the outcome rule, TLS (SNI and host name checks while connecting to the vetted IP), the
+address guard (which must refuse before any connection), the deadline, and delivery by the consumer.
+
+Certificates are made here with ``cryptography`` (a CA, and leaves for ``localhost`` and for another
+name) and trusted through ``SSL_CERT_FILE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from delayq import Job, PermanentFailure, Queue, Settings, TopicConfig
+from delayq.consumer import Consumer
+from delayq.errors import ConfigError
+from delayq.targets import payload, resolve_target, webhook
+from delayq.targets.webhook import (
+    USER_AGENT,
+    Webhook,
+    WebhookError,
+    WebhookRefused,
+    refusal,
+    sign,
+    verify_signature,
+    webhook_target,
+)
+
+from loops_support import running, state, wait_until
+
+SECRET = "whsec-test-5e3f1a"
+MakeQueue = Callable[..., Queue]
+
+
+# --------------------------------------------------------------------------------- local servers
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers by path: ``/status/<code>``, ``/redirect``, ``/sleep/<seconds>``, ``/drip``,
+    ``/big``; anything else is 200."""
+
+    server: LocalServer
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(5)
+            self.request.do_handshake()
+        super().setup()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.record(Received(self.command, self.path, dict(self.headers.items()), body))
+        route = self.path.partition("?")[0].strip("/").split("/")
+        if route[0] == "status":
+            self._answer(int(route[1]), f"status {route[1]} body".encode())
+        elif route[0] == "redirect":
+            self._answer(301, b"moved", location=self.server.url("/status/200"))
+        elif route[0] == "sleep":
+            self.server.stopping.wait(float(route[1]))
+            self._answer(200, b"late")
+        elif route[0] == "drip":  # a byte every 50 ms, for up to 5 s: each read is quick, the whole is not
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
+                if self.server.stopping.wait(0.05):
+                    return
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+        elif route[0] == "big":
+            self._answer(500, b"0123456789" * 1000)
+        else:
+            self._answer(200, b"ok")
+
+    def _answer(self, status: int, body: bytes, *, location: str | None = None) -> None:
+        self.send_response(status)
+        if location is not None:
+            self.send_header("Location", location)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class LocalServer(ThreadingHTTPServer):
+    """An HTTP (or, given a context, HTTPS) server on 127.0.0.1 that records what it receives."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.tls = tls
+        self.host = host
+        self.received: list[Received] = []
+        self.server_names: list[str | None] = []  # SNI sent by each TLS client
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        if tls is not None:
+            tls.sni_callback = self._sni
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def _sni(self, sock: ssl.SSLObject, name: str | None, context: ssl.SSLContext) -> None:
+        with self._lock:
+            self.server_names.append(name)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:  # the handshake happens in the handler's thread (setup)
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up (timeouts, refused certificates) are expected here
+
+    def record(self, received: Received) -> None:
+        with self._lock:
+            self.received.append(received)
+
+    def requests(self) -> list[Received]:
+        with self._lock:
+            return list(self.received)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def url(self, path: str = "/hook") -> str:
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}{path}"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def server() -> Iterator[LocalServer]:
+    httpd = LocalServer()
+    yield httpd
+    httpd.stop()
+
+
+# --------------------------------------------------------------------------------- certificates
+
+
+@dataclass
+class Pki:
+    ca: Path  # the CA certificate, to trust through SSL_CERT_FILE
+    other_ca: Path  # a CA that signed nothing used here
+    chains: dict[str, tuple[Path, Path]] = field(default_factory=dict)  # host name -> (cert, key)
+
+    def context(self, hostname: str) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        cert, key = self.chains[hostname]
+        context.load_cert_chain(cert, key)
+        return context
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(_name(common_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _leaf(ca_key: ec.EllipticCurvePrivateKey, ca: x509.Certificate, hostname: str) -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(hostname))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    folder = tmp_path_factory.mktemp("pki")
+    ca_key, ca = _ca("delayq test CA")
+    _, other = _ca("delayq other CA")
+    (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (folder / "other-ca.pem").write_bytes(other.public_bytes(serialization.Encoding.PEM))
+    made = Pki(folder / "ca.pem", folder / "other-ca.pem")
+    for hostname in ("localhost", "other.example"):
+        cert, key = _leaf(ca_key, ca, hostname)
+        (folder / f"{hostname}.pem").write_bytes(cert)
+        (folder / f"{hostname}.key").write_bytes(key)
+        made.chains[hostname] = (folder / f"{hostname}.pem", folder / f"{hostname}.key")
+    return made
+
+
+@pytest.fixture
+def https_server(pki: Pki, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalServer]:
+    """An HTTPS server on 127.0.0.1 with a certificate for ``localhost``, trusted via SSL_CERT_FILE."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))
+    httpd = LocalServer(pki.context("localhost"), host="localhost")
+    yield httpd
+    httpd.stop()
+
+
+# --------------------------------------------------------------------------------- helpers
+
+
+def make_job(attempt: int = 1, *, job_id: str = "job-1", enqueued_at_ms: int = 1_760_000_000_000) -> Job:
+    return Job(
+        topic="hooks",
+        id=job_id,
+        body={"order": 1042, "note": "héllo ✓"},
+        attempt=attempt,
+        run_at_ms=enqueued_at_ms + 5000,
+        enqueued_at_ms=enqueued_at_ms,
+    )
+
+
+def target(
+    url: str, *, allow_http: bool = True, allow_private: bool = True, secret: str | None = None
+) -> Callable[[Job, float], None]:
+    config = TopicConfig(target=url, allow_http=allow_http, allow_private=allow_private)
+    return webhook_target(url, config, Settings(webhook_secret=secret))
+
+
+def failure(deliver: Callable[[Job, float], None], timeout: float = 5.0, job: Job | None = None) -> Exception:
+    """The exception one delivery raises (the test fails if it succeeds)."""
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the kind is asserted by each test
+        deliver(job or make_job(), timeout)
+    assert isinstance(caught.value, Exception)
+    return caught.value
+
+
+def retryable(exc: Exception) -> bool:
+    return isinstance(exc, WebhookError) and not isinstance(exc, PermanentFailure)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def no_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Fails any connection attempt (recorded, for the test to assert none happened)."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise AssertionError(f"a connection was attempted: {args}")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(webhook, "_connect", refuse)
+    return attempts
+
+
+def fake_dns(monkeypatch: pytest.MonkeyPatch, answers: dict[str, list[list[str]]]) -> list[str]:
+    """``socket.getaddrinfo`` answers ``answers[host]`` (one list of IPs per lookup, the last repeated);
+    other hosts resolve for real. Returns the hosts looked up, in order."""
+    real = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in answers:
+            return real(host, port, *args, **kwargs)
+        lookups.append(host)
+        ips = answers[host][min(len(lookups), len(answers[host])) - 1]
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (ip, port, 0, 0))
+            if ":" in ip
+            else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
+            for ip in ips
+        ]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return lookups
+
+
+# --------------------------------------------------------------------------------- the request
+
+
+def test_post_carries_the_payload_headers_and_a_signature(server: LocalServer) -> None:
+    job = make_job(attempt=2)
+    before = int(time.time())
+    target(server.url("/hook?source=delayq"), secret=SECRET)(job, 5)
+
+    [request] = server.requests()
+    assert request.method == "POST"
+    assert request.path == "/hook?source=delayq"
+    assert request.body == payload(job).encode("utf-8")
+    assert json.loads(request.body) == job.to_dict()
+    headers = request.headers
+    assert headers["Content-Type"] == "application/json"
+    assert headers["User-Agent"] == USER_AGENT
+    assert USER_AGENT.startswith("delayq/")
+    assert headers["Host"] == f"127.0.0.1:{server.port}"
+    assert headers["Content-Length"] == str(len(request.body))
+    assert headers["Delayq-Topic"] == "hooks"
+    assert headers["Delayq-Id"] == "job-1"
+    assert headers["Delayq-Attempt"] == "2"
+    assert headers["Idempotency-Key"] == f"hooks/job-1/{job.enqueued_at_ms}"
+
+    signature = headers["Delayq-Signature"]
+    t = int(signature.split(",")[0].removeprefix("t="))
+    assert before <= t <= time.time() + 1
+    assert verify_signature(SECRET, signature, request.body)
+    assert verify_signature(SECRET, signature, request.body.decode("utf-8"))
+    assert not verify_signature("another-secret", signature, request.body)
+    assert not verify_signature(SECRET, signature, request.body.replace(b"1042", b"1043"))
+    assert not verify_signature(SECRET, signature, request.body, now=t + 301)
+    assert verify_signature(SECRET, signature, request.body, now=t + 299)
+    assert SECRET not in json.dumps(headers)
+
+
+def test_idempotency_key_is_the_same_for_every_attempt_of_a_job(server: LocalServer) -> None:
+    deliver = target(server.url())
+    deliver(make_job(attempt=1), 5)
+    deliver(make_job(attempt=2), 5)
+    deliver(make_job(attempt=1, enqueued_at_ms=1_760_000_099_000), 5)  # a new job reusing the id
+    keys = [r.headers["Idempotency-Key"] for r in server.requests()]
+    attempts = [r.headers["Delayq-Attempt"] for r in server.requests()]
+    assert keys[0] == keys[1] != keys[2]
+    assert attempts == ["1", "2", "1"]
+
+
+def test_no_signature_without_a_secret(server: LocalServer) -> None:
+    target(server.url())(make_job(), 5)
+    [request] = server.requests()
+    assert "Delayq-Signature" not in request.headers
+    assert request.headers["Delayq-Id"] == "job-1"
+
+
+# --------------------------------------------------------------------------------- verify_signature
+
+
+def test_verify_signature_checks_secret_body_and_age() -> None:
+    body = b'{"id":"a"}'
+    header = sign(SECRET, body, 1_700_000_000)
+    assert header.startswith("t=1700000000,v1=")
+    assert verify_signature(SECRET, header, body, now=1_700_000_000)
+    assert verify_signature(SECRET, header, body.decode(), now=1_700_000_300)
+    assert not verify_signature(SECRET, header, body, now=1_700_000_301)  # stale
+    assert not verify_signature(SECRET, header, body, now=1_699_999_000)  # from the future
+    assert verify_signature(SECRET, header, body, now=1_700_000_900, tolerance_s=1000)
+    assert not verify_signature(SECRET, header, body + b" ", now=1_700_000_000)
+    assert not verify_signature(SECRET + "x", header, body, now=1_700_000_000)
+    assert not verify_signature("", header, body, now=1_700_000_000)
+    # t is signed too: moving it to look fresh breaks the signature
+    forged = header.replace("t=1700000000", "t=1700000500")
+    assert not verify_signature(SECRET, forged, body, now=1_700_000_500)
+    # a receiver rotating secrets may get several v1 entries: any one may match
+    rotated = f"t=1700000000,v1={'0' * 64},{header.split(',')[1]}"
+    assert verify_signature(SECRET, rotated, body, now=1_700_000_000)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "",
+        "garbage",
+        "t=1700000000",
+        "v1=abc",
+        "t=abc,v1=00",
+        "t=1700000000,v1=é",
+        "t=1,t=1700000000,v1=00",
+        "t=-5,v1=0",
+    ],
+)
+def test_verify_signature_refuses_malformed_headers(header: str) -> None:
+    assert verify_signature(SECRET, header, b"{}", now=1_700_000_000) is False
+
+
+# --------------------------------------------------------------------------------- the outcome rule
+
+
+@pytest.mark.parametrize("status", [200, 201, 204])
+def test_2xx_is_success(server: LocalServer, status: int) -> None:
+    assert target(server.url(f"/status/{status}"))(make_job(), 5) is None
+    assert [r.path for r in server.requests()] == [f"/status/{status}"]
+
+
+@pytest.mark.parametrize("status", [500, 503, 429, 408, 425])
+def test_retryable_statuses(server: LocalServer, status: int) -> None:
+    exc = failure(target(server.url(f"/status/{status}")))
+    assert retryable(exc)
+    assert f"HTTP {status}" in str(exc)
+    assert f"status {status} body" in str(exc)  # the start of the response body
+
+
+@pytest.mark.parametrize("status", [400, 404, 410, 422])
+def test_other_4xx_are_permanent(server: LocalServer, status: int) -> None:
+    exc = failure(target(server.url(f"/status/{status}")))
+    assert isinstance(exc, WebhookRefused)
+    assert isinstance(exc, PermanentFailure)
+    assert f"HTTP {status}" in str(exc)
+    assert f"status {status} body" in str(exc)
+
+
+def test_redirect_is_permanent_and_not_followed(server: LocalServer) -> None:
+    exc = failure(target(server.url("/redirect")))
+    assert isinstance(exc, PermanentFailure)
+    assert "HTTP 301" in str(exc)
+    assert f"redirected to {server.url('/status/200')}" in str(exc)
+    assert [r.path for r in server.requests()] == ["/redirect"]  # the Location was not requested
+
+
+def test_error_text_is_short_and_keeps_secrets_out(server: LocalServer) -> None:
+    exc = failure(target(server.url("/big?token=hush-hush"), secret=SECRET))
+    text = str(exc)
+    assert retryable(exc)
+    assert ("0123456789" * 20) in text
+    assert len(text) < 300
+    assert "hush-hush" not in text  # the URL's query may hold a token
+    assert SECRET not in text
+    assert "héllo" not in text  # nor the payload
+    assert text.startswith(f"http://127.0.0.1:{server.port}/big: HTTP 500")
+
+
+# --------------------------------------------------------------------------------- timeouts, connections
+
+
+def test_a_server_that_does_not_answer_times_out(server: LocalServer) -> None:
+    started = time.monotonic()
+    exc = failure(target(server.url("/sleep/5")), timeout=0.5)
+    took = time.monotonic() - started
+    assert retryable(exc)
+    assert "timed out after 0.5s" in str(exc)
+    assert 0.45 <= took < 1.5
+
+
+def test_a_server_that_trickles_bytes_is_cut_at_the_deadline(server: LocalServer) -> None:
+    # each byte comes well within any per-read timeout: only a deadline on the whole exchange ends it
+    started = time.monotonic()
+    exc = failure(target(server.url("/drip")), timeout=0.6)
+    took = time.monotonic() - started
+    assert retryable(exc)
+    assert "timed out after 0.6s" in str(exc)
+    assert 0.55 <= took < 1.5
+
+
+def test_connection_refused_is_retried() -> None:
+    exc = failure(target(f"http://127.0.0.1:{free_port()}/hook"))
+    assert retryable(exc)
+    assert "refused" in str(exc).lower()
+
+
+def test_dns_failure_is_retried(monkeypatch: pytest.MonkeyPatch, no_connections: list[Any]) -> None:
+    def getaddrinfo(*args: Any, **kwargs: Any) -> Any:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    exc = failure(target("https://nowhere.example/hook", allow_http=False, allow_private=False))
+    assert retryable(exc)
+    assert "cannot resolve nowhere.example" in str(exc)
+    assert no_connections == []
+
+
+# --------------------------------------------------------------------------------- TLS
+
+
+def test_https_connects_to_the_vetted_ip_with_sni_and_host_of_the_name(
+    https_server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connected: list[webhook.Address] = []
+    real_connect = webhook._connect
+
+    def spy(address: webhook.Address, timeout: float) -> socket.socket:
+        connected.append(address)
+        return real_connect(address, timeout)
+
+    monkeypatch.setattr(webhook, "_connect", spy)
+    job = make_job()
+    target(https_server.url(), secret=SECRET)(job, 5)
+
+    assert [str(a.ip) for a in connected] == ["127.0.0.1"]  # the socket went to the resolved IP ...
+    assert https_server.server_names == ["localhost"]  # ... and TLS named the host (SNI)
+    [request] = https_server.requests()
+    assert request.headers["Host"] == f"localhost:{https_server.port}"
+    assert request.body == payload(job).encode("utf-8")
+    assert verify_signature(SECRET, request.headers["Delayq-Signature"], request.body)
+
+
+def test_https_server_that_does_not_answer_times_out(https_server: LocalServer) -> None:
+    started = time.monotonic()
+    exc = failure(target(https_server.url("/sleep/5")), timeout=0.5)
+    assert retryable(exc)
+    assert "timed out after 0.5s" in str(exc)
+    assert time.monotonic() - started < 1.5
+    assert [r.path for r in https_server.requests()] == ["/sleep/5"]  # TLS went through; the answer did not
+
+
+def test_https_refuses_a_certificate_for_another_host(pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki.ca))
+    httpd = LocalServer(pki.context("other.example"), host="localhost")
+    try:
+        exc = failure(target(httpd.url()))
+        assert retryable(exc)
+        assert "TLS certificate of localhost" in str(exc)
+        assert "mismatch" in str(exc).lower()
+        assert httpd.requests() == []
+    finally:
+        httpd.stop()
+
+
+def test_https_refuses_a_certificate_from_an_untrusted_ca(https_server: LocalServer, pki: Pki, monkeypatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki.other_ca))
+    exc = failure(target(https_server.url()))
+    assert retryable(exc)
+    assert "TLS certificate of localhost" in str(exc)
+    assert https_server.requests() == []
+
+
+# --------------------------------------------------------------------------------- the address guard
+
+
+def test_plain_http_is_refused_by_default(no_connections: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    lookups = fake_dns(monkeypatch, {"example.com": [["93.184.216.34"]]})
+    exc = failure(target("http://example.com/hook", allow_http=False, allow_private=False))
+    assert isinstance(exc, PermanentFailure)
+    assert "http://" in str(exc)
+    assert "allow_http" in str(exc)
+    assert no_connections == []
+    assert lookups == []  # refused before any lookup
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://127.0.0.1/hook", "loopback"),
+        ("https://localhost/hook", "loopback"),
+        ("https://10.0.0.1/hook", "private"),
+        ("https://172.16.5.4/hook", "private"),
+        ("https://192.168.1.1/hook", "private"),
+        ("https://169.254.169.254/latest/meta-data", "metadata"),
+        ("https://[fd00:ec2::254]/", "metadata"),
+        ("https://169.254.10.10/", "link-local"),
+        ("https://[fe80::1]/", "link-local"),
+        ("https://[::1]/hook", "loopback"),
+        ("https://[fc00::5]/hook", "private"),
+        ("https://100.64.0.1/hook", "carrier-grade NAT"),
+        ("https://0.0.0.0/hook", "unspecified"),
+        ("https://224.0.0.1/hook", "multicast"),
+        ("https://240.0.0.1/hook", "reserved"),
+        ("https://[::ffff:127.0.0.1]/hook", "loopback"),
+        ("https://2130706433/hook", "loopback"),  # 127.0.0.1 spelt as one number
+    ],
+)
+def test_guard_refuses_non_public_addresses_without_connecting(
+    url: str, reason: str, no_connections: list[Any]
+) -> None:
+    exc = failure(target(url, allow_http=False, allow_private=False))
+    assert isinstance(exc, PermanentFailure)
+    assert reason in str(exc)
+    assert "allow_private" in str(exc)
+    assert no_connections == []
+
+
+def test_guard_refuses_a_name_that_resolves_to_a_private_address(
+    no_connections: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lookups = fake_dns(monkeypatch, {"evil.example": [["10.0.0.5"]]})
+    exc = failure(target("https://evil.example/hook", allow_http=False, allow_private=False))
+    assert isinstance(exc, PermanentFailure)
+    assert "evil.example" in str(exc)
+    assert "resolves to 10.0.0.5" in str(exc)
+    assert "private" in str(exc)
+    assert lookups == ["evil.example"]
+    assert no_connections == []
+
+
+def test_guard_refuses_when_any_address_is_private(no_connections: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_dns(monkeypatch, {"mixed.example": [["93.184.216.34", "127.0.0.1"]]})
+    exc = failure(target("https://mixed.example/hook", allow_http=False, allow_private=False))
+    assert isinstance(exc, PermanentFailure)
+    assert "127.0.0.1" in str(exc)
+    assert no_connections == []
+
+
+def test_a_public_name_passes_and_the_vetted_ip_is_what_gets_connected(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The second lookup answers a loopback address, as a rebinding DNS would: one lookup per delivery,
+    # each answer vetted, and the connection goes to the address vetted in that same delivery.
+    lookups = fake_dns(monkeypatch, {"public.example": [["93.184.216.34"], ["127.0.0.1"]]})
+    connected: list[tuple[str, Any, float]] = []
+
+    def record(address: webhook.Address, timeout: float) -> socket.socket:
+        connected.append((str(address.ip), address.sockaddr, timeout))
+        raise ConnectionRefusedError(111, "Connection refused")  # stop before the network
+
+    monkeypatch.setattr(webhook, "_connect", record)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("create_connection was used"))
+    deliver = target("https://public.example/hook", allow_http=False, allow_private=False)
+
+    first = failure(deliver, timeout=3)
+    assert retryable(first)  # passed the guard; the (fake) connection failure is worth a retry
+    assert "93.184.216.34" in str(first)
+    assert lookups == ["public.example"]
+    assert [(ip, sockaddr) for ip, sockaddr, _ in connected] == [("93.184.216.34", ("93.184.216.34", 443))]
+    assert 0 < connected[0][2] <= 3
+
+    second = failure(deliver, timeout=3)
+    assert isinstance(second, PermanentFailure)
+    assert "resolves to 127.0.0.1" in str(second)
+    assert lookups == ["public.example", "public.example"]
+    assert len(connected) == 1
+
+
+def test_allow_private_lets_a_loopback_address_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    connected: list[str] = []
+
+    def record(address: webhook.Address, timeout: float) -> socket.socket:
+        connected.append(str(address.ip))
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(webhook, "_connect", record)
+    exc = failure(target("https://127.0.0.1:9/hook", allow_http=False, allow_private=True))
+    assert retryable(exc)
+    assert connected == ["127.0.0.1"]
+
+
+@pytest.mark.parametrize(
+    ("ip", "refused"),
+    [
+        ("93.184.216.34", False),
+        ("8.8.8.8", False),
+        ("2606:4700:4700::1111", False),
+        ("::ffff:8.8.8.8", False),
+        ("64:ff9b::a00:1", True),  # NAT64 of 10.0.0.1
+        ("2002:a00:1::", True),  # 6to4 of 10.0.0.1
+        ("192.0.2.1", True),  # documentation
+        ("198.18.0.1", True),  # benchmarking
+        ("255.255.255.255", True),
+        ("ff02::1", True),
+    ],
+)
+def test_refusal_table(ip: str, refused: bool) -> None:
+    assert (refusal(ipaddress.ip_address(ip)) is not None) is refused
+
+
+# --------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://",
+        "https:///path",
+        "https://exa mple.com/",
+        "https://example.com:99999/",
+        "https://example.com:0/",
+        "https://[::1/",
+        "https://bad_host!.example/",
+        "https://user:pa55word@example.com/",
+        "https://example.com/\r\nX-Injected: 1",
+    ],
+)
+def test_invalid_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        target(url)
+    assert "pa55word" not in caught.value.message
+
+
+def test_resolve_target_makes_webhooks_for_http_urls() -> None:
+    for url in ("https://hooks.example.com/delayq", "http://hooks.example.com/delayq"):
+        made = resolve_target(TopicConfig(target=url), Settings())
+        assert isinstance(made, Webhook)
+        assert made.endpoint.display == url
+
+
+def test_the_host_header_and_display_of_an_idn_and_an_ipv6_url() -> None:
+    idn = webhook.Endpoint.parse("https://bücher.example:8443/a?b=c")
+    assert (idn.host, idn.port, idn.target, idn.netloc) == ("xn--bcher-kva.example", 8443, "/a?b=c", idn.netloc)
+    assert idn.netloc == "xn--bcher-kva.example:8443"
+    assert idn.display == "https://xn--bcher-kva.example:8443/a"
+    six = webhook.Endpoint.parse("https://[2001:db8::1]/")
+    assert (six.host, six.port, six.netloc) == ("2001:db8::1", 443, "[2001:db8::1]")
+
+
+# --------------------------------------------------------------------------------- through the consumer
+
+
+def _hooks(url: str, **config: Any) -> dict[str, Any]:
+    return {"hooks": {"target": url, "allow_http": True, "allow_private": True, "timeout": 2, **config}}
+
+
+def test_consumer_delivers_to_the_webhook_exactly_once(make_queue: MakeQueue, server: LocalServer) -> None:
+    queue = make_queue(topics=_hooks(server.url("/status/204")), tick=0.1, webhook_secret=SECRET)
+    scheduled = queue.enqueue("hooks", {"order": 7}, id="e2e-1", delay=0.2)
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "hooks", "e2e-1") is None, timeout=5)
+        time.sleep(0.3)  # room for a duplicate to show up
+    [request] = server.requests()
+    sent = json.loads(request.body)
+    assert (sent["topic"], sent["id"], sent["body"], sent["attempt"]) == ("hooks", "e2e-1", {"order": 7}, 1)
+    assert sent["run_at_ms"] == scheduled.run_at_ms
+    assert request.headers["Idempotency-Key"] == f"hooks/e2e-1/{sent['enqueued_at_ms']}"
+    assert verify_signature(SECRET, request.headers["Delayq-Signature"], request.body)
+    assert consumer.summary is not None
+    assert (consumer.summary["acked"], consumer.summary["failed"], consumer.summary["dead"]) == (1, 0, 0)
+
+
+def test_consumer_retries_a_500_then_dead_letters_it(make_queue: MakeQueue, server: LocalServer) -> None:
+    queue = make_queue(topics=_hooks(server.url("/status/500"), retries=2, backoff=[0.1]), tick=0.1)
+    queue.enqueue("hooks", {"order": 8}, id="e2e-500")
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "hooks", "e2e-500") == "dead", timeout=8)
+    requests = server.requests()
+    assert [r.headers["Delayq-Attempt"] for r in requests] == ["1", "2", "3"]
+    assert len({r.headers["Idempotency-Key"] for r in requests}) == 1
+    [dead] = queue.dead("hooks")
+    assert dead.attempts == 3
+    assert "WebhookError" in dead.last_error
+    assert "HTTP 500" in dead.last_error
+    assert consumer.summary is not None
+    assert (consumer.summary["retried"], consumer.summary["dead"]) == (2, 1)
+
+
+def test_consumer_dead_letters_a_404_at_the_first_attempt(make_queue: MakeQueue, server: LocalServer) -> None:
+    queue = make_queue(topics=_hooks(server.url("/status/404"), retries=5, backoff=[0.1]), tick=0.1)
+    queue.enqueue("hooks", {"order": 9}, id="e2e-404")
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: state(queue, "hooks", "e2e-404") == "dead", timeout=5)
+    assert len(server.requests()) == 1
+    [dead] = queue.dead("hooks")
+    assert dead.attempts == 1
+    assert "HTTP 404" in dead.last_error
+    assert consumer.summary is not None
+    assert (consumer.summary["retried"], consumer.summary["dead"]) == (0, 1)
