@@ -1,0 +1,308 @@
+"""Helpers for the compatibility tier: one full lifecycle of a queue (Queue API, Sweeper, Consumer),
+run the same way on a Redis Cluster, behind twemproxy and under MONITOR, and what the tests check
+about the Redis commands delayq sends."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from delayq import JobExists, JobNotFound, Queue, Settings, Topics
+from delayq.connection import client_options
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.settings import RedisMode
+from delayq.sweeper import Sweeper
+
+import recorder
+from conftest import RECORDER
+
+TOPIC = "jobs"
+# One retry after 0.2 s, then dead: a failing job goes through retry and dead in well under a second.
+TOPICS: dict[str, Any] = {TOPIC: {"target": RECORDER, "retries": 1, "backoff": [0.2], "timeout": 10}}
+CONSUME_RUN_S = 0.05  # each consume run of ``drive``: a few passes
+MANY = 30  # jobs of the enqueue_many batch: enough to land in every partition
+MANY_IDS = [f"m{i:02d}" for i in range(MANY)]
+OK_IDS = ["a", "later", "put", *MANY_IDS]  # every job that succeeds: delivered exactly once
+
+# What the contract says the data path never sends (EVAL/EVALSHA with zero keys are checked apart).
+FORBIDDEN = frozenset(
+    ("HELLO", "BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX", "SUBSCRIBE", "PSUBSCRIBE",
+     "PUBLISH", "MULTI", "EXEC", "WATCH", "DISCARD", "SCRIPT", "TIME", "KEYS", "SCAN", "INFO", "CONFIG",
+     "CLIENT", "FLUSHDB", "FLUSHALL", "RENAME")
+)  # fmt: skip
+
+
+def new_namespace() -> str:
+    return f"c-{uuid.uuid4().hex[:12]}"
+
+
+def make_settings(
+    url: str, *, partitions: int, mode: RedisMode = "standalone", namespace: str | None = None
+) -> Settings:
+    return Settings(
+        redis_url=url,
+        redis_mode=mode,
+        namespace=namespace or new_namespace(),
+        partitions=partitions,
+        topics=Topics.parse(TOPICS),
+        tick=0.1,
+    )
+
+
+@dataclass
+class Report:
+    """What one lifecycle did: the loops' summed summaries, the enqueue_many answers."""
+
+    sweep: dict[str, Any] = field(default_factory=dict)
+    consume: Counter[str] = field(default_factory=Counter)
+    batch: list[dict[str, Any]] = field(default_factory=list)
+
+
+def drive(queue: Queue, done: Callable[[], bool], report: Report, *, timeout: float = 15.0) -> None:
+    """Alternates one sweep pass (lock taken, renewed by the sweep call, released) and a short consume
+    run (take, deliver, settle) until ``done()``. The consume run is a few passes, not one: a single
+    pass gives all of a topic's free workers to the take of its first partition, so with partitions > 1
+    it never takes from the others (Consumer._takes)."""
+    sweeper = Sweeper(queue)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            sweeper.run(Budget.of(0))
+            report.consume.update(Consumer(queue).run(Budget.of(CONSUME_RUN_S)))
+            if done():
+                return
+            assert time.monotonic() < deadline, f"not done within {timeout} s: {queue.stats(TOPIC)}"
+            time.sleep(0.03)
+    finally:
+        for key, value in sweeper.summary().items():
+            report.sweep[key] = report.sweep.get(key, 0) + value
+
+
+def attempts(job_id: str) -> list[int]:
+    return [d.attempt for d in recorder.of(TOPIC, job_id)]
+
+
+def lifecycle(queue: Queue, *, after_enqueue: Callable[[], None] | None = None) -> Report:
+    """The whole life of a topic through ``queue``: enqueue (create, create-or-replace, a batch over
+    every partition with a duplicate and an invalid item), get, stats, cancel, reschedule, sweep,
+    consume with a retry then dead, the dead listing, replay by id and of all, purge. Asserts every
+    job is delivered as it should be (the good ones exactly once), never before its run-at."""
+    report = Report()
+    a = queue.enqueue(TOPIC, {"n": "a"}, id="a", delay=0.3)
+    assert a.created
+    with pytest.raises(JobExists):
+        queue.enqueue(TOPIC, {"n": "again"}, id="a")
+    queue.enqueue(TOPIC, {"n": "gone"}, id="gone", delay=60)
+    queue.enqueue(TOPIC, {"n": "later"}, id="later", delay=60)
+    assert queue.put(TOPIC, "put", {"n": "old"}, delay=60).created
+    replaced = queue.put(TOPIC, "put", {"n": "new"}, delay=0.2)
+    assert not replaced.created
+    queue.enqueue(TOPIC, {"fail": True}, id="f1")  # fails twice (retries 1): retried, then dead
+    queue.enqueue(TOPIC, {"fail": True}, id="f2", retries=0)  # dead at its first failure
+
+    items: list[dict[str, Any]] = [
+        {"topic": TOPIC, "id": job_id, "body": {"i": i}, "delay": 0.1 + (i % 5) * 0.05}
+        for i, job_id in enumerate(MANY_IDS)
+    ]
+    items += [{"topic": TOPIC, "id": "a"}, {"topic": TOPIC, "id": "bad", "delay": -1}]
+    report.batch = queue.enqueue_many(items)
+    assert [r["status"] for r in report.batch] == [201] * MANY + [409, 422]
+    assert {queue.keys.for_job(TOPIC, job_id).index for job_id in MANY_IDS} == set(range(len(queue.keys)))
+
+    info = queue.get(TOPIC, "a")
+    assert (info.state, info.attempts, info.body, info.run_at_ms) == ("delayed", 0, {"n": "a"}, a.run_at_ms)
+    assert queue.get(TOPIC, "put").body == {"n": "new"}
+    stats = queue.stats(TOPIC)
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (MANY + 4, 2, 0, 0)
+    assert stats.next_run_at_ms is not None
+    if after_enqueue is not None:
+        after_enqueue()
+
+    queue.cancel(TOPIC, "gone")
+    with pytest.raises(JobNotFound):
+        queue.get(TOPIC, "gone")
+    with pytest.raises(JobNotFound):
+        queue.cancel(TOPIC, "gone")
+    later = queue.reschedule(TOPIC, "later", delay=0.3)
+    assert queue.get(TOPIC, "later").run_at_ms == later.run_at_ms
+    time.sleep(0.4)  # everything falls due before the first sweep: the sweeper, not a take, moves it
+
+    def settled() -> bool:
+        s = queue.stats(TOPIC)
+        return (s.delayed, s.ready, s.reserved, s.dead) == (0, 0, 0, 2)
+
+    drive(queue, settled, report)
+    assert report.sweep["moved"] > 0, report.sweep  # the sweeper moved due jobs, not only the takes
+    assert report.sweep["locks_taken"] > 0
+    assert attempts("f1") == [1, 2]
+    assert attempts("f2") == [1]
+    dead = queue.dead(TOPIC)
+    assert [job.id for job in dead] == ["f1", "f2"]  # newest first
+    assert all("planned failure" in (job.last_error or "") for job in dead)
+    assert dead[0].body == {"fail": True}
+
+    assert queue.replay(TOPIC, ["f1", "a"]) == 1  # "a" is not dead: skipped
+    replayed = queue.get(TOPIC, "f1")
+    assert (replayed.state, replayed.attempts) == ("ready", 0)
+    assert "planned failure" in (replayed.last_error or "")
+    drive(queue, lambda: len(attempts("f1")) == 4 and settled(), report)
+    assert queue.replay(TOPIC) == 2
+    drive(queue, lambda: len(attempts("f2")) == 2 and len(attempts("f1")) == 6 and settled(), report)
+    assert attempts("f1") == [1, 2, 1, 2, 1, 2]
+    assert attempts("f2") == [1, 1]
+    assert queue.purge(TOPIC) == 2
+    assert queue.dead(TOPIC) == []
+    stats = queue.stats(TOPIC)
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead, stats.next_run_at_ms) == (0, 0, 0, 0, None)
+
+    check_deliveries(OK_IDS)
+    for job_id in OK_IDS:
+        with pytest.raises(JobNotFound):
+            queue.get(TOPIC, job_id)
+    assert recorder.of(TOPIC, "put")[0].body == {"n": "new"}
+    assert recorder.of(TOPIC, "later")[0].run_at_ms == later.run_at_ms
+    assert report.sweep["redis_errors"] == 0, report.sweep
+    assert report.consume["redis_errors"] == 0, report.consume
+    assert report.consume["acked"] == len(OK_IDS)
+    assert report.consume["dead"] + report.sweep["dead"] == 5
+    return report
+
+
+def check_deliveries(ok_ids: list[str]) -> None:
+    """Each of ``ok_ids`` delivered once, successfully; nothing (of any id) handed over before its run-at."""
+    deliveries = recorder.of(TOPIC)
+    counts = Counter(d.id for d in deliveries if d.ok)
+    assert {job_id: counts[job_id] for job_id in ok_ids} == dict.fromkeys(ok_ids, 1)
+    assert set(counts) == set(ok_ids)
+    early = [(d.id, d.attempt, d.started_ms - d.run_at_ms) for d in deliveries if d.started_ms < d.run_at_ms]
+    assert early == []
+
+
+# ----------------------------------------------------------------------------- what the server saw
+
+_MONITOR_LINE = re.compile(r"^\+(\d+\.\d+) \[(\d+) ([^\]]*)\] (.*)$")
+_MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One command in the MONITOR stream: who sent it (``lua``, or the client's ``host:port``) and its
+    arguments (still escaped as MONITOR prints them: enough for names, numbers and our keys)."""
+
+    client: str
+    args: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.args[0].upper() if self.args else ""
+
+    @property
+    def from_lua(self) -> bool:
+        return self.client == "lua"
+
+
+class Monitor:
+    """A raw MONITOR connection, read by a thread until ``stop()`` sends a marker from a connection of
+    its own. Neither connection sends anything else, so every other client in the stream is delayq's."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.marker = f"delayq-compat-end-{uuid.uuid4().hex}"
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.address = "{}:{}".format(*self.sock.getsockname()[:2])
+        self.marker_address = ""
+        self.sock.sendall(b"MONITOR\r\n")
+        self._buffer = bytearray()
+        assert self._line() == "+OK"
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, name="compat-monitor", daemon=True)
+        self._thread.start()
+
+    def _line(self) -> str | None:
+        while b"\r\n" not in self._buffer:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                return None
+            self._buffer += data
+        line, _, rest = bytes(self._buffer).partition(b"\r\n")
+        self._buffer = bytearray(rest)
+        return line.decode("utf-8", errors="replace")
+
+    def _read(self) -> None:
+        while (line := self._line()) is not None:
+            self.lines.append(line)
+            if self.marker in line:
+                return
+
+    def stop(self) -> list[Seen]:
+        """Ends the capture; every command seen, in order, but the marker."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as marker:
+            self.marker_address = "{}:{}".format(*marker.getsockname()[:2])
+            payload = f"*2\r\n$4\r\nECHO\r\n${len(self.marker)}\r\n{self.marker}\r\n".encode()
+            marker.sendall(payload)
+            marker.recv(1024)
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "the MONITOR stream never showed the end marker"
+        self.sock.close()
+        seen = []
+        for line in self.lines:
+            match = _MONITOR_LINE.match(line)
+            assert match, f"unreadable MONITOR line: {line[:200]!r}"
+            seen.append(Seen(match.group(3), tuple(_MONITOR_ARG.findall(match.group(4)))))
+        return [s for s in seen if s.client != self.marker_address]
+
+
+def command_stats(client: redis.Redis) -> Counter[str]:
+    """INFO commandstats as ``{"get": calls, "config|resetstat": calls, ...}``."""
+    stats = client.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): int(stat["calls"]) for name, stat in stats.items()})
+
+
+def error_stats(client: redis.Redis) -> dict[str, int]:
+    """INFO errorstats as ``{"NOSCRIPT": count, ...}``."""
+    return {name.removeprefix("errorstat_"): int(stat["count"]) for name, stat in client.info("errorstats").items()}
+
+
+def forbidden_in(names: Counter[str]) -> dict[str, int]:
+    """The commands of ``names`` (``cmd`` or ``cmd|sub``) that the contract forbids on the data path."""
+    return {name: n for name, n in names.items() if name.split("|")[0].upper() in FORBIDDEN and n}
+
+
+def direct_client(port: int) -> redis.Redis:
+    """A client of the test's own, set up like delayq's (nothing a proxy refuses, RESP2)."""
+    return redis.Redis(host="127.0.0.1", port=port, **client_options())
+
+
+class ScriptCalls:
+    """Every EVAL/EVALSHA a client of ``classes`` was asked to send: (command, numkeys, keys)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, tuple[str, ...]]] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, *classes: type) -> ScriptCalls:
+        for cls in classes:
+            original = cls.__dict__["execute_command"]
+
+            def execute_command(client: Any, *args: Any, _original: Any = original, **options: Any) -> Any:
+                if args and str(args[0]).upper() in ("EVAL", "EVALSHA"):
+                    numkeys = int(args[2])
+                    self.calls.append((str(args[0]).upper(), numkeys, tuple(str(k) for k in args[3 : 3 + numkeys])))
+                return _original(client, *args, **options)
+
+            monkeypatch.setattr(cls, "execute_command", execute_command)
+        return self
+
+    def slots(self) -> list[set[int]]:
+        return [{key_slot(key.encode()) for key in keys} for _, _, keys in self.calls]

@@ -1,0 +1,211 @@
+"""delayq on a real Redis Cluster of 3 masters (``DELAYQ_REDIS_MODE=cluster``): the whole lifecycle
+through the Queue API, the Sweeper and the Consumer; partitions spread over the masters by their hash
+tags; every Lua call on one slot; nothing forbidden sent while connecting or working."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.cluster import ClusterPipeline, RedisCluster
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from delayq import Queue
+from delayq.consumer import Consumer
+from delayq.keys import Keyspace, partition_tag
+from delayq.loop import Budget
+
+import recorder
+from compat_support import (
+    MANY_IDS,
+    TOPIC,
+    TOPICS,
+    ScriptCalls,
+    check_deliveries,
+    command_stats,
+    direct_client,
+    error_stats,
+    forbidden_in,
+    lifecycle,
+    make_settings,
+    new_namespace,
+)
+from servers import RedisClusterServers
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisClusterServers]:
+    with RedisClusterServers(masters=3) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def nodes(cluster: RedisClusterServers) -> Iterator[dict[int, redis.Redis]]:
+    """A direct (not cluster-aware) client of the test's own per master, by port."""
+    clients = {node.port: direct_client(node.port) for node in cluster.nodes}
+    yield clients
+    for client in clients.values():
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def slot_owner(cluster: RedisClusterServers) -> dict[int, int]:
+    """Slot -> port of its master, from the cluster's own CLUSTER SLOTS."""
+    owner: dict[int, int] = {}
+    with direct_client(cluster.nodes[0].port) as client:
+        for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+            owner.update(dict.fromkeys(range(int(start), int(end) + 1), int(master[1])))
+    assert len(owner) == REDIS_CLUSTER_HASH_SLOTS
+    return owner
+
+
+@pytest.fixture
+def script_calls(monkeypatch: pytest.MonkeyPatch) -> ScriptCalls:
+    """Every EVAL/EVALSHA the cluster client and its pipelines are asked to send."""
+    return ScriptCalls().install(monkeypatch, RedisCluster, ClusterPipeline)
+
+
+def reset_stats(nodes: dict[int, redis.Redis]) -> None:
+    for client in nodes.values():
+        client.config_resetstat()
+
+
+def check_nodes_saw_nothing_forbidden(nodes: dict[int, redis.Redis]) -> None:
+    """What every master executed since ``reset_stats`` (delayq's commands and its scripts' own, plus
+    this test's CONFIG RESETSTAT): no forbidden command but TIME (inside Lua: INFO commandstats cannot
+    tell it apart, the audit tier does), no cross-slot or any other error than NOSCRIPT, and no COMMAND
+    GETKEYS (the cluster pipeline routes each script call by its keys without asking a server)."""
+    for port, client in nodes.items():
+        commands = command_stats(client)
+        forbidden = forbidden_in(commands)
+        assert forbidden.pop("config|resetstat", 0) <= 1
+        forbidden.pop("time", None)
+        assert forbidden == {}, (port, forbidden)
+        assert "command|getkeys" not in commands, (port, commands)
+        assert commands["evalsha"] > 0, (port, commands)  # every master did some of the work
+        errors = error_stats(client)
+        assert set(errors) <= {"NOSCRIPT"}, (port, errors)
+
+
+def check_script_calls(calls: ScriptCalls, queue: Queue) -> None:
+    """Every Lua call named at least one key, all of them in one slot, a partition's."""
+    assert len(calls.calls) >= 50, "the spy saw too few script calls: has redis-py changed its call path?"
+    assert all(numkeys >= 1 for _, numkeys, _ in calls.calls)
+    slots = calls.slots()
+    assert all(len(s) == 1 for s in slots), [c for c, s in zip(calls.calls, slots, strict=True) if len(s) != 1][:3]
+    assert set().union(*slots) == {queue.keys.slot(p) for p in queue.keys.partitions}
+
+
+def test_cluster_lifecycle_three_partitions_one_per_master(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+) -> None:
+    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster"))
+    masters = [cluster.master_of_slot(queue.keys.slot(p)) for p in queue.keys.partitions]
+    assert sorted(masters) == sorted(node.port for node in cluster.nodes)  # exactly one partition per master
+    reset_stats(nodes)
+    assert isinstance(queue.redis, RedisCluster)
+
+    def keys_live_on_their_master() -> None:
+        for partition, port in zip(queue.keys.partitions, masters, strict=True):
+            keys = partition.topic_keys(TOPIC)
+            delayed, meta, bodies = keys[0], keys[4], keys[5]
+            assert nodes[port].exists(delayed, meta, bodies) == 3, (partition, port)
+            assert nodes[port].exists(partition.topics) == 1
+
+    try:
+        lifecycle(queue, after_enqueue=keys_live_on_their_master)
+    finally:
+        queue.redis.close()
+    check_script_calls(script_calls, queue)
+    check_nodes_saw_nothing_forbidden(nodes)
+
+
+def test_cluster_lifecycle_six_partitions_from_the_environment(
+    cluster: RedisClusterServers,
+    nodes: dict[int, redis.Redis],
+    slot_owner: dict[int, int],
+    script_calls: ScriptCalls,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    namespace = new_namespace()
+    for name, value in {
+        "DELAYQ_REDIS_URL": cluster.url,
+        "DELAYQ_REDIS_MODE": "cluster",
+        "DELAYQ_NAMESPACE": namespace,
+        "DELAYQ_PARTITIONS": "6",
+        "DELAYQ_TOPICS": json.dumps(TOPICS),
+        "DELAYQ_TICK": "0.1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    queue = Queue.from_env()
+    assert (queue.settings.redis_mode, queue.settings.partitions) == ("cluster", 6)
+    per_master = Counter(slot_owner[queue.keys.slot(p)] for p in queue.keys.partitions)
+    assert sorted(per_master.values()) == [2, 2, 2]
+    reset_stats(nodes)
+    try:
+        report = lifecycle(queue)
+    finally:
+        queue.redis.close()
+    # The batch went out as one pipeline of one enqueue call per partition, each answered in order.
+    assert [r["id"] for r in report.batch[: len(MANY_IDS)]] == MANY_IDS
+    check_script_calls(script_calls, queue)
+    check_nodes_saw_nothing_forbidden(nodes)
+
+
+def _namespace_on_first_slot(index: int, partitions: int) -> str:
+    """A namespace whose first candidate tag for partition ``index`` hashes to the first slot of the
+    partition's share: where rounding may put it on the master of the previous share."""
+    first = index * REDIS_CLUSTER_HASH_SLOTS // partitions
+    for n in range(1_000_000):
+        if key_slot(f"ns{n}.p{index}.0".encode()) == first:
+            return f"ns{n}"
+    raise AssertionError("no such namespace")
+
+
+@pytest.mark.parametrize("partitions", [3, 6])
+def test_partition_tags_land_on_the_master_of_their_share(partitions: int, slot_owner: dict[int, int]) -> None:
+    """On this cluster (slots split by ``redis-cli --cluster create``), partition i of n lands on the
+    master that owns the middle of its share: for the worst namespaces (a tag on its share's first
+    slot) and for many random ones."""
+    namespaces = [_namespace_on_first_slot(i, partitions) for i in range(1, partitions)]
+    namespaces += [uuid.uuid4().hex[:12] for _ in range(300)]
+    share = REDIS_CLUSTER_HASH_SLOTS / partitions
+    expected = [slot_owner[int((i + 0.5) * share)] for i in range(partitions)]
+    assert len(set(expected)) == 3
+    for namespace in namespaces:
+        keyspace = Keyspace(namespace, partitions)
+        assert [slot_owner[keyspace.slot(p)] for p in keyspace.partitions] == expected, (
+            namespace,
+            [partition_tag(namespace, i, partitions) for i in range(partitions)],
+        )
+
+
+def test_cluster_work_goes_on_after_every_master_forgets_its_scripts(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+) -> None:
+    """SCRIPT FLUSH on every master: pipelined and single calls answer NOSCRIPT on each node and fall
+    back to EVAL, which caches the script again there."""
+    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster"))
+    try:
+        queue.enqueue(TOPIC, {"n": 0}, id="warm")  # every script the test uses is cached ...
+        assert Consumer(queue).run(Budget.of(0.05))["acked"] == 1
+        for client in nodes.values():  # ... then forgotten
+            client.script_flush()
+        reset_stats(nodes)
+        results = queue.enqueue_many([{"topic": TOPIC, "id": f"j{i}", "body": {"i": i}} for i in range(12)])
+        assert [r["status"] for r in results] == [201] * 12
+        assert queue.stats(TOPIC).ready == 12
+        summary = Consumer(queue).run(Budget.of(0.1))
+        assert (summary["acked"], summary["redis_errors"]) == (12, 0)
+        check_deliveries(["warm", *(f"j{i}" for i in range(12))])
+        assert len(recorder.of(TOPIC)) == 13
+    finally:
+        queue.redis.close()
+    for port, client in nodes.items():
+        assert error_stats(client).get("NOSCRIPT", 0) >= 1, port  # the flush did bite on every master
+        assert command_stats(client)["eval"] >= 1, port
+    assert all(numkeys >= 1 for _, numkeys, _ in script_calls.calls)
