@@ -1,0 +1,108 @@
+"""Due-to-delivery latency: N jobs due at the same instant, with the sweep and consume loops running.
+
+    .venv/bin/python bench/due_latency.py [--jobs 1000] [--concurrency 8 32] [--partitions 1]
+
+For each concurrency, in a fresh namespace on the Redis at DELAYQ_REDIS_URL (default 127.0.0.1:6379):
+enqueue N jobs with the same run_at 2 s ahead, run one sweeper and one consumer (threads, as in the
+local stack) with a no-op handler, and report, per job, handler start minus run_at (ms): p50, p99,
+max (the max is the drain time: run_at to the last handler start), and lost / duplicated / early.
+The machine's clock and Redis' clock are the same clock here, so lateness is meaningful to the ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import threading
+import time
+import uuid
+from typing import Any
+
+from delayq import Job, Queue, Settings, Topics
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.sweeper import Sweeper
+
+_starts: dict[str, list[float]] = {}
+_lock = threading.Lock()
+
+
+def record(job: Job) -> None:
+    """The benchmark's handler: notes when it started, nothing else."""
+    now_ms = time.time() * 1000
+    with _lock:
+        _starts.setdefault(job.id, []).append(now_ms - job.run_at_ms)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def run(jobs: int, concurrency: int, partitions: int, url: str) -> dict[str, Any]:
+    _starts.clear()
+    namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    topics = {"burst": {"target": "python:__main__:record", "concurrency": concurrency, "batch": 100}}
+    settings = Settings(redis_url=url, namespace=namespace, partitions=partitions, topics=Topics.parse(topics))
+    queue = Queue(settings)
+    stop = threading.Event()
+    loops = [
+        threading.Thread(target=Sweeper(queue, stop=stop).run, args=(Budget.forever(),)),
+        threading.Thread(target=Consumer(queue, stop=stop).run, args=(Budget.forever(),)),
+    ]
+    try:
+        run_at = time.time() + 2
+        results = queue.enqueue_many({"topic": "burst", "id": f"j{i}", "run_at": run_at} for i in range(jobs))
+        assert all(r["status"] == 201 for r in results), results[:3]
+        for thread in loops:
+            thread.start()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with _lock:
+                if len(_starts) >= jobs:
+                    break
+            time.sleep(0.05)
+        time.sleep(0.3)  # a duplicate would show up here
+    finally:
+        stop.set()
+        for thread in loops:
+            thread.join(10)
+        keys = list(queue.redis.scan_iter(match=f"{namespace}:*", count=1000))
+        if keys:
+            queue.redis.delete(*keys)
+    firsts = [starts[0] for starts in _starts.values()]
+    return {
+        "jobs": jobs,
+        "concurrency": concurrency,
+        "partitions": partitions,
+        "min_ms": min(firsts),
+        "p50_ms": statistics.median(firsts),
+        "p99_ms": percentile(firsts, 99),
+        "max_ms": max(firsts),
+        "lost": jobs - len(_starts),
+        "duplicated": sum(len(starts) - 1 for starts in _starts.values()),
+        "early": sum(1 for starts in _starts.values() for late in starts if late < 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--redis-url", default=os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    args = parser.parse_args()
+    print(f"{args.jobs} jobs due at the same instant; lateness = handler start - run_at (ms)")
+    print("| concurrency | min ms | p50 ms | p99 ms | max ms | lost | duplicated | early |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for concurrency in args.concurrency:
+        r = run(args.jobs, concurrency, args.partitions, args.redis_url)
+        print(
+            f"| {r['concurrency']} | {r['min_ms']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
+            f"| {r['lost']} | {r['duplicated']} | {r['early']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

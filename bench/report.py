@@ -1,0 +1,308 @@
+"""The benchmark's figures from its raw records, and the markdown report of a run's JSON.
+
+    .venv/bin/python bench/report.py bench/results/<run>.json    rewrites <run>.md from the JSON
+
+Standard library only: ``run.py`` imports it; it runs with any Python 3.11.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+QUANTILES = 200  # lateness quantiles kept per scenario in the JSON, for the plot
+
+
+def percentile(ordered: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), of sorted values."""
+    if not ordered:
+        return math.nan
+    k = (len(ordered) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def read_jsonl(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        if not path.exists():
+            continue
+        for raw in path.read_text().splitlines():
+            line = raw.strip()
+            if line:
+                with contextlib.suppress(json.JSONDecodeError):  # a line cut by a kill -9 mid-write
+                    rows.append(json.loads(line))
+    return rows
+
+
+def deliveries(expected: dict[str, float], starts: list[dict[str, Any]], early_tolerance_ms: float) -> dict[str, Any]:
+    """Lateness (handler start - due, ms) of each job's first delivery, and lost / duplicated / early.
+
+    ``expected``: id -> due_ms; ``starts``: the workers' {id, start_ms} lines (every delivery).
+    Early counts every delivery (first or not) that started more than ``early_tolerance_ms`` before due.
+    """
+    by_id: dict[str, list[float]] = {}
+    unexpected = 0
+    for row in starts:
+        job_id = row["id"]
+        if job_id not in expected:
+            unexpected += 1
+            continue
+        by_id.setdefault(job_id, []).append(float(row["start_ms"]))
+    lateness = sorted(min(times) - expected[job_id] for job_id, times in by_id.items())
+    early = sum(1 for job_id, times in by_id.items() for t in times if t < expected[job_id] - early_tolerance_ms)
+    earliest_ms = min((min(times) - expected[j] for j, times in by_id.items()), default=math.nan)
+    first_due = min(expected.values()) if expected else math.nan
+    last_start = max((max(times) for times in by_id.values()), default=math.nan)
+    return {
+        "jobs": len(expected),
+        "delivered": len(by_id),
+        "lost": len(expected) - len(by_id),
+        "duplicated": sum(len(times) - 1 for times in by_id.values()),
+        "early": early,
+        "unexpected": unexpected,
+        "earliest_ms": earliest_ms,
+        "lateness_ms": summary(lateness),
+        "quantiles_ms": [round(percentile(lateness, 100 * i / QUANTILES), 3) for i in range(QUANTILES + 1)]
+        if lateness
+        else [],
+        "last_start_after_first_due_s": (last_start - first_due) / 1000 if by_id else math.nan,
+    }
+
+
+def summary(ordered: Sequence[float]) -> dict[str, float]:
+    if not ordered:
+        return {}
+    return {
+        "min": ordered[0],
+        "p50": percentile(ordered, 50),
+        "p95": percentile(ordered, 95),
+        "p99": percentile(ordered, 99),
+        "max": ordered[-1],
+        "mean": sum(ordered) / len(ordered),
+    }
+
+
+# ------------------------------------------------------------------------------------- markdown
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, str):
+        return value
+    if abs(value) >= 1000 and digits == 0:
+        return f"{value:,.0f}"
+    if digits == 0 and abs(value) < 10 and value != int(value):
+        return f"{value:.1f}"
+    return f"{value:,.{digits}f}"
+
+
+def _ms(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
+
+def _lateness(scenario: dict[str, Any] | None) -> str:
+    if not scenario or not scenario.get("lateness_ms"):
+        return "-"
+    lat = scenario["lateness_ms"]
+    return " / ".join(_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
+
+
+def _faults(*scenarios: dict[str, Any] | None) -> str:
+    cells = []
+    for s in scenarios:
+        if not s or "lost" not in s:
+            cells.append("-")
+            continue
+        cells.append(f"{s['lost']}/{s['duplicated']}/{s['early']}")
+    return " · ".join(cells)
+
+
+def _per_job(scenario: dict[str, Any] | None, key: str, digits: int = 1) -> str:
+    if not scenario or scenario.get(key) is None:
+        return "-"
+    return _num(scenario[key], digits)
+
+
+def markdown(run: dict[str, Any]) -> str:
+    meta = run["meta"]
+    p = meta["params"]
+    lines = [
+        f"# delayq benchmark, {meta['date']}, {meta['machine']}",
+        "",
+        f"{meta['cpu']} ({meta['cores']} cores), {meta['os']}; Redis {meta['redis_version']} "
+        f"(private, no persistence), Python {meta['python']}, Node {meta['node']}. Command: `{meta['command']}`.",
+        "",
+        f"Burst: {p['jobs']:,} jobs due at the same instant. "
+        f"Steady: {p['rate']:g} jobs/s for {p['steady_seconds']:g} s, "
+        f"delays uniform in {p['min_delay']:g}-{p['max_delay']:g} s. "
+        f"Memory: {p['mem_jobs']:,} jobs due in 1 h, 100-byte body. "
+        "Lateness = handler start - due, ms (p50 / p95 / p99 / max).",
+    ]
+    if meta.get("small_run"):
+        lines += [
+            "",
+            "**A small run (fewer jobs than the issue's figures): a check of the harness, not a measurement.**",
+        ]
+    if meta.get("load_note"):
+        lines += ["", f"**{meta['load_note']}**"]
+    lines += [
+        "",
+        "| system | enqueue jobs/s | burst drain s | burst lateness ms | steady lateness ms | memory B/job "
+        "| Redis CPU µs/job | Redis cmds/job | requests/job | worker CPU µs/job | lost/dup/early (burst · steady) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, s in run["systems"].items():
+        enqueue = s.get("enqueue") or {}
+        burst = s.get("burst") or {}
+        steady = s.get("steady") or {}
+        rate = enqueue.get("jobs_per_s")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"{name}" + (f" ({s['label']})" if s.get("label") else ""),
+                    _num(rate) if rate else ("= " + s["same_as"] if s.get("same_as") else "-"),
+                    _num(burst.get("drain_s"), 2) if burst else "-",
+                    _lateness(burst),
+                    _lateness(steady),
+                    _num(enqueue.get("memory_bytes_per_job")) if enqueue else "-",
+                    _per_job(burst, "redis_cpu_us_per_job"),
+                    _per_job(burst, "commands_per_job"),
+                    _per_job(burst, "requests_per_job"),
+                    _per_job(burst, "worker_cpu_us_per_job", 0),
+                    _faults(burst, steady),
+                ]
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "Redis CPU, commands, requests and worker CPU per job are over the burst's whole lifecycle (enqueue, "
+        "due, delivery, ack, 1 s after the last start). Commands count those run inside Lua scripts too; "
+        "requests are the server's socket reads (a pipeline is one, unless longer than 16 KB).",
+    ]
+    delayq = run["systems"].get("delayq")
+    if delayq:
+        lines += ["", "## delayq's own figures", "", *_delayq_lines(run, delayq)]
+    lines += ["", "## The physical limit: redis-benchmark on the same Redis", "", *_limit_lines(run)]
+    notes = [f"- **{name}**: {s['notes']}" for name, s in run["systems"].items() if s.get("notes")]
+    if notes:
+        lines += ["", "## Notes per system", "", *notes]
+    problems = [(name, w) for name, s in run["systems"].items() for w in s.get("warnings", [])]
+    if problems:
+        lines += ["", "## Warnings", "", *[f"- {name}: {w}" for name, w in problems]]
+    versions = meta.get("versions", {})
+    if versions:
+        lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _limit(run: dict[str, Any], key: str, what: str = "ops_per_s") -> float | None:
+    entry = run.get("limits", {}).get(key)
+    return entry[what] if entry else None
+
+
+def _delayq_lines(run: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    rows = []
+
+    def add(label: str, value: float | None, one: str, batched: str) -> None:
+        one_ref = _limit(run, one)
+        many_ref = _limit(run, batched, "elements_per_s")
+        cells = [label, _num(value)]
+        for name, ref in ((one, one_ref), (batched, many_ref)):
+            cells += [f"{name}: {_num(ref)}", f"{value / ref:.1%}" if value and ref else "-"]
+        rows.append("| " + " | ".join(cells) + " |")
+
+    burst = d.get("burst") or {}
+    cpu = burst.get("redis_cpu_us_per_job")
+    add(
+        "enqueue, Python client `enqueue_many` (jobs/s)",
+        (d.get("enqueue") or {}).get("jobs_per_s"),
+        "ZADD -P 16",
+        "ZADD x100 -P 1",
+    )
+    add(
+        "enqueue, API handler POST /jobs/batch (jobs/s)",
+        (d.get("enqueue_api") or {}).get("jobs_per_s"),
+        "ZADD -P 16",
+        "ZADD x100 -P 1",
+    )
+    add("sweep: due jobs moved (jobs/s)", (d.get("sweep") or {}).get("moved_per_s"), "RPUSH -P 16", "RPUSH x100 -P 1")
+    add("burst drain: jobs started (jobs/s)", burst.get("drain_jobs_per_s"), "EVALSHA -P 16", "LRANGE_100 -P 1")
+    add(
+        "1 s / Redis CPU per job (jobs/s, if Redis were the bottleneck)",
+        1e6 / cpu if cpu else None,
+        "ZADD -P 16",
+        "ZADD x100 -P 1",
+    )
+    lines = [
+        "| figure | delayq | one command per job: ops/s | ratio | 100 elements per command: elements/s | ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        "A ratio above 100% means delayq does better than one command per job: it writes many jobs per command.",
+        "",
+        f"Round trips to Redis per job, counted at the client over the burst's lifecycle: "
+        f"{_per_job(burst, 'client_round_trips_per_job', 2)} "
+        f"(enqueue {_per_job(burst, 'enqueue_round_trips_per_job', 3)}, "
+        f"sweeper and consumer {_per_job(burst, 'worker_round_trips_per_job', 2)}); steady: "
+        f"{_per_job(d.get('steady'), 'client_round_trips_per_job', 2)} (one enqueue call per job).",
+    ]
+    tuned = run["systems"].get("delayq-tuned")
+    if tuned and tuned.get("burst"):
+        lines.append(
+            f"Tuned topic ({tuned.get('label', '')}): burst drain {_num(tuned['burst'].get('drain_s'), 2)} s, "
+            f"{_per_job(tuned['burst'], 'client_round_trips_per_job', 2)} round trips per job."
+        )
+    return lines
+
+
+def _limit_lines(run: dict[str, Any]) -> list[str]:
+    limits = run.get("limits", {})
+    if not limits:
+        return ["(not measured in this run)"]
+    names = list(dict.fromkeys(entry["name"] for entry in limits.values()))
+    lines = [
+        "| primitive | ops/s -P 1 | ops/s -P 16 | elements/s, 100 per command, -P 1 | Redis CPU µs/op -P 1 "
+        "| µs/op -P 16 | µs/element, 100 per command |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        one, many = limits.get(f"{name} -P 1", {}), limits.get(f"{name} -P 16", {})
+        batched = limits.get(f"{name} x100 -P 1") or (one if one.get("elements_per_command", 1) > 1 else {})
+        per_element = batched.get("redis_cpu_us_per_op")
+        lines.append(
+            f"| {name} | {_num(one.get('ops_per_s'))} | {_num(many.get('ops_per_s'))} "
+            f"| {_num(batched.get('elements_per_s'))} "
+            f"| {_num(one.get('redis_cpu_us_per_op'), 2)} | {_num(many.get('redis_cpu_us_per_op'), 2)} "
+            f"| {_num(per_element / batched['elements_per_command'], 3) if per_element else '-'} |"
+        )
+    commands = "; ".join(f"`{entry['command']}`" for key, entry in limits.items() if key.endswith("-P 1"))
+    lines += [
+        "",
+        "redis-benchmark with its default 50 clients; -P 16 runs the same commands 16 to a pipeline. " + commands,
+    ]
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    for arg in argv:
+        path = Path(arg)
+        run = json.loads(path.read_text())
+        path.with_suffix(".md").write_text(markdown(run))
+        print(path.with_suffix(".md"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
