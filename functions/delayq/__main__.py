@@ -17,7 +17,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 from typing import Any
 
 from .consumer import Consumer
@@ -46,14 +45,11 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     queue = Queue.from_env()
     budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
-    loop: Sweeper | Consumer = (
-        Sweeper(queue, stop=stop) if args.command == "sweep" else Consumer(queue, topics=args.topic, stop=stop)
-    )
+    loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: loop.request_stop())
     summary: dict[str, Any] = loop.run(budget)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")

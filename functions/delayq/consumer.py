@@ -56,6 +56,7 @@ class _Topic:
     target: Target
     executor: ThreadPoolExecutor
     running: int = 0  # worker threads busy, including handlers past their timeout
+    turn: int = 0  # which due lane takes first, in rotation
 
     @property
     def free(self) -> int:
@@ -163,10 +164,15 @@ class Consumer:
         )
         return {key: self.counts[key] for key in keys}
 
+    def request_stop(self) -> None:
+        """Stops taking work now (from a signal handler or another thread); ``run`` then finishes."""
+        self.stop.set()
+        self._wake.set()
+
     def _sleep(self, seconds: float) -> None:
-        """Sleeps ``seconds``, or until a worker finishes. Also once stopped: ``_finish`` sleeps here
-        between its passes, waiting for the handlers still running (else it would spin)."""
-        if seconds > 0 and not self.stop.is_set():
+        """Sleeps ``seconds``, or until a worker finishes or a stop is requested. Also once stopped:
+        ``_finish`` sleeps here between its passes, waiting for the handlers still running."""
+        if seconds > 0:
             self._wake.wait(seconds)
         self._wake.clear()
 
@@ -234,18 +240,26 @@ class Consumer:
     # --------------------------------------------------------------------------------- take
 
     def _takes(self, budget: Budget, now: float) -> list[tuple[_Lane, Call, int]]:
-        takes = []
-        free = {topic.name: topic.free for topic in self._topics.values()}
+        """Takes for the lanes that are due, each topic's free workers shared among its due lanes
+        (partitions), the first of them in turn, so that no partition waits behind another."""
+        due: dict[_Topic, list[_Lane]] = {}
         for lane in self._lanes:
-            topic = lane.topic
-            count = min(topic.config.batch, free[topic.name])
-            if count <= 0 or lane.next_check > now or not self._can_take(lane, budget, now):
-                continue
-            free[topic.name] -= count
-            longest_ms = -1 if budget.finish_by is None else int((budget.finish_by - now) * 1000)
-            args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms]
-            keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq]
-            takes.append((lane, Call(Scripts.take, keys, args), count))
+            if lane.next_check <= now and self._can_take(lane, budget, now):
+                due.setdefault(lane.topic, []).append(lane)
+        longest_ms = -1 if budget.finish_by is None else int((budget.finish_by - now) * 1000)
+        takes = []
+        for topic, lanes in due.items():
+            first = topic.turn % len(lanes)
+            topic.turn += 1
+            free = topic.free
+            for left, lane in zip(range(len(lanes), 0, -1), lanes[first:] + lanes[:first], strict=True):
+                count = min(topic.config.batch, -(-free // left))  # a fair share, rounded up
+                if count <= 0:
+                    break
+                free -= count
+                args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms]
+                keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq]
+                takes.append((lane, Call(Scripts.take, keys, args), count))
         return takes
 
     def _taken(self, lane: _Lane, count: int, reply: Any, now: float) -> None:

@@ -224,13 +224,13 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if not settings.topics:
         settings = settings.with_(topics=Topics.parse(EXAMPLE_TOPICS))
-    stop = threading.Event()
     with ExitStack() as stack:
         client, where = choose_redis(settings, stack)
         queue = Queue(settings, redis=client)
+        sweeper, consumer = Sweeper(queue), Consumer(queue)
         loops = [
-            threading.Thread(target=Sweeper(queue, stop=stop).run, args=(Budget.forever(),), name="sweep"),
-            threading.Thread(target=Consumer(queue, stop=stop).run, args=(Budget.forever(),), name="consume"),
+            threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep"),
+            threading.Thread(target=consumer.run, args=(Budget.forever(),), name="consume"),
         ]
         for thread in loops:
             thread.start()
@@ -238,7 +238,8 @@ def main(argv: list[str] | None = None) -> None:
         server.daemon_threads = True
 
         def shutdown(signum: int, frame: Any) -> None:
-            stop.set()
+            sweeper.request_stop()
+            consumer.request_stop()
             threading.Thread(target=server.shutdown).start()
 
         signal.signal(signal.SIGINT, shutdown)

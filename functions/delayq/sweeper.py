@@ -73,6 +73,10 @@ class Sweeper:
             self.queue.telemetry.flush()
         return self.summary()
 
+    def request_stop(self) -> None:
+        """Stops sweeping now (from a signal handler or another thread); ``run`` releases the locks."""
+        self.stop.set()
+
     def summary(self) -> dict[str, Any]:
         keys = ("passes", "moved", "retried", "dead", "locks_taken", "locks_lost", "redis_errors")
         return {key: self.counts[key] for key in keys}

@@ -44,7 +44,7 @@ class Loop:
             self.error = exc
 
     def stop(self) -> dict[str, Any]:
-        self.loop.stop.set()
+        self.loop.request_stop()
         self.thread.join(10)
         assert not self.thread.is_alive()
         assert self.error is None, repr(self.error)

@@ -59,7 +59,7 @@ class Running:
         return self.loop.counts
 
     def stop(self, timeout: float = 10.0) -> dict[str, Any]:
-        self.loop.stop.set()
+        self.loop.request_stop()
         self.thread.join(timeout)
         assert not self.thread.is_alive(), f"the {type(self.loop).__name__} did not stop within {timeout} s"
         if self.error is not None:

@@ -14,6 +14,7 @@ import pytest
 
 from delayq import Job, JobNotFound, Queue
 from delayq.consumer import Consumer
+from delayq.keys import partition_of
 from delayq.loop import Budget
 from delayq.sweeper import Sweeper
 
@@ -366,6 +367,27 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
     summary = consumer.summary
     assert summary is not None
     assert (summary["taken"], summary["acked"]) == (10, 10)
+
+
+def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None:
+    """With a backlog in every partition, no partition waits until another is drained: the
+    first deliveries come from all of them."""
+    partitions = 4
+    queue = make_queue(
+        topics={"fair": {"target": "python:loops_targets:counted", "concurrency": 2, "batch": 100}},
+        partitions=partitions,
+        tick=0.1,
+    )
+    by_partition: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    for job_id in (f"j{n}" for n in range(400)):
+        by_partition[partition_of("fair", job_id, partitions)].append(job_id)
+    chosen = [job_id for p in range(partitions) for job_id in by_partition[p][:6]]
+    queue.enqueue_many([{"topic": "fair", "id": job_id, "body": {"sleep": 0.02}} for job_id in chosen])
+
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(loops_targets.of()) == len(chosen), timeout=10)
+    first = [partition_of("fair", c.job.id, partitions) for c in loops_targets.of()[: 2 * partitions]]
+    assert set(first) == set(range(partitions)), first
 
 
 def test_takes_nothing_it_could_not_finish_before_the_deadline(make_queue: MakeQueue) -> None:
