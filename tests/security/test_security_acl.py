@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -86,6 +87,8 @@ def test_the_acl_line_for_the_readme():
     line = acl_line()
     assert line.startswith("ACL SETUSER delayq on ><password> resetkeys ~delayq:* resetchannels -@all +")
     assert line.count(" +") == len(ACL_COMMANDS)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert line in readme, "the README's ACL line is not the one the code needs"
 
 
 def test_the_whole_lifecycle_runs_as_the_acl_user_and_needs_every_command(
