@@ -84,9 +84,9 @@ SYSTEMS = [
         "delayq-tuned",
         "delayq",
         "delayq_peer.py",
-        ["--concurrency", "64", "--batch", "500"],
+        ["--concurrency", "100", "--batch", "500"],
         base="delayq",
-        label="concurrency 64, batch 500",
+        label="concurrency 100 (as the peers), batch 500",
         notes="the same as delayq with the topic's knobs raised.",
     ),
     System(

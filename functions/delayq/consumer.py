@@ -46,6 +46,7 @@ MAX_ERROR_CHARS = 2000
 TOPICS_REFRESH_S = 1.0
 SETTLE_CHUNK = 1000
 RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
+SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop waits for others before its pass
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 
 
@@ -172,8 +173,11 @@ class Consumer:
     def _sleep(self, seconds: float) -> None:
         """Sleeps ``seconds``, or until a worker finishes or a stop is requested. Also once stopped:
         ``_finish`` sleeps here between its passes, waiting for the handlers still running."""
-        if seconds > 0:
-            self._wake.wait(seconds)
+        if seconds > 0 and self._wake.wait(seconds) and not self.stop.is_set():
+            with self._lock:
+                busy = bool(self._running)
+            if busy:  # handlers finish in bursts: give the others a moment, to settle and refill at once
+                time.sleep(SETTLE_WINDOW_S)
         self._wake.clear()
 
     def _wait(self, budget: Budget, *, taking: bool) -> float:

@@ -6,6 +6,7 @@ unknown fields, so a typo such as ``"delay_s"`` is a 422 naming it rather than a
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Annotated, Any
@@ -13,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from .errors import InvalidField
+from .errors import InvalidField, TooLarge
 from .schedule import MAX_DELAY_MS, parse_run_at, seconds_to_ms
 
 TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -64,6 +65,31 @@ def json_problem(value: Any, max_depth: int) -> str | None:
             return f"nests arrays and objects more than {max_depth} levels deep"
         stack.extend((child, depth + 1) for child in children)
     return None
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)  # dumps() makes one a call
+
+
+def body_json(body: Any) -> str:
+    """``body`` as the compact JSON text delayq stores; ``InvalidField`` (``TooLarge``) naming
+    ``body`` when it is not JSON, nests too deep, holds a lone surrogate or is over 256 KiB.
+
+    The encoder does the work: a lone surrogate fails the UTF-8 encoding, and nesting can only be too
+    deep when the text holds that many brackets, so the walk of ``json_problem`` runs only then."""
+    try:
+        text = _ENCODER.encode(body)
+        size = len(text.encode())
+    except RecursionError:
+        raise InvalidField("body", f"nests arrays and objects more than {MAX_BODY_DEPTH} levels deep") from None
+    except UnicodeEncodeError:
+        raise InvalidField("body", "holds a lone surrogate (such as \\ud800): not Unicode text") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidField("body", f"must be JSON (no NaN, Infinity, sets or bytes): {exc}") from None
+    if text.count("[") + text.count("{") > MAX_BODY_DEPTH and (problem := json_problem(body, MAX_BODY_DEPTH)):
+        raise InvalidField("body", problem)
+    if size > MAX_BODY_BYTES:
+        raise TooLarge("body", f"body is {size} bytes as JSON; at most {MAX_BODY_BYTES}")
+    return text
 
 
 def _is_unicode(text: str) -> bool:
@@ -128,20 +154,13 @@ class When(BaseModel):
 class JobOptions(When):
     """A job's body, due time and per-job overrides of its topic's config."""
 
+    # Checked where it is encoded (``body_json``), once: the queue's writes all go through it.
     body: Any = Field(default=None, description=f"Any JSON, at most 256 KiB, nested at most {MAX_BODY_DEPTH} deep")
     retries: int | None = Field(default=None, ge=0, le=25, description="Retries after the first attempt")
     timeout: float | None = Field(default=None, ge=1, le=900, description="Seconds a handler may take")
     backoff: list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None = Field(
         default=None, min_length=1, max_length=64, description="Seconds before retry n; the last repeats"
     )
-
-    @field_validator("body")
-    @classmethod
-    def _body_valid(cls, value: Any) -> Any:
-        problem = json_problem(value, MAX_BODY_DEPTH)
-        if problem:
-            raise PydanticCustomError("body_json", problem)
-        return value
 
 
 class NewJob(JobOptions):

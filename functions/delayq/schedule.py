@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import lru_cache
 
 DAY_MS = 86_400_000
 MAX_DELAY_MS = 366 * DAY_MS
@@ -52,7 +53,14 @@ def parse_run_at(value: float | str) -> int:
 
 def iso_utc(ms: int) -> str:
     """Epoch milliseconds -> ISO-8601 UTC with millisecond precision, e.g. ``2026-11-22T10:00:00.250Z``."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    seconds, millis = divmod(ms, 1000)
+    return f"{_iso_second(seconds)}.{millis:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _iso_second(seconds: int) -> str:
+    """The whole second, shared by the many jobs of a batch that fall due in it."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def backoff_ms(backoff_ms_list: Sequence[int], failures: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -11,11 +12,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from delayq.errors import InvalidField
+from delayq.errors import InvalidField, TooLarge
 from delayq.models import (
     ID_PATTERN,
     MAX_BATCH,
     MAX_BODY_BYTES,
+    MAX_BODY_DEPTH,
     MAX_DELAY_S,
     TOPIC_PATTERN,
     Batch,
@@ -24,12 +26,13 @@ from delayq.models import (
     Replay,
     Reschedule,
     When,
+    body_json,
     describe,
     field_name,
     invalid,
     validate_new_job,
 )
-from delayq.queue import check_id, check_topic, new_id
+from delayq.queue import check_id, check_topic, new_id, new_ids
 
 DAY_S = 86_400
 T0_S = 1795372200  # 2026-11-22T18:30:00Z
@@ -417,11 +420,12 @@ def test_describe(error, skip, expected):
 
 
 def test_new_id_matches_the_id_pattern_and_is_unique():
-    ids = [new_id() for _ in range(10_000)]
+    ids = [new_id() for _ in range(5_000)] + new_ids(5_000) + new_ids(1)
     pattern = re.compile(ID_PATTERN)
     assert all(pattern.match(job_id) for job_id in ids)
-    assert all(re.fullmatch(r"[a-z2-7]{24}", job_id) for job_id in ids)
+    assert all(re.fullmatch(r"[0-9a-f]{24}", job_id) for job_id in ids)
     assert len(set(ids)) == len(ids)
+    assert new_ids(0) == []
 
 
 @pytest.mark.parametrize("topic", ["o", "orders", "O9_.-x", "t" * 64])
@@ -468,3 +472,42 @@ def test_check_refuses_a_trailing_newline(check, name, field):
 def test_models_refuse_a_trailing_newline():
     assert first_error(NewJob, {"topic": "orders\n"})[0] == "topic"
     assert first_error(NewJob, {"topic": "orders", "id": "o-1\n"})[0] == "id"
+
+
+# ----------------------------------------------------------------------------- body_json
+
+
+def _nested(depth: int) -> object:
+    body: object = "leaf"
+    for _ in range(depth):
+        body = [body]
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (_nested(MAX_BODY_DEPTH), None),
+        (_nested(MAX_BODY_DEPTH + 1), "levels deep"),
+        (_nested(100_000), "levels deep"),  # deeper than the encoder recurses
+        ({"k": "[" * 1000}, None),  # brackets in strings are not nesting
+        ({"\ud800": 1}, "lone surrogate"),
+        (["ok", "\udfff"], "lone surrogate"),
+        (float("nan"), "must be JSON"),
+        ({1, 2}, "must be JSON"),
+        ("é" * 10, None),
+    ],
+)
+def test_body_json_refuses_what_is_not_storable_json(body, problem):
+    if problem is None:
+        assert json.loads(body_json(body)) == body
+    else:
+        with pytest.raises(InvalidField, match=problem) as caught:
+            body_json(body)
+        assert caught.value.field == "body"
+
+
+def test_body_json_counts_utf8_bytes_for_the_size_limit():
+    assert body_json("x" * (MAX_BODY_BYTES - 2))  # the quotes make it exactly the limit
+    with pytest.raises(TooLarge, match="body"):
+        body_json("é" * (MAX_BODY_BYTES // 2))  # two bytes each in UTF-8
