@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def exit_now() -> None:
     """Exits without waiting for threads. A handler past its timeout was settled as a failed attempt,
-    but its thread cannot be killed, and the interpreter would wait for it at exit (it joins the
-    executors' workers) for as long as it hangs: a process told to stop would not stop."""
+    but its thread cannot be killed; the consumer's workers are daemon threads, but a handler may have
+    started threads of its own, and the interpreter would wait for those at exit for as long as they
+    hang: a process told to stop would not stop."""
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()

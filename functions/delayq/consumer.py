@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from queue import SimpleQueue
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -50,12 +50,45 @@ SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop waits for
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 
 
+class _Workers:
+    """A topic's worker threads, started as they are needed, up to its concurrency: each runs the
+    deliveries put on the topic's queue, one at a time. Lighter than a ThreadPoolExecutor (no future
+    per job: the consumer keeps its own books). Daemon threads: a handler hung past its timeout does
+    not hold the process at exit."""
+
+    def __init__(self, name: str, run: Callable[[_Delivery], None]) -> None:
+        self._name = name
+        self._run = run
+        self._queue: SimpleQueue[_Delivery | None] = SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, delivery: _Delivery, in_flight: int) -> None:
+        """Queues ``delivery``; ``in_flight`` (it included) is how many need a thread now."""
+        if len(self._threads) < in_flight:
+            thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        self._queue.put(delivery)
+
+    def shutdown(self) -> None:
+        """Each thread ends when it is done with what it runs (a hung handler's thread, never)."""
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (delivery := self._queue.get()) is not None:
+            try:
+                self._run(delivery)
+            except Exception:  # a bug, not a handler's failure (_deliver catches those): the lease expires
+                log.exception("delivery of %s/%s failed", delivery.job.topic, delivery.job.id)
+
+
 @dataclass(eq=False)
 class _Topic:
     name: str
     config: TopicConfig
     target: Target
-    executor: ThreadPoolExecutor
+    workers: _Workers
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
 
@@ -130,7 +163,7 @@ class Consumer:
             self._finish(budget)
         finally:
             for topic in self._topics.values():
-                topic.executor.shutdown(wait=False, cancel_futures=True)
+                topic.workers.shutdown()
             self.queue.telemetry.flush()
         return self.summary()
 
@@ -223,7 +256,7 @@ class Consumer:
         except ConfigError as exc:
             log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
             target = failing_target(exc.message)
-        topic = _Topic(name, config, target, ThreadPoolExecutor(config.concurrency, f"delayq-{name}"))
+        topic = _Topic(name, config, target, _Workers(f"delayq-{name}", self._deliver))
         self._topics[name] = topic
         self._lanes += [_Lane(topic, partition) for partition in self.queue.keys.partitions]
 
@@ -301,8 +334,9 @@ class Consumer:
         delivery.deadline = time.monotonic() + delivery.timeout_s
         with self._lock:
             topic.running += 1
+            in_flight = topic.running
             self._running.add(delivery)
-        topic.executor.submit(self._deliver, delivery)
+        topic.workers.submit(delivery, in_flight)
 
     def _deliver(self, delivery: _Delivery) -> None:
         """In a worker thread: run the target, then report."""
@@ -358,7 +392,9 @@ class Consumer:
                 error,
                 extra=context | {"error": error, "permanent": kind == PERMANENT},
             )
-        self._wake.set()
+        # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _expire(self, now: float) -> None:
         """Handlers past their timeout are failed attempts now; their threads are left to finish."""

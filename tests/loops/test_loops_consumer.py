@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -361,7 +362,10 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
 
     with running(Consumer(queue)) as consumer:
         assert wait_until(done, timeout=6)
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-busy_")]
+        assert len(workers) == 2  # threads started as needed, never more than the topic's concurrency
     assert loops_targets.max_active == 2
+    assert wait_until(lambda: not any(t.name.startswith("delayq-busy_") for t in threading.enumerate()))
     assert max(reserved_seen) <= 2  # never leased more jobs than it had free workers
     assert sorted(c.job.id for c in loops_targets.of()) == sorted(f"b{i}" for i in range(10))
     summary = consumer.summary
