@@ -46,7 +46,7 @@ MAX_ERROR_CHARS = 2000
 TOPICS_REFRESH_S = 1.0
 SETTLE_CHUNK = 1000
 RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
-SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop waits for others before its pass
+SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 
 
@@ -142,7 +142,9 @@ class Consumer:
         self._lanes: list[_Lane] = []
         self._running: set[_Delivery] = set()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # set when a handler finishes, or a stop is requested
+        self._idle = threading.Event()  # set while no handler runs
+        self._idle.set()
         self._topics_checked = -float("inf")
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
             self._add_topic(name)
@@ -207,10 +209,9 @@ class Consumer:
         """Sleeps ``seconds``, or until a worker finishes or a stop is requested. Also once stopped:
         ``_finish`` sleeps here between its passes, waiting for the handlers still running."""
         if seconds > 0 and self._wake.wait(seconds) and not self.stop.is_set():
-            with self._lock:
-                busy = bool(self._running)
-            if busy:  # handlers finish in bursts: give the others a moment, to settle and refill at once
-                time.sleep(SETTLE_WINDOW_S)
+            # Handlers finish in bursts: wait a moment for the others (until none runs, at most the
+            # window), so that one pass settles them all and refills their workers at once.
+            self._idle.wait(SETTLE_WINDOW_S)
         self._wake.clear()
 
     def _wait(self, budget: Budget, *, taking: bool) -> float:
@@ -336,6 +337,7 @@ class Consumer:
             topic.running += 1
             in_flight = topic.running
             self._running.add(delivery)
+            self._idle.clear()
         topic.workers.submit(delivery, in_flight)
 
     def _deliver(self, delivery: _Delivery) -> None:
@@ -361,6 +363,8 @@ class Consumer:
         with self._lock:
             delivery.lane.topic.running -= 1
             self._running.discard(delivery)
+            if not self._running:
+                self._idle.set()
             late = delivery.settled
             delivery.settled = True
             if late:
