@@ -855,10 +855,10 @@ def main(argv: list[str] | None = None) -> None:
     facts = machine_facts()
     ensure(systems, plot=not args.no_plot)
     started = datetime.now(UTC)
-    stamp = started.strftime("%Y-%m-%dT%H%M")
+    stamp = started.strftime("%Y-%m-%dT%H%M%S")
     machine = args.machine or facts["slug"]
     rundir = STATE / "runs" / f"{stamp}-{machine}"
-    rundir.mkdir(parents=True, exist_ok=True)
+    rundir.mkdir(parents=True)  # to the second: two runs never share their raw records
     small = args.jobs < 20_000 or args.mem_jobs < 100_000 or args.steady_seconds < 30
     load = facts["loadavg_at_start"][0]
     run: dict[str, Any] = {
