@@ -373,6 +373,19 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
     assert (summary["taken"], summary["acked"]) == (10, 10)
 
 
+def test_handlers_that_wait_each_get_a_worker_at_once(make_queue: MakeQueue) -> None:
+    """Workers are woken one after another (not one per job at once); handlers that wait still all
+    run together: the whole batch is in flight while the first is still asleep."""
+    queue = make_queue(topics={"io": {"target": "python:loops_targets:counted", "concurrency": 20}}, tick=0.1)
+    queue.enqueue_many([{"topic": "io", "id": f"w{i}", "body": {"sleep": 1.0}} for i in range(20)])
+
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(loops_targets.of()) == 20, timeout=5)
+        assert loops_targets.active == 20  # every handler is asleep at once, none waits for a worker
+        assert wait_until(lambda: queue.stats("io").reserved == 0, timeout=5)
+    assert loops_targets.max_active == 20
+
+
 def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None:
     """With a backlog in every partition, no partition waits until another is drained: the
     first deliveries come from all of them."""
