@@ -100,15 +100,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _check_run_at(value: float | str | None) -> float | str | None:
-    if value is None:
-        return None
-    run_at_ms = parse_run_at(value)
-    if run_at_ms > time.time() * 1000 + MAX_DELAY_MS:
-        raise ValueError("must be at most 366 days from now")
-    return value
-
-
 class When(BaseModel):
     """``delay`` or ``run_at``, at most one of them; neither means now."""
 
@@ -119,24 +110,25 @@ class When(BaseModel):
 
     @field_validator("run_at", mode="before")
     @classmethod
-    def _run_at_type(cls, value: Any) -> Any:
-        # One error naming run_at, rather than one per member of the union (run_at.float, run_at.str).
-        if value is None or isinstance(value, str):
+    def _run_at_valid(cls, value: Any) -> Any:
+        """The whole check of run_at, in one validator: one error naming run_at, rather than one per
+        member of the union (run_at.float, run_at.str)."""
+        if value is None:
             return value
-        not_a_time = PydanticCustomError("run_at_type", "must be epoch seconds or an ISO-8601 date-time with a zone")
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise not_a_time
-        if isinstance(value, float) and not math.isfinite(value):
-            raise not_a_time
-        if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
-            message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
-            raise PydanticCustomError("run_at_range", message)
+        if not isinstance(value, str):
+            not_a_time = PydanticCustomError(
+                "run_at_type", "must be epoch seconds or an ISO-8601 date-time with a zone"
+            )
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise not_a_time
+            if isinstance(value, float) and not math.isfinite(value):
+                raise not_a_time
+            if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
+                message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
+                raise PydanticCustomError("run_at_range", message)
+        if parse_run_at(value) > time.time() * 1000 + MAX_DELAY_MS:
+            raise ValueError("must be at most 366 days from now")
         return value
-
-    @field_validator("run_at")
-    @classmethod
-    def _run_at_valid(cls, value: float | str | None) -> float | str | None:
-        return _check_run_at(value)
 
     @model_validator(mode="after")
     def _one_of(self) -> When:

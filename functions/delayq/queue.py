@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from itertools import islice
+from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Any
 
 from pydantic import ValidationError
@@ -46,12 +48,14 @@ from .models import (
     validate_new_job,
 )
 from .observability import Telemetry
-from .schedule import encode_backoff, seconds_to_ms
+from .schedule import encode_backoff, iso_utc, seconds_to_ms
 from .scripts import Call, Scripts, run_many
 from .settings import Settings, TopicConfig, Topics
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
+NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
+WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
 _TOPIC_RE = re.compile(TOPIC_PATTERN)
 _ID_RE = re.compile(ID_PATTERN)
@@ -98,19 +102,26 @@ def check_id(job_id: str) -> str:
     return job_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Write:
-    """One validated job, ready for the enqueue script."""
+    """One validated job, ready for the enqueue script (not frozen: a frozen dataclass is slower to
+    make, and one is made per job)."""
 
     topic: str
     id: str
     body: str
-    mode: str  # 'c' create, 'r' create or replace
-    when: str  # 'd' delay ms, 'a' epoch ms
-    value: int
-    retries: str
-    timeout_ms: str
-    backoff: str
+    at: str  # 'd<ms>' a delay, 'a<ms>' epoch ms
+    overrides: str  # 'retries|timeout_ms|backoff_csv', '' where the topic's applies
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A chunk of ``enqueue_many``, validated: the writes of its valid jobs and their positions in
+    the chunk; ``results`` holds the answers of the invalid ones."""
+
+    results: list[dict[str, Any]]
+    writes: list[_Write] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
 
 
 class Queue:
@@ -183,7 +194,7 @@ class Queue:
 
     def create(self, job: NewJob) -> Scheduled:
         """Create a validated job (the API's ``POST /jobs``)."""
-        write = self._prepare(job, job.topic, job.id or new_id(), "c")
+        write = self._prepare(job, job.topic, job.id or new_id())
         code, run_at_ms = self._write([write])[0]
         if code < 0:
             raise code_error(code, write.topic, write.id)
@@ -218,8 +229,8 @@ class Queue:
         for name, given, path in (("topic", job.topic, topic), ("id", job.id, job_id)):
             if given is not None and given != path:
                 raise InvalidField(name, f"{given!r} differs from the path's {path!r}")
-        write = self._prepare(job, topic, job_id, "r")
-        code, run_at_ms = self._write([write])[0]
+        write = self._prepare(job, topic, job_id)
+        code, run_at_ms = self._write([write], "r")[0]
         if code < 0:
             raise code_error(code, topic, job_id)
         self.telemetry.count("Enqueued", topic)
@@ -228,51 +239,92 @@ class Queue:
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Create many jobs, each validated and written on its own: valid ones are written even when
         others are not. Answers like ``POST /jobs/batch``, in order: ``{"status": 201, "id", "run_at_ms",
-        "run_at"}``, or ``{"status": 409 | 422 | 413, "id", "error": {...}}``."""
+        "run_at"}``, or ``{"status": 409 | 422 | 413, "id", "error": {...}}``.
+
+        Jobs are written 1000 per Lua call. With more than that, a writer thread sends each chunk while
+        the next is validated, so Redis runs one while Python prepares the other. If Redis fails,
+        ``RedisUnavailable`` is raised: the chunks before the one that failed are written, none after it,
+        and that one whole or not at all."""
+        chunks = _chunks(jobs, WRITE_CHUNK)
+        first = next(chunks, None)
+        if first is None:
+            return []
+        second = next(chunks, None)
+        if second is None:
+            batch = self._validate_chunk(first)
+            return self._answers(batch, self._write(batch.writes))
+        failed = threading.Event()
+
+        def write(writes: list[_Write]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
+            if failed.is_set():
+                raise RedisUnavailable("Redis is unavailable: an earlier chunk failed")
+            try:
+                return self._write(writes)
+            except BaseException:
+                failed.set()
+                raise
+
         results: list[dict[str, Any]] = []
-        iterator = iter(jobs)
-        while chunk := list(islice(iterator, WRITE_CHUNK * PIPELINE_CALLS)):
-            results.extend(self._create_chunk(chunk))
+        in_flight: deque[tuple[_Batch, Future[list[tuple[int, int]]]]] = deque()
+        with ThreadPoolExecutor(1, thread_name_prefix="delayq-writer") as writer:
+            for chunk in chain((first, second), chunks):
+                batch = self._validate_chunk(chunk)
+                in_flight.append((batch, writer.submit(write, batch.writes)))
+                if len(in_flight) > WRITES_IN_FLIGHT or failed.is_set():
+                    batch, written = in_flight.popleft()
+                    results += self._answers(batch, written.result())
+            while in_flight:
+                batch, written = in_flight.popleft()
+                results += self._answers(batch, written.result())
         return results
 
-    def _create_chunk(self, items: list[Any]) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = [{} for _ in items]
-        writes: list[tuple[int, _Write]] = []
+    def _validate_chunk(self, items: list[Any]) -> _Batch:
+        """Validates each job: the writes of the valid ones, the answers (422) of the others."""
+        batch = _Batch(results=[{} for _ in items])
         fresh = iter(new_ids(len(items)))
         for i, item in enumerate(items):
             try:
                 job = validate_new_job(dict(item) if isinstance(item, Mapping) and type(item) is not dict else item)
-                writes.append((i, self._prepare(job, job.topic, job.id or next(fresh), "c")))
+                batch.writes.append(self._prepare(job, job.topic, job.id or next(fresh)))
+                batch.positions.append(i)
             except InvalidField as exc:  # a body too large is a 422 here too: one status per invalid item
-                results[i] = {"status": 422, "id": _item_id(item), "error": exc.to_dict() | {"status": 422}}
-        answers = self._write([write for _, write in writes])
-        for (i, write), (code, run_at_ms) in zip(writes, answers, strict=True):
+                batch.results[i] = {"status": 422, "id": _item_id(item), "error": exc.to_dict() | {"status": 422}}
+        return batch
+
+    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[dict[str, Any]]:
+        """The batch's answers, in order, with what the script answered for each write."""
+        results = batch.results
+        created: Counter[str] = Counter()
+        for i, write, (code, run_at_ms) in zip(batch.positions, batch.writes, codes, strict=True):
             if code < 0:
                 error = code_error(code, write.topic, write.id)
                 results[i] = {"status": error.status, "id": write.id, "error": error.to_dict()}
             else:
-                self.telemetry.count("Enqueued", write.topic)
-                results[i] = {"status": 201, **Scheduled(write.topic, write.id, run_at_ms).to_dict()}
+                created[write.topic] += 1
+                results[i] = {
+                    "status": 201,
+                    "topic": write.topic,
+                    "id": write.id,
+                    "run_at": iso_utc(run_at_ms),
+                    "run_at_ms": run_at_ms,
+                }
+        for topic, count in created.items():
+            self.telemetry.count("Enqueued", topic, count)
         return results
 
-    def _prepare(self, job: JobOptions, topic: str, job_id: str, mode: str) -> _Write:
+    def _prepare(self, job: JobOptions, topic: str, job_id: str) -> _Write:
         self.topic_config(topic)
-        body = body_json(job.body)
         when, value = job.when()
-        return _Write(
-            topic=topic,
-            id=job_id,
-            body=body,
-            mode=mode,
-            when=when,
-            value=value,
-            retries="" if job.retries is None else str(job.retries),
-            timeout_ms="" if job.timeout is None else str(seconds_to_ms(job.timeout)),
-            backoff="" if job.backoff is None else encode_backoff(job.backoff),
-        )
+        overrides = NO_OVERRIDES
+        if job.retries is not None or job.timeout is not None or job.backoff is not None:
+            retries = "" if job.retries is None else str(job.retries)
+            timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
+            overrides = f"{retries}|{timeout_ms}|{'' if job.backoff is None else encode_backoff(job.backoff)}"
+        return _Write(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
-    def _write(self, writes: Sequence[_Write]) -> list[tuple[int, int]]:
-        """Run the enqueue script for ``writes``: one call per partition and chunk. Codes in order."""
+    def _write(self, writes: Sequence[_Write], mode: str = "c") -> list[tuple[int, int]]:
+        """Run the enqueue script for ``writes``: one call per partition and chunk. Codes in order.
+        ``mode``: 'c' creates, refusing existing jobs; 'r' creates or replaces."""
         by_partition: dict[Partition, list[int]] = defaultdict(list)
         for i, write in enumerate(writes):
             by_partition[self.keys.for_job(write.topic, write.id)].append(i)
@@ -280,7 +332,7 @@ class Queue:
         for partition, indexes in by_partition.items():
             for start in range(0, len(indexes), WRITE_CHUNK):
                 chunk = indexes[start : start + WRITE_CHUNK]
-                calls.append((chunk, _enqueue_call(partition, [writes[i] for i in chunk])))
+                calls.append((chunk, _enqueue_call(partition, mode, [writes[i] for i in chunk])))
         answers: list[tuple[int, int]] = [(0, 0)] * len(writes)
         with redis_errors():
             for start in range(0, len(calls), PIPELINE_CALLS):
@@ -431,7 +483,7 @@ class Queue:
         return total
 
 
-def _enqueue_call(partition: Partition, writes: Sequence[_Write]) -> Call:
+def _enqueue_call(partition: Partition, mode: str, writes: Sequence[_Write]) -> Call:
     topics: dict[str, int] = {}
     keys = [partition.topics]
     args: list[Any] = []
@@ -439,18 +491,14 @@ def _enqueue_call(partition: Partition, writes: Sequence[_Write]) -> Call:
         if write.topic not in topics:
             topics[write.topic] = len(topics) + 1
             keys.extend(partition.topic_keys(write.topic))
-        args += [
-            topics[write.topic],
-            write.id,
-            write.body,
-            write.mode,
-            write.when,
-            write.value,
-            write.retries,
-            write.timeout_ms,
-            write.backoff,
-        ]
-    return Call(Scripts.enqueue, keys, [len(topics), *topics, *args])
+        args += [topics[write.topic], write.id, write.body, write.at, write.overrides]
+    return Call(Scripts.enqueue, keys, [len(topics), mode, *topics, *args])
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 def _fields(**given: Any) -> dict[str, Any]:

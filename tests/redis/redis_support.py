@@ -107,26 +107,27 @@ class Lua:
         job_id: str,
         body: str = '{"n":1}',
         *,
-        mode: str = "c",
         when: str = "d",
         value: int = 60_000,
         retries: str = "",
         timeout: str = "",
         backoff: str = "",
     ) -> list[Any]:
-        return [group, job_id, body, mode, when, value, retries, timeout, backoff]
+        return [group, job_id, body, f"{when}{value}", f"{retries}|{timeout}|{backoff}"]
 
-    def enqueue_raw(self, topics: list[str], jobs: list[list[Any]]) -> list[int]:
+    def enqueue_raw(self, topics: list[str], jobs: list[list[Any]], mode: str = "c") -> list[int]:
         keys = [self.p.topics]
         for topic in topics:
             keys += self.keys(topic)
-        args: list[Any] = [len(topics), *topics]
+        args: list[Any] = [len(topics), mode, *topics]
         for job in jobs:
             args += job
         return [int(v) for v in Scripts.enqueue(self.r, keys, args)]
 
-    def enqueue(self, topic: str, job_id: str, body: str = '{"n":1}', **options: Any) -> tuple[int, int]:
-        code, run_at = self.enqueue_raw([topic], [self.job_args(1, job_id, body, **options)])
+    def enqueue(
+        self, topic: str, job_id: str, body: str = '{"n":1}', *, mode: str = "c", **options: Any
+    ) -> tuple[int, int]:
+        code, run_at = self.enqueue_raw([topic], [self.job_args(1, job_id, body, **options)], mode)
         return code, run_at
 
     def take(self, topic: str, count: int = 10, timeout_ms: int = TIMEOUT_MS, grace_ms: int = GRACE_MS) -> Taken:

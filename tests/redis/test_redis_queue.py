@@ -193,6 +193,26 @@ def test_enqueue_many_of_2500_jobs_over_4_partitions(
     assert {r["status"] for r in again} == {409}
 
 
+def test_enqueue_many_over_several_chunks_answers_each_job_in_place(queue: Queue) -> None:
+    """Past 1000 jobs, a writer thread writes each chunk while the next is validated: the answers
+    stay in request order, with invalid jobs and duplicates (of a job in an earlier chunk) in place."""
+    jobs: list[dict[str, object]] = [{"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(3500)]
+    jobs[1500] = {"topic": "orders", "id": "bad", "delay": -1}
+    jobs[2999] = {"topic": "no spaces allowed", "id": "x"}
+    jobs[3100] = {"topic": "orders", "id": "j7", "delay": 60}
+    results = queue.enqueue_many(iter(jobs))
+    assert len(results) == 3500
+    assert (results[1500]["status"], results[1500]["error"]["field"]) == (422, "delay")
+    assert (results[2999]["status"], results[2999]["error"]["field"]) == (422, "topic")
+    assert (results[3100]["status"], results[3100]["id"]) == (409, "j7")
+    refused = {1500, 2999, 3100}
+    assert [r["id"] for i, r in enumerate(results) if i not in refused] == [
+        f"j{i}" for i in range(3500) if i not in refused
+    ]
+    assert all(r["status"] == 201 for i, r in enumerate(results) if i not in refused)
+    assert queue.stats("orders").delayed == 3497
+
+
 # ------------------------------------------------------------------------------------- one job
 
 

@@ -4,6 +4,7 @@ leaves the namespace exactly as it was."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -281,3 +282,37 @@ def test_a_closed_port_writes_nothing_anywhere(
         with pytest.raises(RedisUnavailable):
             call()
     assert dump(redis_client, namespace) == {}
+
+
+class _LosesRedisOnce:
+    """A Redis client that answers a connection error to its ``lost``-th script call, and works again
+    after: Redis lost for a moment in the middle of a bulk enqueue."""
+
+    def __init__(self, real: redis.Redis, lost: int) -> None:
+        self._real = real
+        self._lost = lost
+        self.calls = 0
+
+    def evalsha(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.calls == self._lost:
+            raise redis.ConnectionError("Connection reset by peer")
+        return self._real.evalsha(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
+    queue: Queue, redis_client: redis.Redis
+) -> None:
+    client = _LosesRedisOnce(queue.redis, lost=3)  # one script call per chunk of 1000 (one partition)
+    flaky = Queue(queue.settings, redis=client)  # type: ignore[arg-type]
+    with pytest.raises(RedisUnavailable):
+        flaky.enqueue_many({"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(6000))
+    assert queue.stats("orders").delayed == 2000
+    assert queue.get("orders", "j1999").state == "delayed"
+    with pytest.raises(JobNotFound):
+        queue.get("orders", "j2000")
+    assert client.calls == 3  # the chunks after the lost one were never sent
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("delayq-writer")]

@@ -64,8 +64,8 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     p = lua.p
     orders, reminders = lua.keys("orders"), lua.keys("reminders")
 
-    def enqueue(topic_keys: list[str], topics: list[str], jobs: list[list[Any]]) -> list[Any]:
-        args: list[Any] = [len(topics), *topics]
+    def enqueue(topic_keys: list[str], topics: list[str], jobs: list[list[Any]], mode: str = "c") -> list[Any]:
+        args: list[Any] = [len(topics), mode, *topics]
         for job in jobs:
             args += job
         return restricted(Scripts.enqueue, [p.topics, *topic_keys], args)
@@ -82,7 +82,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
         ],
     )
     assert out[0::2] == [1, 1, 1, 1, 1]
-    assert enqueue(orders, ["orders"], [lua.job_args(1, "c", mode="r", value=30_000)])[0] == 2
+    assert enqueue(orders, ["orders"], [lua.job_args(1, "c", value=30_000)], "r")[0] == 2
 
     taken = restricted(Scripts.take, [*orders, p.seq], [10, 30_000, 2000])
     tokens = dict(zip(taken[2::7], taken[7::7], strict=True))

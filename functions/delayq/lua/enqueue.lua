@@ -4,15 +4,15 @@ enqueue: create or replace jobs of one partition, all in one atomic step.
 KEYS[1]         the partition's _topics set
 KEYS[2 ...]     seven keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
 ARGV[1]         G, the number of topic groups
-ARGV[2 .. G+1]  the topic names, in the order of their key groups
-then 9 values per job:
+ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
+ARGV[3 .. G+2]  the topic names, in the order of their key groups
+then 5 values per job:
   group         1-based index of the job's topic group
   id
   body          JSON
-  mode          'c' create: refuse an existing job; 'r' create or replace
-  when          'd': value is a delay in ms from now; 'a': value is epoch ms (the past means now)
-  value         an integer
-  retries, timeout_ms, backoff_csv   per-job overrides, '' for the topic's
+  at            'd<ms>': a delay in ms from now; 'a<ms>': epoch ms (the past means now)
+  overrides     'retries|timeout_ms|backoff_csv', the per-job overrides as the meta stores them,
+                each '' for the topic's ('||' for none)
 Returns a flat array, two values per job: code, run_at_ms
   code   1 created, 2 replaced, -1 exists (create of an existing job), -3 reserved (replace of a
          leased job); run_at_ms is 0 when the job was refused
@@ -29,18 +29,19 @@ writes what is gathered, then reads the job's current state.
 local now = now_ms()
 local now_text = tostring(now)
 local groups = tonumber(ARGV[1])
-local first_job = groups + 2
+local mode = ARGV[2]
+local first_job = groups + 3
 
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
 for g = 1, groups do
   G[g] = {K = topic_keys(2 + (g - 1) * 7), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
-  redis.call('SADD', KEYS[1], ARGV[1 + g])
+  redis.call('SADD', KEYS[1], ARGV[2 + g])
 end
 
 -- Which ids already exist, per group, in one HMGET each.
 local exists = {}
-for i = first_job, #ARGV, 9 do
+for i = first_job, #ARGV, 5 do
   local g = G[tonumber(ARGV[i])]
   g.ids[#g.ids + 1] = ARGV[i + 1]
 end
@@ -75,19 +76,18 @@ local function flush(g)
 end
 
 local out = {}
-for i = first_job, #ARGV, 9 do
+for i = first_job, #ARGV, 5 do
   local gi = tonumber(ARGV[i])
   local w = G[gi]
-  local id, mode = ARGV[i + 1], ARGV[i + 3]
-  local run_at, run_at_text = tonumber(ARGV[i + 5]), nil
-  if ARGV[i + 4] == 'd' then
+  local id, at = ARGV[i + 1], ARGV[i + 3]
+  local run_at_text = string.sub(at, 2)
+  local run_at = tonumber(run_at_text)
+  if string.byte(at) == 100 then -- 'd': a delay
     run_at = now + run_at
+    run_at_text = tostring(run_at)
   elseif run_at < now then
-    run_at = now
-  else
-    run_at_text = ARGV[i + 5]
+    run_at, run_at_text = now, now_text
   end
-  run_at_text = run_at_text or tostring(run_at)
 
   local code = 1
   local old = exists[gi][id] or w.seen[id]
@@ -115,8 +115,7 @@ for i = first_job, #ARGV, 9 do
     local n = #w.bodies
     w.bodies[n + 1], w.bodies[n + 2] = id, ARGV[i + 2]
     w.metas[n + 1] = id
-    w.metas[n + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. ARGV[i + 6] .. '|' .. ARGV[i + 7] .. '|'
-      .. ARGV[i + 8]
+    w.metas[n + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. ARGV[i + 4]
     if run_at <= now then
       w.ready[#w.ready + 1] = id
     else
