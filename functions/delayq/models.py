@@ -41,6 +41,7 @@ RunAt = Annotated[
 ]
 
 MAX_EPOCH_S = 10**15  # run_at numbers beyond this are out of range, whatever the clock says
+NOT_A_TIME = "must be epoch seconds or an ISO-8601 date-time with a zone"
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
@@ -113,20 +114,17 @@ class When(BaseModel):
     def _run_at_valid(cls, value: Any) -> Any:
         """The whole check of run_at, in one validator: one error naming run_at, rather than one per
         member of the union (run_at.float, run_at.str)."""
-        if value is None:
-            return value
-        if not isinstance(value, str):
-            not_a_time = PydanticCustomError(
-                "run_at_type", "must be epoch seconds or an ISO-8601 date-time with a zone"
-            )
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise not_a_time
+        if isinstance(value, int | float) and not isinstance(value, bool):
             if isinstance(value, float) and not math.isfinite(value):
-                raise not_a_time
+                raise PydanticCustomError("run_at_type", NOT_A_TIME)
+            if 0 <= value <= time.time() + MAX_DELAY_S - 1:  # well within range: no need to round it to ms
+                return value
             if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
                 message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
                 raise PydanticCustomError("run_at_range", message)
-        if parse_run_at(value) > time.time() * 1000 + MAX_DELAY_MS:
+        elif value is not None and not isinstance(value, str):
+            raise PydanticCustomError("run_at_type", NOT_A_TIME)
+        if value is not None and parse_run_at(value) > time.time() * 1000 + MAX_DELAY_MS:
             raise ValueError("must be at most 366 days from now")
         return value
 

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -70,6 +70,11 @@ def new_ids(count: int) -> list[str]:
     return [text[i : i + 24] for i in range(0, 24 * count, 24)]
 
 
+def _lazy_ids(count: int) -> Iterator[str]:
+    """Up to ``count`` random ids, made at the first one asked for: none when every job has its own."""
+    yield from new_ids(count)
+
+
 def new_id() -> str:
     """A random job id: 24 hex characters, 96 bits."""
     return new_ids(1)[0]
@@ -117,9 +122,9 @@ class _Write:
 @dataclass(slots=True)
 class _Batch:
     """A chunk of ``enqueue_many``, validated: the writes of its valid jobs and their positions in
-    the chunk; ``results`` holds the answers of the invalid ones."""
+    the chunk; ``results`` holds the answers of the invalid ones, ``None`` where a write's will be."""
 
-    results: list[dict[str, Any]]
+    results: list[dict[str, Any] | None]
     writes: list[_Write] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
 
@@ -280,11 +285,11 @@ class Queue:
 
     def _validate_chunk(self, items: list[Any]) -> _Batch:
         """Validates each job: the writes of the valid ones, the answers (422) of the others."""
-        batch = _Batch(results=[{} for _ in items])
-        fresh = iter(new_ids(len(items)))
+        batch = _Batch(results=[None] * len(items))
+        fresh = _lazy_ids(len(items))
         for i, item in enumerate(items):
             try:
-                job = validate_new_job(dict(item) if isinstance(item, Mapping) and type(item) is not dict else item)
+                job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
                 batch.writes.append(self._prepare(job, job.topic, job.id or next(fresh)))
                 batch.positions.append(i)
             except InvalidField as exc:  # a body too large is a 422 here too: one status per invalid item
@@ -310,7 +315,7 @@ class Queue:
                 }
         for topic, count in created.items():
             self.telemetry.count("Enqueued", topic, count)
-        return results
+        return cast(list[dict[str, Any]], results)  # every job is answered by now
 
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> _Write:
         self.topic_config(topic)

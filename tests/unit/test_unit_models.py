@@ -201,6 +201,29 @@ def test_new_job_bad(data, field, message):
     assert info.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("ahead_s", "accepted"),
+    [(-DAY_S, True), (MAX_DELAY_S - 5, True), (MAX_DELAY_S - 0.5, True), (MAX_DELAY_S + 5, False)],
+    ids=["past", "well-within", "within-its-last-second", "beyond"],
+)
+@pytest.mark.parametrize("kind", [float, int, str], ids=["float", "int", "iso"])
+def test_run_at_is_at_most_366_days_ahead_to_the_second(ahead_s, accepted, kind):
+    """Numbers well within range take a quick path; near the limit the exact one decides."""
+    at = time.time() + ahead_s
+    run_at: float | int | str = {
+        float: at,
+        int: math.floor(at) if accepted else math.ceil(at),
+        str: datetime.fromtimestamp(math.floor(at), UTC).isoformat(),
+    }[kind]
+    if accepted:
+        assert NewJob.model_validate({"topic": "orders", "run_at": run_at}).run_at == run_at
+    else:
+        assert first_error(NewJob, {"topic": "orders", "run_at": run_at}) == (
+            "run_at",
+            "must be at most 366 days from now",
+        )
+
+
 def test_unknown_field_message_is_exactly_unknown_field():
     assert first_error(NewJob, {"topic": "orders", "delay_s": 5}) == ("delay_s", "unknown field")
 
