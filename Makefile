@@ -22,7 +22,7 @@ $(SAM):
 	test -x .venv-sam/bin/python || $(PYTHON) -m venv .venv-sam
 	.venv-sam/bin/python -m pip install -q '$(SAM_CLI)'
 
-test: $(READY) $(SAM)  ## every test tier
+test: $(READY) $(SAM)  ## every test tier but the fault tier (make faults)
 	DELAYQ_SAM=$(abspath $(SAM)) SAM_CLI_TELEMETRY=0 $(BIN)/python -m pytest
 
 faults: $(READY)       ## the fault tier: kill -9, Redis restarts and outages, skewed clocks, 20,000 jobs
