@@ -3,8 +3,10 @@ and the oracle that judges every answer.
 
 Every answer must pass ``api_support.check_reply`` (no traceback, JSON, the error shape for 4xx), be
 strict JSON (no ``NaN``/``Infinity``, no lone surrogates) and never be a 5xx: Redis is up. Around
-every request the test's namespace is snapshotted: a refused request (4xx) leaves every key and value
-as it was; an accepted one changes exactly the jobs the response names, and ``GET`` agrees with it.
+every request the test's namespace is snapshotted and must keep the namespace invariant
+(``invariants``: every id of every index, body and error belongs to a job, each job is in exactly the
+one place its state says); a refused request (4xx) leaves every key and value as it was; an accepted
+one changes exactly the jobs the response names, and ``GET`` agrees with it.
 
 ``wsgi_app`` serves the same handler as a WSGI application (each HTTP request becomes the API Gateway
 event ``delayq.local`` builds), so schemathesis can call it in-process, without a network.
@@ -24,9 +26,10 @@ from urllib.parse import quote
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
 
 import enqueue
-from delayq.keys import TOPIC_KEYS, Keyspace
+from delayq.keys import Keyspace
 from delayq.local import request_event
 from delayq.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
 from delayq.schedule import parse_run_at, seconds_to_ms
@@ -103,98 +106,59 @@ ERRORS_BY_STATUS = {
 # ------------------------------------------------------------------------------------------ Redis state
 
 
-Snapshot = dict[str, tuple[str, Any]]
-
-
-def snapshot(client: redis.Redis, namespace: str, keys: Iterable[str] | None = None) -> Snapshot:
-    """Every key of ``namespace`` (or just ``keys``): ``{key: (type, content)}``, in two pipelined
-    round trips."""
-    keys = sorted(client.scan_iter(match=f"{namespace}:*", count=1000) if keys is None else keys)
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.type(key)
-    kinds = pipe.execute()
-    readers: dict[str, Callable[[str], Any]] = {
-        "string": pipe.get,
-        "hash": pipe.hgetall,
-        "list": lambda key: pipe.lrange(key, 0, -1),
-        "set": pipe.smembers,
-        "zset": lambda key: pipe.zrange(key, 0, -1, withscores=True),
-    }
-    for key, kind in zip(keys, kinds, strict=True):
-        readers.get(kind, pipe.type)(key)
-    contents = pipe.execute()
-    out: Snapshot = {}
-    for key, kind, content in zip(keys, kinds, contents, strict=True):
-        if kind != "none":  # gone between the two round trips: cannot happen here, nothing else writes
-            out[key] = (kind, sorted(content) if kind == "set" else content)
-    return out
-
-
 class State:
-    """The namespace as readable content (``snapshot``), kept up to date cheaply: ``refresh`` re-reads
-    only the keys whose ``DUMP`` bytes changed since the last call, so a snapshot around every request
-    stays cheap however many jobs accumulate. The bytes only say where to look: a hash table's
+    """The namespace as readable content (``invariants.Snapshot``), kept up to date cheaply: ``refresh``
+    re-reads only the keys whose ``DUMP`` bytes changed since the last call, so a snapshot around every
+    request stays cheap however many jobs accumulate. The bytes only say where to look: a hash table's
     serialisation order may change without a write (incremental rehashing), so what is compared is
-    the content."""
+    the content.
+
+    Every refresh checks the namespace invariant (``invariants.check``): in full the first time, then
+    for the topics whose keys changed since (a topic whose keys did not change keeps the verdict it
+    had), plus the keys and topic sets of the whole namespace every time. ``jobs`` is every job of the
+    namespace as of the last refresh."""
 
     def __init__(self, client: redis.Redis, namespace: str) -> None:
         self.r = client
         self.namespace = namespace
+        self.keyspace = Keyspace(namespace, 1)
         self.dumps: dict[str, bytes] = {}
         self.view: Snapshot = {}
+        self.jobs: dict[tuple[str, str], StoredJob] = {}
+        self.checked = False
 
     def raw(self) -> dict[str, bytes]:
-        keys = sorted(self.r.scan_iter(match=f"{self.namespace}:*", count=1000))
+        keys = namespace_keys(self.r, self.namespace)
         pipe = self.r.pipeline(transaction=False)
         for key in keys:
             pipe.dump(key)
         return {key: value for key, value in zip(keys, pipe.execute(), strict=True) if value is not None}
 
-    def refresh(self) -> tuple[dict[str, bytes], Snapshot]:
+    def refresh(self) -> tuple[Snapshot, dict[tuple[str, str], StoredJob]]:
+        """The namespace now, and its jobs; raises ``invariants.Broken`` if it breaks the invariant."""
         dumps = self.raw()
         changed = [key for key, value in dumps.items() if self.dumps.get(key) != value]
+        gone = self.dumps.keys() - dumps.keys()
         view = {key: value for key, value in self.view.items() if key in dumps}
-        view.update(snapshot(self.r, self.namespace, changed))
-        self.dumps, self.view = dumps, view
-        return dumps, dict(view)
+        view.update(read_keys(self.r, changed))
+        if not self.checked:
+            jobs = check(view, self.namespace, now_ms=server_ms(self.r))
+            self.checked = True
+        elif changed or gone:
+            touched = {(p.index, topic) for key in [*changed, *gone] if (where := topic_of_key(key, self.keyspace))
+                       for p, topic, _ in [where]}  # fmt: skip
+            fresh = check(view, self.namespace, now_ms=server_ms(self.r), topics=touched)
+            jobs = {key: job for key, job in self.jobs.items() if (0, key[0]) not in touched}
+            jobs.update(fresh)
+        else:  # nothing changed since the last check: the same verdict, the same jobs
+            jobs = self.jobs
+        self.dumps, self.view, self.jobs = dumps, view, jobs
+        return dict(view), dict(jobs)
 
 
-@dataclass(frozen=True)
-class StoredJob:
-    """One job as the namespace holds it: its meta string, body, last error and where it waits."""
-
-    meta: str
-    body: str | None
-    error: str | None
-    place: str  # delayed, ready, leased or dead
-
-
-def jobs_of(snap: Snapshot, namespace: str) -> dict[tuple[str, str], StoredJob]:
-    """The jobs of a one-partition namespace, from a snapshot: ``{(topic, id): StoredJob}``."""
-    prefix = Keyspace(namespace, 1).partitions[0].prefix
-    by_topic: dict[str, dict[str, Any]] = {}
-    for key, (_, content) in snap.items():
-        if not key.startswith(prefix) or key.rsplit(":", 1)[1] not in TOPIC_KEYS:
-            continue
-        topic, kind = key[len(prefix) :].rsplit(":", 1)
-        by_topic.setdefault(topic, {})[kind] = content
-    out: dict[tuple[str, str], StoredJob] = {}
-    for topic, parts in by_topic.items():
-        places = {
-            **{job_id: "delayed" for job_id, _ in parts.get("delayed", [])},
-            **{job_id: "ready" for job_id in parts.get("ready", [])},
-            **{job_id: "leased" for job_id, _ in parts.get("leased", [])},
-            **{job_id: "dead" for job_id, _ in parts.get("dead", [])},
-        }
-        for job_id, meta in (parts.get("meta") or {}).items():
-            out[(topic, job_id)] = StoredJob(
-                meta=meta,
-                body=(parts.get("bodies") or {}).get(job_id),
-                error=(parts.get("errors") or {}).get(job_id),
-                place=places.get(job_id, "nowhere"),
-            )
-    return out
+def server_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 # ------------------------------------------------------------------------------------------ the handler
@@ -217,35 +181,40 @@ class Hostile:
         importlib.reload(enqueue)
         api = cls(client, namespace)
         api.seed()
+        api.state.refresh()  # the first check of the invariant, in full
         return api
 
     def server_ms(self) -> int:
-        seconds, micros = self.r.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return server_ms(self.r)
 
     def snapshot(self) -> Snapshot:
-        return self.state.refresh()[1]
+        return self.state.refresh()[0]
 
-    def jobs(self, snap: Snapshot | None = None) -> dict[tuple[str, str], StoredJob]:
-        return jobs_of(self.snapshot() if snap is None else snap, self.namespace)
+    def jobs(self) -> dict[tuple[str, str], StoredJob]:
+        """Every job of the namespace now, after checking the namespace invariant."""
+        return self.state.refresh()[1]
 
     def raw(self, event: dict[str, Any]) -> Reply:
         """The handler's answer to ``event``, judged; no state checks (the seed, the oracle's reads)."""
         return judge(enqueue.lambda_handler(event, FakeContext()))
 
     def send(self, event: dict[str, Any]) -> Reply:
-        """``event`` through the handler, with the state checks: a refusal changes nothing, an
-        acceptance changes exactly what the response says."""
-        _, before = self.state.refresh()
+        """``event`` through the handler, with the state checks: the namespace keeps its invariant
+        before and after; a refusal changes nothing, an acceptance changes exactly what the response
+        says."""
+        before, jobs_before = self.state.refresh()
         server_before = self.server_ms()
         reply = self.raw(event)
         self.statuses[reply.status] = self.statuses.get(reply.status, 0) + 1
-        _, after = self.state.refresh()
+        try:
+            after, jobs_after = self.state.refresh()
+        except Broken as broken:
+            raise AssertionError(f"{broken}\nafter {reply}\nto {event_summary(event)}") from None
         if reply.status >= 400:
             changed = sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
             assert not changed, f"a refused request changed Redis: {changed}\n{reply}\n{event_summary(event)}"
         else:
-            Accepted(self, event, reply, before, after, server_before).check()
+            Accepted(self, event, reply, before, after, jobs_before, jobs_after, server_before).check()
         return reply
 
     def call(self, method: str, path: str, raw_body: str | None = None, **kw: Any) -> Reply:
@@ -321,13 +290,13 @@ class Accepted:
     reply: Reply
     before: Snapshot
     after: Snapshot
+    jobs_before: dict[tuple[str, str], StoredJob]
+    jobs_after: dict[tuple[str, str], StoredJob]
     server_before: int
 
     def check(self) -> None:
         method = str(self.event["httpMethod"]).upper()
         path = str(self.event["path"])
-        self.jobs_before = self.api.jobs(self.before)
-        self.jobs_after = self.api.jobs(self.after)
         self.partition_keys_kept()
         if method == "GET":
             assert self.after == self.before, f"a GET changed Redis: {path}"
@@ -366,15 +335,16 @@ class Accepted:
 
     def partition_keys_kept(self) -> None:
         """The partition's own keys: the lock and lease counter untouched, the topics set only grown by
-        the topics of the jobs the response names."""
+        the topics of the jobs the response says were written."""
         p = self.api.keys.partitions[0]
         for key in (p.lock, p.seq):
             assert self.before.get(key) == self.after.get(key), key
         old = set(self.before.get(p.topics, ("set", []))[1])
         new = set(self.after.get(p.topics, ("set", []))[1])
         assert old <= new, (old, new)
-        named = self.reply.json.get("results", [self.reply.json]) if isinstance(self.reply.json, dict) else []
-        assert new - old <= {item.get("topic") for item in named}, (new - old, self.reply)
+        answers = self.reply.json.get("results", [self.reply.json]) if isinstance(self.reply.json, dict) else []
+        written = {item.get("topic") for item in answers if item.get("status", self.reply.status) in (200, 201)}
+        assert new - old <= written, f"topics {new - old} listed, but no job of theirs written: {self.reply}"
 
     def document(self) -> Any:
         body = self.event.get("body")
@@ -443,6 +413,7 @@ class Accepted:
         assert info["run_at_ms"] == result["run_at_ms"], (info, result)
         assert info["run_at"] == result["run_at"], (info, result)
         assert info["state"] in ("delayed", "ready"), info
+        assert info["state"] == self.jobs_after[(topic, job_id)].place, (info, self.jobs_after[(topic, job_id)])
         assert info["attempts"] == 0, info
         assert info["last_error"] is None, info
         assert info["body"] == item.get("body"), (info["body"], item.get("body"))

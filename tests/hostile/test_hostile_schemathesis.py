@@ -11,6 +11,8 @@ the schema is refused (4xx). Plus delayq's own: every error is ``{"status", "err
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 import schemathesis
@@ -38,10 +40,13 @@ ERROR_KEYS = {"status", "error", "field", "message"}
 
 
 @pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Hostile:
+def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Iterator[Hostile]:
     """The handler reloaded for this test's namespace, with the seeded jobs (so that generated ids
-    sometimes name real ones: ``seed-delayed``, ``seed-dead`` ...)."""
-    return Hostile.start(redis_client, namespace)
+    sometimes name real ones: ``seed-delayed``, ``seed-dead`` ...). At the end, the namespace must
+    still keep its invariant (``invariants``)."""
+    api = Hostile.start(redis_client, namespace)
+    yield api
+    api.jobs()
 
 
 @schema.parametrize()
@@ -49,6 +54,8 @@ def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) 
 def test_operation(case: Case, api: Hostile):
     response = case.call()
     case.validate_response(response, checks=CHECKS)
+    if case.method.upper() != "GET":  # whatever was asked and answered, nothing half-written
+        api.jobs()  # (a GET that wrote would be seen by the next check, at the latest at the end)
     if response.status_code >= 400:
         error = strict_json(response.text)
         assert set(error) == ERROR_KEYS, error

@@ -1,0 +1,341 @@
+"""The namespace invariant: what Redis must hold for a delayq namespace at any instant, whatever ran
+against it (every step is one Lua call, so there is no "between" to see). Used by the hostile tier
+after every request and by the fault tier while and after its processes run.
+
+Read from Redis, not through delayq (``inspect.lua`` calls any queued job that is not in ``delayed``
+``ready``, so the API cannot show a job that is in no place at all). The layout is README "What is in
+Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
+
+- every key of the namespace is a partition key (``_topics`` set, ``_seq`` counter, ``_lock`` string)
+  or one of the seven topic keys, of its type, for a valid topic name that the partition's ``_topics``
+  set lists;
+- the ids of ``meta`` are exactly those of ``bodies``; ``errors`` holds only ids of ``meta``; every
+  id is a valid id;
+- each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
+  with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``; no place holds
+  an id without a meta;
+- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
+  token exactly when leased (issued by the partition's ``_seq``, no two alike), run-at never before
+  the enqueue, at least one attempt behind a dead or leased job, a last error behind every failed
+  attempt (a dead job, a queued one with attempts, a leased one past its first attempt).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from delayq.keys import TOPIC_KEYS, Keyspace, Partition
+
+# The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
+TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
+META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|(\d*)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
+         "errors": "hash"}  # fmt: skip
+PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string"}
+PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
+
+# ``{key: (type, content)}``: a hash as a dict, a list as a list, a set as a sorted list, a sorted set as
+# ``[(member, score)]``, a string as itself.
+Snapshot = dict[str, tuple[str, Any]]
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """One job as the namespace holds it."""
+
+    topic: str
+    id: str
+    meta: str
+    state: str  # q, l or x
+    place: str  # delayed, ready, leased or dead
+    run_at_ms: int
+    attempts: int
+    body: str | None
+    error: str | None
+
+
+class Broken(AssertionError):
+    """The namespace breaks the invariant; ``problems`` says how."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = "\n  ".join(problems[:30])
+        more = f"\n  ... and {len(problems) - 30} more" if len(problems) > 30 else ""
+        super().__init__(f"the namespace breaks the invariant ({len(problems)} problems):\n  {shown}{more}")
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def read_keys(client: redis.Redis, keys: Iterable[str]) -> Snapshot:
+    """``keys`` as a snapshot, in two pipelined round trips (not atomic: for a namespace nobody else
+    writes to; ``read_atomic`` is for one that is being worked on)."""
+    keys = sorted(keys)
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+    kinds = pipe.execute()
+    readers: dict[str, Callable[[str], Any]] = {
+        "string": pipe.get,
+        "hash": pipe.hgetall,
+        "list": lambda key: pipe.lrange(key, 0, -1),
+        "set": pipe.smembers,
+        "zset": lambda key: pipe.zrange(key, 0, -1, withscores=True),
+    }
+    for key, kind in zip(keys, kinds, strict=True):
+        readers.get(kind, pipe.type)(key)
+    contents = pipe.execute()
+    out: Snapshot = {}
+    for key, kind, content in zip(keys, kinds, contents, strict=True):
+        if kind != "none":
+            out[key] = (kind, sorted(content) if kind == "set" else content)
+    return out
+
+
+def namespace_keys(client: redis.Redis, namespace: str) -> list[str]:
+    return sorted(client.scan_iter(match=f"{namespace}:*", count=1000))
+
+
+def read_namespace(client: redis.Redis, namespace: str) -> Snapshot:
+    """Every key of ``namespace``, when nothing else writes to it."""
+    return read_keys(client, namespace_keys(client, namespace))
+
+
+def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Snapshot:
+    """Every key of ``namespace`` as it was at one instant, while loops may be working on it: the
+    partition keys and the topic keys of every topic the ``_topics`` sets name, read in one MULTI/EXEC
+    (typed reads: a key of the wrong type fails the read), plus any other key of the namespace (read
+    apart: there should be none, and the invariant says so). ``client`` must decode responses."""
+    keyspace = Keyspace(namespace, partitions)
+    for _ in range(10):
+        topics = {p.index: sorted(client.smembers(p.topics)) for p in keyspace.partitions}
+        pipe = client.pipeline(transaction=True)
+        layout: list[tuple[str, str]] = []
+        for p in keyspace.partitions:
+            pipe.smembers(p.topics)
+            pipe.get(p.seq)
+            pipe.get(p.lock)
+            layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string")]
+            for topic in topics[p.index]:
+                for key, kind in zip(p.topic_keys(topic), TOPIC_KEYS, strict=True):
+                    if KINDS[kind] == "zset":
+                        pipe.zrange(key, 0, -1, withscores=True)
+                    elif KINDS[kind] == "list":
+                        pipe.lrange(key, 0, -1)
+                    else:
+                        pipe.hgetall(key)
+                    layout.append((key, KINDS[kind]))
+        contents = pipe.execute()
+        snap: Snapshot = {}
+        for (key, kind), content in zip(layout, contents, strict=True):
+            if content is None or (kind != "string" and not content):
+                continue  # Redis has no empty collections: absent
+            snap[key] = (kind, sorted(content) if kind == "set" else content)
+        now_topics = {p.index: sorted(snap.get(p.topics, ("set", []))[1]) for p in keyspace.partitions}
+        if now_topics == topics:  # no topic appeared between the two reads
+            others = [key for key in namespace_keys(client, namespace) if key not in dict(layout)]
+            snap.update(read_keys(client, others))
+            return snap
+    raise AssertionError("the topics kept changing: no consistent read in 10 tries")
+
+
+# ------------------------------------------------------------------------------------------ the check
+
+
+def problems(snap: Snapshot, namespace: str, partitions: int = 1, *, now_ms: int | None = None,
+             topics: Iterable[tuple[int, str]] | None = None) -> list[str]:  # fmt: skip
+    """What in ``snap`` breaks the invariant (nothing: ``[]``). With ``now_ms`` (Redis' time, taken
+    after the snapshot), a ready job must be due by then. With ``topics`` ((partition, topic) pairs),
+    only those topics' jobs are checked (what changed since a check that passed); every key's place in
+    the layout and the topic sets always are."""
+    return _Examination(snap, namespace, partitions, now_ms, topics).found
+
+
+def check(snap: Snapshot, namespace: str, partitions: int = 1, *, now_ms: int | None = None,
+          topics: Iterable[tuple[int, str]] | None = None) -> dict[tuple[str, str], StoredJob]:  # fmt: skip
+    """Raises ``Broken`` unless ``snap`` keeps the invariant; else every job of it (of ``topics``, when
+    given), by (topic, id)."""
+    examined = _Examination(snap, namespace, partitions, now_ms, topics)
+    if examined.found:
+        raise Broken(examined.found)
+    return examined.jobs
+
+
+def check_redis(client: redis.Redis, namespace: str, partitions: int = 1) -> dict[tuple[str, str], StoredJob]:
+    """``check`` of the namespace as it is now in Redis (read at one instant: loops may be running)."""
+    snap = read_atomic(client, namespace, partitions)
+    seconds, micros = client.time()
+    return check(snap, namespace, partitions, now_ms=int(seconds) * 1000 + int(micros) // 1000)
+
+
+def topic_of_key(key: str, keyspace: Keyspace) -> tuple[Partition, str, str] | None:
+    """(partition, topic, kind) of a topic key; ``None`` for any other key."""
+    for p in keyspace.partitions:
+        if key.startswith(p.prefix):
+            rest = key[len(p.prefix) :]
+            if ":" not in rest:
+                return None
+            topic, kind = rest.rsplit(":", 1)
+            return (p, topic, kind) if kind in KINDS else None
+    return None
+
+
+class _Examination:
+    """One pass over a snapshot: ``found`` (the problems) and ``jobs``."""
+
+    def __init__(
+        self,
+        snap: Snapshot,
+        namespace: str,
+        partitions: int,
+        now_ms: int | None,
+        topics: Iterable[tuple[int, str]] | None,
+    ) -> None:
+        self.snap = snap
+        self.keyspace = Keyspace(namespace, partitions)
+        self.now_ms = now_ms
+        self.only = None if topics is None else set(topics)
+        self.found: list[str] = []
+        self.jobs: dict[tuple[str, str], StoredJob] = {}
+        by_topic = self.layout()
+        for p in self.keyspace.partitions:
+            self.partition(p, {topic: parts for (index, topic), parts in sorted(by_topic.items()) if index == p.index})
+
+    def layout(self) -> dict[tuple[int, str], dict[str, Any]]:
+        """Every key in its place and of its type; the topic keys' contents, by (partition, topic)."""
+        partition_keys = {p.prefix + name: name for p in self.keyspace.partitions for name in PARTITION_KINDS}
+        by_topic: dict[tuple[int, str], dict[str, Any]] = {}
+        for key, (kind, content) in self.snap.items():
+            if key in partition_keys:
+                name = partition_keys[key]
+                if kind != PARTITION_KINDS[name]:
+                    self.found.append(f"{key} is a {kind}, not a {PARTITION_KINDS[name]}")
+                elif name == "_seq" and not str(content).isdigit():
+                    self.found.append(f"{key} is not a counter: {content!r}")
+                continue
+            where = topic_of_key(key, self.keyspace)
+            if where is None:
+                self.found.append(f"stray key {key!r} ({kind}): not in the layout")
+                continue
+            p, topic, part = where
+            if not TOPIC_NAME.fullmatch(topic):
+                self.found.append(f"key {key!r} of an invalid topic name {topic!r}")
+            if kind != KINDS[part]:
+                self.found.append(f"{key} is a {kind}, not a {KINDS[part]}")
+            else:
+                by_topic.setdefault((p.index, topic), {})[part] = content
+        return by_topic
+
+    def partition(self, p: Partition, topics: dict[str, dict[str, Any]]) -> None:
+        listed = set(self.snap.get(p.topics, ("set", []))[1])
+        seq_text = str(self.snap.get(p.seq, ("string", "0"))[1])
+        seq = int(seq_text) if seq_text.isdigit() else 0
+        tokens: Counter[str] = Counter()
+        for topic, parts in topics.items():
+            if topic not in listed:
+                self.found.append(f"topic {topic!r} has keys in partition {p.index} but is not in {p.topics}")
+            if self.only is None or (p.index, topic) in self.only:
+                for job in self.topic(p, topic, parts):
+                    tokens[job.lease] += bool(job.lease)
+                    if job.lease and int(job.lease) > seq:
+                        self.found.append(f"{job.where}: {job.id!r} holds lease token {job.lease}, never issued "
+                                          f"(_seq is {seq})")  # fmt: skip
+        if self.only is None:  # every leased job of the partition seen: no token twice
+            twice = {token: n for token, n in tokens.items() if n > 1}
+            self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
+
+    def topic(self, p: Partition, topic: str, parts: dict[str, Any]) -> list[_Job]:
+        where = f"{p.prefix}{topic}"
+        metas: dict[str, str] = parts.get("meta") or {}
+        bodies: dict[str, str] = parts.get("bodies") or {}
+        errors: dict[str, str] = parts.get("errors") or {}
+        delayed: dict[str, float] = dict(parts.get("delayed") or [])
+        places: dict[str, list[str]] = {}
+        for place in ("delayed", "leased", "dead"):
+            for job_id, _ in parts.get(place) or []:
+                places.setdefault(job_id, []).append(place)
+        for job_id in parts.get("ready") or []:
+            places.setdefault(job_id, []).append("ready")  # twice if listed twice
+        for job_id in bodies.keys() - metas.keys():
+            self.found.append(f"{where}: body of {job_id!r}, which has no meta")
+        for job_id in errors.keys() - metas.keys():
+            self.found.append(f"{where}: last error of {job_id!r}, which has no meta")
+        for job_id in places.keys() - metas.keys():
+            self.found.append(f"{where}: {job_id!r} in {places[job_id]} without a meta")
+        jobs = []
+        for job_id, raw in metas.items():
+            match = META.fullmatch(raw)
+            if match is None:
+                self.found.append(f"{where}: {job_id!r} has a malformed meta {raw!r}")
+                continue
+            job = _Job.of(where, job_id, match, places.get(job_id, []))
+            self.job(p, topic, job, delayed.get(job_id), has_body=job_id in bodies, has_error=job_id in errors)
+            jobs.append(job)
+            self.jobs[(topic, job_id)] = StoredJob(
+                topic=topic,
+                id=job_id,
+                meta=raw,
+                state=job.state,
+                place="+".join(job.places) or "nowhere",
+                run_at_ms=job.run_at,
+                attempts=job.attempts,
+                body=bodies.get(job_id),
+                error=errors.get(job_id),
+            )
+        return jobs
+
+    def job(self, p: Partition, topic: str, job: _Job, delayed_at: float | None, *, has_body: bool,
+            has_error: bool) -> None:  # fmt: skip
+        """One job's own rules; ``delayed_at``: its score in ``delayed``, if it has one."""
+        where, job_id, state, at = job.where, job.id, job.state, job.places
+        rules = [
+            (not JOB_ID.fullmatch(job_id), "is not a valid id"),
+            (self.keyspace.for_job(topic, job_id).index != p.index, f"is in partition {p.index}, not its own"),
+            ((topic, job_id) in self.jobs, "is in two partitions"),
+            (not has_body, "has no body"),
+            (len(at) != 1, f"(state {state}) is in {len(at)} places: {at}"),
+            (len(at) == 1 and at[0] not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
+            ((state == "l") != (job.lease != ""), f"has state {state} and lease token {job.lease!r}"),
+            (job.run_at < job.enqueued_at, f"runs at {job.run_at}, before it was enqueued ({job.enqueued_at})"),
+            (state in "lx" and job.attempts < 1, f"has state {state} after {job.attempts} attempts"),
+            (
+                not has_error and (state == "x" or job.attempts >= (2 if state == "l" else 1)),
+                f"(state {state}, {job.attempts} attempts) has no last error",
+            ),
+            (
+                delayed_at is not None and int(delayed_at) != job.run_at,
+                f"is delayed until {delayed_at}, its meta says {job.run_at}",
+            ),
+            (
+                "ready" in at and self.now_ms is not None and job.run_at > self.now_ms,
+                f"is ready {job.run_at - (self.now_ms or 0)} ms before its run-at",
+            ),
+        ]
+        self.found += [f"{where}: {job_id!r} {what}" for broken, what in rules if broken]
+
+
+@dataclass
+class _Job:
+    """A meta, decoded, and where its job is."""
+
+    where: str
+    id: str
+    state: str
+    attempts: int
+    run_at: int
+    enqueued_at: int
+    lease: str
+    places: list[str]
+
+    @classmethod
+    def of(cls, where: str, job_id: str, match: re.Match[str], places: list[str]) -> _Job:
+        """From a ``META`` match."""
+        state, attempts, run_at, enqueued_at, lease = match.group(1, 2, 3, 4, 5)
+        return cls(where, job_id, state, int(attempts), int(run_at), int(enqueued_at), lease, places)
