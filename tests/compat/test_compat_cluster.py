@@ -1,20 +1,25 @@
 """delayq on a real Redis Cluster of 3 masters (``DELAYQ_REDIS_MODE=cluster``): the whole lifecycle
 through the Queue API, the Sweeper and the Consumer; partitions spread over the masters by their hash
-tags; every Lua call on one slot; nothing forbidden sent while connecting or working."""
+tags; every Lua call on one slot; nothing forbidden sent while connecting or working (MONITOR on every
+master: what delayq's connections sent, apart from what its scripts ran); and the same lifecycle as
+the least-privilege ACL user of the README, with the rules it adds for cluster mode, on every master."""
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import redis
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from delayq import Queue
+from delayq import Queue, RedisUnavailable
 from delayq.consumer import Consumer
 from delayq.keys import Keyspace, partition_tag
 from delayq.loop import Budget
@@ -24,7 +29,9 @@ from compat_support import (
     MANY_IDS,
     TOPIC,
     TOPICS,
+    Monitor,
     ScriptCalls,
+    Seen,
     check_deliveries,
     command_stats,
     direct_client,
@@ -34,7 +41,10 @@ from compat_support import (
     make_settings,
     new_namespace,
 )
+from security_support import USER, acl_rules
 from servers import RedisClusterServers
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +87,9 @@ def reset_stats(nodes: dict[int, redis.Redis]) -> None:
 def check_nodes_saw_nothing_forbidden(nodes: dict[int, redis.Redis]) -> None:
     """What every master executed since ``reset_stats`` (delayq's commands and its scripts' own, plus
     this test's CONFIG RESETSTAT): no forbidden command but TIME (inside Lua: INFO commandstats cannot
-    tell it apart, the audit tier does), no cross-slot or any other error than NOSCRIPT, and no COMMAND
-    GETKEYS (the cluster pipeline routes each script call by its keys without asking a server)."""
+    tell it apart; MONITOR can, ``check_clients_sent_nothing_forbidden``), no cross-slot or any other
+    error than NOSCRIPT, and no COMMAND GETKEYS (the cluster pipeline routes each script call by its
+    keys without asking a server)."""
     for port, client in nodes.items():
         commands = command_stats(client)
         forbidden = forbidden_in(commands)
@@ -89,6 +100,46 @@ def check_nodes_saw_nothing_forbidden(nodes: dict[int, redis.Redis]) -> None:
         assert commands["evalsha"] > 0, (port, commands)  # every master did some of the work
         errors = error_stats(client)
         assert set(errors) <= {"NOSCRIPT"}, (port, errors)
+
+
+@contextmanager
+def monitored(nodes: dict[int, redis.Redis]) -> Iterator[dict[int, list[Seen]]]:
+    """MONITOR on every master while the block runs; then, by port, every command the master ran, but
+    those of the test's own clients (``nodes``: the EXISTS of ``keys_live_on_their_master``)."""
+    monitors = {port: Monitor(port) for port in nodes}
+    seen: dict[int, list[Seen]] = {}
+    try:
+        yield seen
+    finally:
+        own = addresses_of(nodes.values())
+        for port, monitor in monitors.items():
+            seen[port] = [s for s in monitor.stop() if s.client not in own]
+
+
+def addresses_of(clients: Iterable[redis.Redis]) -> set[str]:
+    """The local ``host:port`` of every connection of ``clients``' pools, as MONITOR names clients."""
+    out = set()
+    for client in clients:
+        pool = client.connection_pool
+        for connection in [*pool._get_free_connections(), *pool._get_in_use_connections()]:
+            sock = getattr(connection, "_sock", None)
+            if sock is not None:
+                out.add("{}:{}".format(*sock.getsockname()[:2]))
+    return out
+
+
+def check_clients_sent_nothing_forbidden(seen: dict[int, list[Seen]]) -> None:
+    """What delayq's connections sent to each master (MONITOR tells a client's command from one its
+    script ran): nothing the contract forbids, TIME included, and no script call without keys. Every
+    master got script calls, and its scripts' TIME shows as Lua's (the parsing that tells them apart
+    works)."""
+    for port, commands in seen.items():
+        sent = [s for s in commands if not s.from_lua]
+        names = Counter(s.name.lower() for s in sent)
+        assert forbidden_in(names) == {}, (port, forbidden_in(names))
+        assert names["evalsha"] + names["eval"] > 0, (port, names)
+        assert [s.args[:3] for s in sent if s.name in ("EVAL", "EVALSHA") and int(s.args[2]) < 1] == [], port
+        assert any(s.name == "TIME" for s in commands if s.from_lua), port
 
 
 def check_script_calls(calls: ScriptCalls, queue: Queue) -> None:
@@ -117,11 +168,13 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
             assert nodes[port].exists(partition.topics) == 1
 
     try:
-        lifecycle(queue, after_enqueue=keys_live_on_their_master)
+        with monitored(nodes) as seen:
+            lifecycle(queue, after_enqueue=keys_live_on_their_master)
     finally:
         queue.redis.close()
     check_script_calls(script_calls, queue)
     check_nodes_saw_nothing_forbidden(nodes)
+    check_clients_sent_nothing_forbidden(seen)
 
 
 def test_cluster_lifecycle_six_partitions_from_the_environment(
@@ -147,13 +200,96 @@ def test_cluster_lifecycle_six_partitions_from_the_environment(
     assert sorted(per_master.values()) == [2, 2, 2]
     reset_stats(nodes)
     try:
-        report = lifecycle(queue)
+        with monitored(nodes) as seen:
+            report = lifecycle(queue)
     finally:
         queue.redis.close()
     # The batch went out as one pipeline of one enqueue call per partition, each answered in order.
     assert [r["id"] for r in report.batch[: len(MANY_IDS)]] == MANY_IDS
     check_script_calls(script_calls, queue)
     check_nodes_saw_nothing_forbidden(nodes)
+    check_clients_sent_nothing_forbidden(seen)
+
+
+# ------------------------------------------------------------------------------------------ least privilege
+
+
+def readme_cluster_rules() -> list[str]:
+    """The ACL rules the README tells cluster users to add to the user's line."""
+    match = re.search(r"In cluster mode [^`]*\badd\s+`([^`]+)`", README.read_text())
+    assert match, "the README no longer says what to add to the ACL user in cluster mode"
+    return match.group(1).split()
+
+
+@contextmanager
+def acl_user(nodes: dict[int, redis.Redis], namespace: str, password: str, extra: list[str]) -> Iterator[str]:
+    """The README's delayq user, limited to ``namespace``, plus ``extra`` rules, on every master (ACL
+    users are per node: a cluster does not spread them); its URL. Afterwards, the user is deleted."""
+    for client in nodes.values():
+        client.execute_command("ACL", "SETUSER", USER, "reset")
+        client.execute_command("ACL", "SETUSER", USER, *acl_rules(namespace, password), *extra)
+        client.execute_command("ACL", "LOG", "RESET")
+    try:
+        yield f"redis://{USER}:{password}@127.0.0.1:{next(iter(nodes))}/0"
+    finally:
+        for client in nodes.values():
+            client.execute_command("ACL", "DELUSER", USER)
+
+
+def refused(nodes: dict[int, redis.Redis]) -> dict[int, list[str]]:
+    """What ACL LOG says each master refused: the commands (or keys) it names."""
+    logs = {port: client.execute_command("ACL", "LOG") for port, client in nodes.items()}
+    return {port: [_log_entry(entry)["object"] for entry in log] for port, log in logs.items() if log}
+
+
+def _log_entry(entry: list[object] | dict[str, object]) -> dict[str, object]:
+    return entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))  # type: ignore[arg-type]
+
+
+def test_cluster_lifecycle_as_the_least_privilege_acl_user(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+) -> None:
+    """The README's ACL line plus what it adds for cluster mode, on every master: the whole lifecycle
+    runs as that user, no master refused anything, and what delayq sent is still nothing forbidden."""
+    namespace = new_namespace()
+    extra = readme_cluster_rules()
+    assert extra == ["+cluster|slots", "+command"], extra
+    with acl_user(nodes, namespace, "cluster-" + uuid.uuid4().hex[:8], extra) as url:
+        queue = Queue(make_settings(url, partitions=3, mode="cluster", namespace=namespace))
+        try:
+            with monitored(nodes) as seen:
+                lifecycle(queue)
+        finally:
+            queue.redis.close()
+        assert refused(nodes) == {}, "a master refused a command of the lifecycle"
+    check_script_calls(script_calls, queue)
+    check_clients_sent_nothing_forbidden(seen)
+    for port, commands in seen.items():  # every master was asked for the slot map or the command table
+        names = {s.name for s in commands if not s.from_lua}
+        assert "AUTH" in names, (port, names)
+    sent = {(s.name, s.args[1].upper() if len(s.args) > 1 else "") for c in seen.values() for s in c if not s.from_lua}
+    assert ("CLUSTER", "SLOTS") in sent, sent
+    assert ("COMMAND", "") in sent, sent
+
+
+def test_cluster_acl_user_needs_both_rules_the_readme_adds(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis]
+) -> None:
+    """Without either of the README's additions for cluster mode, delayq cannot even start: the rules
+    are not too many, and each refusal is one the README's sentence explains."""
+    extra = readme_cluster_rules()
+    for missing in extra:
+        namespace = new_namespace()
+        with acl_user(nodes, namespace, "cluster-" + uuid.uuid4().hex[:8], [r for r in extra if r != missing]) as url:
+            queue = Queue(make_settings(url, partitions=3, mode="cluster", namespace=namespace))
+            try:
+                with pytest.raises((RedisUnavailable, redis.RedisError)):
+                    queue.enqueue(TOPIC, {}, id="x")
+            finally:
+                if queue._redis is not None:  # (``queue.redis`` would try to connect again)
+                    queue._redis.close()
+            objects = {name for names in refused(nodes).values() for name in names}
+            assert objects == {missing.removeprefix("+")}, (missing, objects)
 
 
 def _namespace_on_first_slot(index: int, partitions: int) -> str:
