@@ -5,6 +5,12 @@ The enqueueing process, the sweeper and the consumer all run under libfaketime w
 ``TIME`` inside the enqueue script, and every due, lease and backoff decision is made in Lua with
 ``TIME``. So jobs due in 2-5 s are handed over at their run-at by Redis' clock, neither ~30 s early
 nor ~30 s late, and a retry waits its backoff by Redis' clock too.
+
+Jobs with an absolute ``run_at`` (epoch seconds, and ISO-8601 in UTC and with an offset) are enqueued
+through the API handler (``functions/enqueue.py``, API Gateway events built on the ``events/`` sample)
+in a skewed process too: due 3-5 s ahead by Redis' clock, which is 25-28 s in the past by that
+process's clock at +30 s (a "past means now" decided there would make them due at once) and 33-35 s
+ahead at -30 s. Each is stored with the run-at asked, and none is handed over before it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -51,6 +58,20 @@ import json, sys
 from delayq import Queue
 print(json.dumps(Queue.from_env().enqueue_many(json.loads(sys.argv[1]))))
 """
+
+# The API handler, one POST /jobs per job: the answers' status and body.
+API_ENQUEUE = """
+import json, sys
+sys.path.insert(0, "tests")
+import enqueue
+from conftest import FakeContext, api_event
+answers = []
+for job in json.loads(sys.argv[1]):
+    response = enqueue.lambda_handler(api_event("POST", "/jobs", job), FakeContext())
+    answers.append({"status": response["statusCode"], "body": json.loads(response["body"])})
+print(json.dumps(answers))
+"""
+ABSOLUTE = 12  # jobs with an absolute run_at, a third in each form
 
 
 def run_child(code: str, env: dict[str, str], *args: str) -> str:
@@ -107,8 +128,24 @@ def test_functions_clock_off_by_30_s(tmp_path: Path, offset: str) -> None:
                 delay_ms = want["delay"] * 1000
                 assert before + delay_ms - 1 <= job.run_at_ms <= after + delay_ms + 1, (want, job, before, after)
 
+            # Absolute run-ats, through the API handler in a skewed process.
+            base_ms = int(redis_ms(client)) + 3000
+            asked_ms = [base_ms + i * 2000 // ABSOLUTE for i in range(ABSOLUTE)]
+            absolute = [
+                {"topic": "skewed", "id": f"abs-{i:03d}", "run_at": run_at_form(i, ms), "body": {"asked_ms": ms}}
+                for i, ms in enumerate(asked_ms)
+            ]
+            # The last line: the handler prints its metrics and logs (EMF, JSON lines) to stdout before.
+            answers = json.loads(run_child(API_ENQUEUE, env, json.dumps(absolute)).strip().splitlines()[-1])
+            assert [a["status"] for a in answers] == [201] * ABSOLUTE, answers
+            for want, ms, answer in zip(absolute, asked_ms, answers, strict=True):
+                # Stored as asked (ISO and float seconds round up to the ms: never before it).
+                assert ms <= answer["body"]["run_at_ms"] <= ms + 1, (want, answer)
+                jobs.append(Enqueued("skewed", answer["body"]["id"], ms))  # early if started before ``ms``
+            assert redis_ms(client) < base_ms, "the API jobs fell due before they were all enqueued"
+
             ended = lambda: len({r["id"] for r in read_records(deliveries) if r["ev"] == "end"})  # noqa: E731
-            assert wait_until(lambda: ended() == JOBS, 20), ended()
+            assert wait_until(lambda: ended() == JOBS + ABSOLUTE, 20), ended()
             summaries = fleet.stop_all()
             duration = time.monotonic() - began
 
@@ -138,3 +175,19 @@ def test_functions_clock_off_by_30_s(tmp_path: Path, offset: str) -> None:
         totals.assert_clean()
         assert max(totals.lateness_ms) < MAX_LATE_MS, max(totals.lateness_ms)  # nor ~30 s late
         assert summaries["consumer"]["retried"] == RETRIED
+        # Each absolute job handed over once, with the run-at asked, not before it by Redis' clock.
+        asked = {want["id"]: ms for want, ms in zip(absolute, asked_ms, strict=True)}
+        starts = {r["id"]: r for r in records if r["ev"] == "start" and r["id"] in asked}
+        assert len(starts) == ABSOLUTE, sorted(starts)
+        assert all(asked[i] <= r["run_at_ms"] <= asked[i] + 1 for i, r in starts.items()), starts
+        assert all(r["redis_ms"] >= asked[i] for i, r in starts.items()), starts
+
+
+def run_at_form(i: int, ms: int) -> float | str:
+    """Epoch ms ``ms`` as ``run_at``: epoch seconds, ISO-8601 UTC, or ISO-8601 at +05:30 (a third each)."""
+    if i % 3 == 0:
+        return ms / 1000
+    when = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    if i % 3 == 1:
+        return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return when.astimezone(timezone(timedelta(hours=5, minutes=30))).isoformat(timespec="milliseconds")
