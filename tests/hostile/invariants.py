@@ -25,8 +25,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -46,17 +45,17 @@ PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
 Snapshot = dict[str, tuple[str, Any]]
 
 
-@dataclass(frozen=True)
-class StoredJob:
+class StoredJob(NamedTuple):
     """One job as the namespace holds it."""
 
     topic: str
     id: str
     meta: str
     state: str  # q, l or x
-    place: str  # delayed, ready, leased or dead
+    place: str  # delayed, ready, leased or dead ("nowhere", or "delayed+ready": the invariant is broken)
     run_at_ms: int
     attempts: int
+    lease: str  # the lease token, "" unless leased
     body: str | None
     error: str | None
 
@@ -243,99 +242,99 @@ class _Examination:
                 self.found.append(f"topic {topic!r} has keys in partition {p.index} but is not in {p.topics}")
             if self.only is None or (p.index, topic) in self.only:
                 for job in self.topic(p, topic, parts):
-                    tokens[job.lease] += bool(job.lease)
-                    if job.lease and int(job.lease) > seq:
-                        self.found.append(f"{job.where}: {job.id!r} holds lease token {job.lease}, never issued "
-                                          f"(_seq is {seq})")  # fmt: skip
+                    if job.lease:
+                        tokens[job.lease] += 1
+                        if int(job.lease) > seq:
+                            self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
+                                              f"issued (_seq is {seq})")  # fmt: skip
         if self.only is None:  # every leased job of the partition seen: no token twice
             twice = {token: n for token, n in tokens.items() if n > 1}
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
 
-    def topic(self, p: Partition, topic: str, parts: dict[str, Any]) -> list[_Job]:
+    def topic(self, p: Partition, topic: str, parts: dict[str, Any]) -> list[StoredJob]:
         where = f"{p.prefix}{topic}"
         metas: dict[str, str] = parts.get("meta") or {}
         bodies: dict[str, str] = parts.get("bodies") or {}
         errors: dict[str, str] = parts.get("errors") or {}
         delayed: dict[str, float] = dict(parts.get("delayed") or [])
-        places: dict[str, list[str]] = {}
-        for place in ("delayed", "leased", "dead"):
-            for job_id, _ in parts.get(place) or []:
-                places.setdefault(job_id, []).append(place)
-        for job_id in parts.get("ready") or []:
-            places.setdefault(job_id, []).append("ready")  # twice if listed twice
+        places: dict[str, str] = dict.fromkeys(delayed, "delayed")
+        twice: dict[str, list[str]] = {}  # ids in more than one place (or twice in ready)
+        for place, ids in (
+            ("leased", [job_id for job_id, _ in parts.get("leased") or []]),
+            ("dead", [job_id for job_id, _ in parts.get("dead") or []]),
+            ("ready", parts.get("ready") or []),
+        ):
+            for job_id in ids:
+                if job_id in places:
+                    twice.setdefault(job_id, [places[job_id]]).append(place)
+                else:
+                    places[job_id] = place
         for job_id in bodies.keys() - metas.keys():
             self.found.append(f"{where}: body of {job_id!r}, which has no meta")
         for job_id in errors.keys() - metas.keys():
             self.found.append(f"{where}: last error of {job_id!r}, which has no meta")
         for job_id in places.keys() - metas.keys():
-            self.found.append(f"{where}: {job_id!r} in {places[job_id]} without a meta")
-        jobs = []
+            self.found.append(f"{where}: {job_id!r} in {twice.get(job_id, [places[job_id]])} without a meta")
+        home = self.keyspace.for_job if len(self.keyspace) > 1 else None
+        now_ms = self.now_ms
+        out = []
         for job_id, raw in metas.items():
             match = META.fullmatch(raw)
             if match is None:
                 self.found.append(f"{where}: {job_id!r} has a malformed meta {raw!r}")
                 continue
-            job = _Job.of(where, job_id, match, places.get(job_id, []))
-            self.job(p, topic, job, delayed.get(job_id), has_body=job_id in bodies, has_error=job_id in errors)
-            jobs.append(job)
-            self.jobs[(topic, job_id)] = StoredJob(
-                topic=topic,
-                id=job_id,
-                meta=raw,
-                state=job.state,
-                place="+".join(job.places) or "nowhere",
-                run_at_ms=job.run_at,
-                attempts=job.attempts,
-                body=bodies.get(job_id),
-                error=errors.get(job_id),
-            )
-        return jobs
+            state, attempts_text, run_at_text, enqueued_text, lease = match.group(1, 2, 3, 4, 5)
+            attempts, run_at = int(attempts_text), int(run_at_text)
+            place = "+".join(twice[job_id]) if job_id in twice else places.get(job_id, "nowhere")
+            job = StoredJob(topic, job_id, raw, state, place, run_at, attempts, lease, bodies.get(job_id),
+                            errors.get(job_id))  # fmt: skip
+            out.append(job)
+            # The common case in one expression; the messages only when something is off.
+            if (
+                place not in PLACE_OF_STATE[state]
+                or (state == "l") != (lease != "")
+                or run_at < int(enqueued_text)
+                or job.body is None
+                or (job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)))
+                or (state != "q" and attempts < 1)
+                or (place == "delayed" and int(delayed[job_id]) != run_at)
+                or (place == "ready" and now_ms is not None and run_at > now_ms)
+                or not JOB_ID.fullmatch(job_id)
+                or (home is not None and home(topic, job_id).index != p.index)
+                or (topic, job_id) in self.jobs
+            ):
+                self.job(p, job, int(enqueued_text), delayed.get(job_id))
+            self.jobs[(topic, job_id)] = job
+        return out
 
-    def job(self, p: Partition, topic: str, job: _Job, delayed_at: float | None, *, has_body: bool,
-            has_error: bool) -> None:  # fmt: skip
-        """One job's own rules; ``delayed_at``: its score in ``delayed``, if it has one."""
-        where, job_id, state, at = job.where, job.id, job.state, job.places
+    def job(self, p: Partition, job: StoredJob, enqueued_at: int, delayed_at: float | None) -> None:
+        """What is wrong with ``job``, said: ``delayed_at`` is its score in ``delayed``, if it has one."""
+        state, place, run_at, attempts = job.state, job.place, job.run_at_ms, job.attempts
+        at = [] if place == "nowhere" else place.split("+")
+        home = self.keyspace.for_job(job.topic, job.id).index
         rules = [
-            (not JOB_ID.fullmatch(job_id), "is not a valid id"),
-            (self.keyspace.for_job(topic, job_id).index != p.index, f"is in partition {p.index}, not its own"),
-            ((topic, job_id) in self.jobs, "is in two partitions"),
-            (not has_body, "has no body"),
+            (not JOB_ID.fullmatch(job.id), "is not a valid id"),
+            (home != p.index, f"is in partition {p.index}, not its own ({home})"),
+            ((job.topic, job.id) in self.jobs, "is in two partitions"),
+            (job.body is None, "has no body"),
             (len(at) != 1, f"(state {state}) is in {len(at)} places: {at}"),
-            (len(at) == 1 and at[0] not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
+            (len(at) == 1 and place not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
             ((state == "l") != (job.lease != ""), f"has state {state} and lease token {job.lease!r}"),
-            (job.run_at < job.enqueued_at, f"runs at {job.run_at}, before it was enqueued ({job.enqueued_at})"),
-            (state in "lx" and job.attempts < 1, f"has state {state} after {job.attempts} attempts"),
+            (run_at < enqueued_at, f"runs at {run_at}, before it was enqueued ({enqueued_at})"),
+            (state != "q" and attempts < 1, f"has state {state} after {attempts} attempts"),
             (
-                not has_error and (state == "x" or job.attempts >= (2 if state == "l" else 1)),
-                f"(state {state}, {job.attempts} attempts) has no last error",
+                job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)),
+                f"(state {state}, {attempts} attempts) has no last error",
             ),
             (
-                delayed_at is not None and int(delayed_at) != job.run_at,
-                f"is delayed until {delayed_at}, its meta says {job.run_at}",
+                place == "delayed" and delayed_at is not None and int(delayed_at) != run_at,
+                f"is delayed until {delayed_at}, its meta says {run_at}",
             ),
             (
-                "ready" in at and self.now_ms is not None and job.run_at > self.now_ms,
-                f"is ready {job.run_at - (self.now_ms or 0)} ms before its run-at",
+                place == "ready" and self.now_ms is not None and run_at > self.now_ms,
+                f"is ready {run_at - (self.now_ms or 0)} ms before its run-at",
             ),
         ]
-        self.found += [f"{where}: {job_id!r} {what}" for broken, what in rules if broken]
-
-
-@dataclass
-class _Job:
-    """A meta, decoded, and where its job is."""
-
-    where: str
-    id: str
-    state: str
-    attempts: int
-    run_at: int
-    enqueued_at: int
-    lease: str
-    places: list[str]
-
-    @classmethod
-    def of(cls, where: str, job_id: str, match: re.Match[str], places: list[str]) -> _Job:
-        """From a ``META`` match."""
-        state, attempts, run_at, enqueued_at, lease = match.group(1, 2, 3, 4, 5)
-        return cls(where, job_id, state, int(attempts), int(run_at), int(enqueued_at), lease, places)
+        found = [f"{p.prefix}{job.topic}: {job.id!r} {what}" for broken, what in rules if broken]
+        assert found, f"{job}: the quick check and the rules disagree"
+        self.found += found
