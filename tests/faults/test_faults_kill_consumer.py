@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from invariants import check_redis
 
 from delayq.consumer import LEASE_GRACE_MS
 
@@ -58,11 +59,14 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
             jobs = Enqueued.from_results(results)
             first = fleet.consumer("consumer-a")
 
-            def started_by_first() -> int:
-                return sum(1 for r in read_records(deliveries) if r["pid"] == first.pid and r["ev"] == "start")
+            def mid_batch() -> bool:
+                """A has started more than a batch, and some of its handlers are running now."""
+                mine = [r for r in read_records(deliveries) if r["pid"] == first.pid]
+                started = {r["id"] for r in mine if r["ev"] == "start"}
+                return len(started) >= CONCURRENCY + 4 and bool(started - {r["id"] for r in mine if r["ev"] == "end"})
 
-            assert wait_until(lambda: started_by_first() >= CONCURRENCY + 4, 20), "consumer A never got going"
-            first.kill()
+            assert wait_until(mid_batch, 20, interval=0.02), "consumer A never got going"
+            first.kill()  # handlers run 0.6 s: the ones running a few ms ago still are
             killed_at_ms = redis_ms(client)
             # Nothing else consumes: what is leased now is exactly what A held, unacked, when it died.
             leases = {job_id: deadline for job_id, deadline in client.zrange(leased_key, 0, -1, withscores=True)}
@@ -79,6 +83,7 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
             assert wait_until(all_delivered, 30), "not every job was delivered after the kill"
             summaries = fleet.stop_all()
             duration = time.monotonic() - began
+            assert check_redis(client, "faults") == {}, "a job was left behind"  # and the namespace is whole
 
         records = read_records(deliveries)
         in_flight = [r["id"] for r in records_at_kill if r["ev"] == "start" and r["pid"] == first.pid]
@@ -99,6 +104,8 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
                 gap = again["redis_ms"] - earlier[0]["redis_ms"]
                 gaps.append(gap)
                 assert gap >= TIMEOUT_S * 1000 + LEASE_GRACE_MS - TAKE_TO_START_SLACK_MS, (job_id, gap)
+        # The kill did land mid-batch: handlers were cut short (else what follows proves little).
+        assert len(in_flight) > 0, records_at_kill
         # Only what the dead consumer held was delivered again; every handler cut short was among it.
         assert set(redelivered) <= set(leases), (redelivered, leases)
         assert set(in_flight) <= set(leases), (in_flight, leases)
