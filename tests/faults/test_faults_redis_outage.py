@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from invariants import check_redis
 
 from delayq import JobNotFound, Queue
 from delayq.connection import SOCKET_TIMEOUT_S
@@ -73,7 +74,9 @@ def test_redis_unreachable_for_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             assert wait_until(lambda: delivered() == 20, 15), delivered()
             # Due during the outage (and a few just after it): waiting in Redis when it goes away.
             enqueue("during", [1 + i * (OUTAGE_S - 2) / 30 for i in range(30)] + [OUTAGE_S + 1] * 5)
-            assert queue.stats("steady").reserved == 0  # nothing mid-flight: a clean cut
+            # Nothing mid-flight: a clean cut. The last "end" is written before its ack, which lands a
+            # pass later.
+            assert wait_until(lambda: queue.stats("steady").reserved == 0, 5), queue.stats("steady")
 
             server.stop()
             stopped = time.monotonic()
@@ -109,6 +112,8 @@ def test_redis_unreachable_for_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             assert consumer.alive
             summaries = fleet.stop_all()
             duration = time.monotonic() - began
+            # What Redis restored from its AOF, and everything since: whole, and nothing left behind.
+            assert check_redis(client, "faults") == {}
 
         for job_id in refused:  # a refused write wrote nothing
             with pytest.raises(JobNotFound):
@@ -194,6 +199,8 @@ def test_redis_hung_for_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             assert wait_until(settled, 30), "jobs left in Redis"
             summaries = fleet.stop_all()
             duration = time.monotonic() - began
+            left = check_redis(client, "faults")  # whole after the hang: only dead letters left
+            assert {job.place for job in left.values()} <= {"dead"}, left
 
         records = read_records(deliveries)
         first_attempts = {
