@@ -425,14 +425,29 @@ def small_lifecycle(queue: Queue, h: Handlers) -> None:
 # delayq.connection reads past them with a PING (see read_past_tls_handshake there).
 
 
-def new_tls_connection_looks_dirty(url: str) -> bool:
-    """Whether a new connection made by delayq's ``connect`` looks as if it held unread data once the
-    server's post-handshake messages have arrived (the bug above)."""
-    client = delayq_connection.connect(Settings(redis_url=url))
+def new_tls_connection_looks_dirty(url: str, *, delayq_connect: bool = True) -> bool:
+    """Whether a new connection made by delayq's ``connect`` (or, with ``delayq_connect=False``, by
+    redis-py alone: the bug) looks as if it held unread data once the server's post-handshake messages
+    have arrived (the bug above).
+
+    It waits for those messages, the TLS 1.3 session tickets, rather than for a while: until they
+    arrive a connection looks clean either way, and the answer would prove nothing. They have arrived
+    once the TLS layer has read them (the session holds a ticket: a PING was read past them) or once
+    they wait unread on the socket (it is readable: what the bug's pool trips on)."""
+    if delayq_connect:
+        client = delayq_connection.connect(Settings(redis_url=url))
+    else:
+        client = redis.Redis.from_url(url, **delayq_connection.client_options())
     connection = client.connection_pool.make_connection()  # type: ignore[union-attr]
     try:
         connection.connect()
-        time.sleep(0.1)  # on localhost, the session tickets are in by now
+        sock = connection._sock
+        assert sock is not None
+        assert sock.version() == "TLSv1.3", f"{sock.version()}: no session tickets after the handshake to check"
+        deadline = time.monotonic() + 5
+        while not (sock.session is not None and sock.session.has_ticket) and not connection.can_read():
+            assert time.monotonic() < deadline, "no session ticket within 5 s: the check would prove nothing"
+            time.sleep(0.005)
         return bool(connection.can_read())
     finally:
         connection.disconnect()

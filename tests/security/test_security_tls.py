@@ -126,6 +126,12 @@ def test_a_new_tls_connection_is_ready_for_its_first_command(server: RedisServer
     assert not new_tls_connection_looks_dirty(url(server, pki.ca))
 
 
+def test_the_dirty_connection_check_sees_the_bug(server: RedisServer, pki: Pki):
+    """The check above is not vacuous: a connection made by redis-py alone, which does not read past
+    the session tickets, looks dirty to it."""
+    assert new_tls_connection_looks_dirty(url(server, pki.ca), delayq_connect=False)
+
+
 def test_the_lifecycle_over_tls(monkeypatch: pytest.MonkeyPatch, server: RedisServer, pki: Pki, tls_namespace: str):
     use_redis(monkeypatch, url(server, pki.ca), tls_namespace)
     queue = Queue.from_env()
