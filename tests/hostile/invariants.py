@@ -16,8 +16,9 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   an id without a meta;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
   token exactly when leased (issued by the partition's ``_seq``, no two alike), run-at never before
-  the enqueue, at least one attempt behind a dead or leased job, a last error behind every failed
-  attempt (a dead job, a queued one with attempts, a leased one past its first attempt).
+  the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
+  failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
+  have no attempt: a permanent failure found before any (a timeout no consume run can last).
 """
 
 from __future__ import annotations
@@ -296,7 +297,7 @@ class _Examination:
                 or run_at < int(enqueued_text)
                 or job.body is None
                 or (job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)))
-                or (state != "q" and attempts < 1)
+                or (state == "l" and attempts < 1)
                 or (place == "delayed" and int(delayed[job_id]) != run_at)
                 or (place == "ready" and now_ms is not None and run_at > now_ms)
                 or not JOB_ID.fullmatch(job_id)
@@ -321,7 +322,7 @@ class _Examination:
             (len(at) == 1 and place not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
             ((state == "l") != (job.lease != ""), f"has state {state} and lease token {job.lease!r}"),
             (run_at < enqueued_at, f"runs at {run_at}, before it was enqueued ({enqueued_at})"),
-            (state != "q" and attempts < 1, f"has state {state} after {attempts} attempts"),
+            (state == "l" and attempts < 1, f"has state {state} after {attempts} attempts"),
             (
                 job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)),
                 f"(state {state}, {attempts} attempts) has no last error",
