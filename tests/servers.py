@@ -1,15 +1,18 @@
 """Private servers for the tests that need their own: a redis-server (with AOF, TLS or ACL users), a
-3-master Redis Cluster, twemproxy (nutcracker) in front of a Redis. Each starts on free ports in a
-temporary directory and is stopped by its pid when the ``with`` block ends, whatever happened."""
+3-master Redis Cluster, twemproxy (nutcracker) in front of a Redis, and a TCP proxy that breaks
+connections on purpose. Each starts on free ports in a temporary directory and is stopped by its pid
+(the proxy: its threads) when the ``with`` block ends, whatever happened."""
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -235,3 +238,116 @@ class Twemproxy:
 def redis_server(*args: str) -> Iterator[RedisServer]:
     with RedisServer(*args) as server:
         yield server
+
+
+class BreakingProxy:
+    """A TCP proxy (threads in this process) in front of ``127.0.0.1:backend_port``, relaying both ways
+    until told to break connections the ways a network does:
+
+    - ``drop_after(marker)``: the next request holding ``marker`` (``b"EVALSHA"``) goes to the backend,
+      which runs it; then the proxy closes that client connection before the reply comes back (the
+      reply is read from the backend and thrown away). The client cannot tell whether it ran.
+    - ``freeze()``: every connection open now stops relaying, both ways, without being closed (a
+      connection dropped silently, as by a NAT or a failover): the client's writes still succeed and
+      no answer ever comes. What such a connection is sent is kept in ``swallowed``. Later
+      connections are relayed as usual.
+
+    ``connections`` counts the client connections accepted so far.
+    """
+
+    def __init__(self, backend_port: int) -> None:
+        self.backend_port = backend_port
+        self.port = free_port()
+        self.connections = 0
+        self.dropped = 0
+        self.swallowed = bytearray()
+        self._lock = threading.Lock()
+        self._drop_marker: bytes | None = None
+        self._frozen: set[socket.socket] = set()
+        self._open: set[socket.socket] = set()
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def drop_after(self, marker: bytes) -> None:
+        with self._lock:
+            self._drop_marker = marker
+
+    def freeze(self) -> None:
+        with self._lock:
+            self._frozen |= self._open
+
+    def start(self) -> BreakingProxy:
+        self._spawn(self._accept)
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        for thread in self._threads:
+            thread.join(5)
+
+    def __enter__(self) -> BreakingProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spawn(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True, name=f"proxy-{self.port}")
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        self._listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            backend = socket.create_connection(("127.0.0.1", self.backend_port))
+            with self._lock:
+                self.connections += 1
+                self._open.add(client)
+            self._spawn(self._relay, client, backend)
+
+    def _relay(self, client: socket.socket, backend: socket.socket) -> None:
+        with client, backend, selectors.DefaultSelector() as selector:
+            selector.register(client, selectors.EVENT_READ)
+            selector.register(backend, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                for key, _ in selector.select(0.1):
+                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    if not data:
+                        return
+                    with self._lock:
+                        frozen = client in self._frozen
+                        drop = key.fileobj is client and self._drop_marker is not None and self._drop_marker in data
+                        if drop:
+                            self._drop_marker = None
+                    if frozen:
+                        if key.fileobj is client:
+                            self.swallowed += data
+                    elif key.fileobj is backend:
+                        client.sendall(data)
+                    else:
+                        backend.sendall(data)
+                        if drop:
+                            self._drop(client, backend)
+                            return
+
+    def _drop(self, client: socket.socket, backend: socket.socket) -> None:
+        """The request reached the backend: close the client's side now, then wait for the reply (so
+        that the backend has run the request) and throw it away."""
+        client.shutdown(socket.SHUT_RDWR)
+        client.close()
+        backend.settimeout(5)
+        backend.recv(65536)
+        with self._lock:
+            self.dropped += 1

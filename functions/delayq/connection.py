@@ -1,32 +1,59 @@
 """Connections to Redis that proxies accept, to the URL in the settings or in a secret.
 
 Connection set-up sends nothing a proxy refuses: no ``HELLO`` (RESP2), no ``CLIENT SETINFO``, no
-``SELECT`` for database 0. A broken pooled connection is retried once; a timeout is not retried,
-since the command may already have run.
+``SELECT`` for database 0.
+
+No command is sent twice. A connection that fails while a command's answer is awaited does not say
+whether Redis ran it, and every delayq command is a Lua script that must run once: sent again, a take
+would lease a second batch to nobody, a create would answer 409 to its own caller. So redis-py's
+retries are off (a ``Retry`` of 0, in cluster mode too, where ``scripts.run_many`` also avoids the
+cluster pipeline, which sends failed calls again); the caller gets ``RedisUnavailable`` (503) and
+decides. MOVED, ASK and TRYAGAIN redirects are still followed: Redis refused those commands unrun.
+
+What may be retried is what happens before a command is sent, and the connection pool (``Pool``)
+does it when it hands out a connection:
+
+- a pooled connection the server closed (restart, idle timeout, ``CLIENT KILL``) reads as closed:
+  redis-py's pool connects again;
+- a connection idle for ``HEALTH_CHECK_S`` is sent a PING first; when that fails (a connection that
+  died silently, without FIN or RST, times out) the pool connects again and the command goes out on
+  the new connection;
+- with ``DELAYQ_REDIS_SECRET``, when Redis refuses the credentials (``WRONGPASS``, ``NOAUTH``), the
+  pool reads the secret again past its cache (at most once per ``SECRET_REFRESH_S``) and, when its
+  username or password changed, connects again with them: a rotated password reaches warm containers.
 
 With ``DELAYQ_REDIS_SECRET``, the URL is the value of that Secrets Manager secret (the URL itself, or
-JSON ``{"url": ...}``), read through Powertools Parameters once per container and cached. The URL,
-which may hold a password, is never logged: ``redact`` it first.
+JSON ``{"url": ...}``), read through Powertools Parameters once per container and cached; its
+credentials go through ``SecretCredentials``. The URL, which may hold a password, is never logged:
+``redact`` it first.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
+import threading
+import time
 from typing import Any, TypeAlias
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from aws_lambda_powertools.utilities import parameters
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.connection import AbstractConnection, parse_url
+from redis.credentials import CredentialProvider
+from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from .errors import ConfigError, RedisUnavailable
 from .settings import ENV, Settings
 
 RedisClient: TypeAlias = "redis.Redis | RedisCluster"
+Credentials: TypeAlias = tuple[str] | tuple[str, str]  # AUTH's arguments: (password,) or (username, password)
 
 # No CLIENT SETINFO on connect: redis-py 8 turns it off with driver_info=None, older ones with lib_name=None.
 _NO_SETINFO: dict[str, Any] = (
@@ -36,19 +63,23 @@ _NO_SETINFO: dict[str, Any] = (
 )
 CONNECT_TIMEOUT_S = 2.0
 SOCKET_TIMEOUT_S = 5.0
+HEALTH_CHECK_S = 30.0  # a connection idle this long is sent a PING before its next command
 SECRET_MAX_AGE_S = 24 * 3600  # once per container, in practice: containers rarely live a day
+SECRET_REFRESH_S = 10.0  # refused credentials re-read the secret at most this often
 URL_SCHEMES = ("redis://", "rediss://", "unix://")
+
+log = logging.getLogger("delayq.connection")
 
 
 def client_options() -> dict[str, Any]:
+    """The options of every client: RESP2, no CLIENT SETINFO, timeouts, and no retry of commands."""
     return {
         "decode_responses": True,
         "protocol": 2,
         **_NO_SETINFO,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": SOCKET_TIMEOUT_S,
-        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        "health_check_interval": 30,
+        "retry": Retry(NoBackoff(), 0, supported_errors=(RedisConnectionError,)),
     }
 
 
@@ -56,8 +87,13 @@ def redis_url(settings: Settings) -> str:
     """The URL to connect to: from the secret when the settings name one, else the settings' URL."""
     if not settings.redis_secret:
         return settings.redis_url
+    return read_secret(settings.redis_secret)
+
+
+def read_secret(secret: str, *, force_fetch: bool = False) -> str:
+    """The Redis URL in the secret ``secret``: cached for ``SECRET_MAX_AGE_S``, or read anew."""
     try:
-        value = parameters.get_secret(settings.redis_secret, max_age=SECRET_MAX_AGE_S)
+        value = parameters.get_secret(secret, max_age=SECRET_MAX_AGE_S, force_fetch=force_fetch)
     except parameters.GetParameterError as exc:
         cause = type(exc.__cause__ or exc).__name__
         raise RedisUnavailable(f"cannot read the Redis URL from {ENV.REDIS_SECRET} ({cause})") from None
@@ -80,7 +116,111 @@ def url_from_secret(value: str | bytes | dict[str, Any] | None) -> str:
     return value.strip()
 
 
-def read_past_tls_handshake(connection: redis.connection.AbstractConnection) -> None:
+def split_credentials(url: str) -> tuple[str, Credentials | None]:
+    """``url`` without its username and password (in the address or the query), and them as AUTH
+    arguments: ``(password,)`` or ``(username, password)``; ``None`` without a password."""
+    options = parse_url(url)  # type: ignore[no-untyped-call]
+    username, password = options.get("username"), options.get("password")
+    parts = urlsplit(url)
+    query = parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if any(name in ("username", "password") for name, _ in pairs):
+        query = urlencode([(name, value) for name, value in pairs if name not in ("username", "password")])
+    bare = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"  # unix:// keeps its empty host
+    bare += f"?{query}" if query else ""
+    bare += f"#{parts.fragment}" if parts.fragment else ""
+    if not password:
+        return bare, None
+    return bare, (username, password) if username else (password,)
+
+
+class SecretCredentials(CredentialProvider):
+    """The username and password of the URL in ``DELAYQ_REDIS_SECRET``, given to each new connection,
+    and read again from Secrets Manager when Redis refuses them (``refresh``)."""
+
+    def __init__(self, secret: str, credentials: Credentials, address: str) -> None:
+        self.secret = secret
+        self.version = 0  # how many times the credentials changed
+        self._credentials = credentials
+        self._address = address  # the URL without credentials
+        self._fetched_at = -SECRET_REFRESH_S
+        self._lock = threading.Lock()
+
+    def get_credentials(self) -> Credentials:
+        return self._credentials
+
+    def refresh(self, seen: int) -> bool:
+        """Redis refused the credentials of version ``seen``: whether there are other ones to try now
+        (another thread's refresh, or a new secret value). Reads the secret past its cache, at most
+        once per ``SECRET_REFRESH_S``."""
+        with self._lock:
+            if self.version != seen:
+                return True
+            now = time.monotonic()
+            if now - self._fetched_at < SECRET_REFRESH_S:
+                return False
+            self._fetched_at = now
+            try:
+                address, credentials = split_credentials(read_secret(self.secret, force_fetch=True))
+            except (RedisUnavailable, ConfigError) as exc:
+                log.warning("Redis refused the credentials; reading %s again failed: %s", ENV.REDIS_SECRET, exc)
+                return False
+            if address != self._address:
+                log.warning(
+                    "Redis refused the credentials, and %s now names another server (%s): this container "
+                    "keeps its server until it is replaced",
+                    ENV.REDIS_SECRET,
+                    address,
+                )
+                return False
+            if credentials is None or credentials == self._credentials:
+                return False
+            self._credentials = credentials
+            self.version += 1
+            log.warning("Redis refused the credentials; new ones from %s are used from now on", ENV.REDIS_SECRET)
+            return True
+
+
+class Pool(redis.ConnectionPool):
+    """redis-py's connection pool, plus what is safe to retry before a command is sent: a connection
+    whose health check fails is replaced, and refused credentials from a secret are read again."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        options.setdefault("health_check_interval", HEALTH_CHECK_S)  # cluster nodes get none otherwise
+        super().__init__(*args, **options)
+
+    def get_connection(self, *args: Any, **options: Any) -> Any:
+        credentials = self.connection_kwargs.get("credential_provider")
+        if not isinstance(credentials, SecretCredentials):
+            return self._healthy(super().get_connection(*args, **options))
+        seen = credentials.version
+        try:
+            connection = super().get_connection(*args, **options)
+        except AuthenticationError:
+            if not credentials.refresh(seen):
+                raise
+            connection = super().get_connection(*args, **options)
+        return self._healthy(connection)
+
+    def _healthy(self, connection: Any) -> Any:
+        """``connection`` once its health check, if due, passed; else a new connection in its place.
+        Only a PING was sent on it, so connecting again is safe (redis-py's own check would raise)."""
+        if not connection.health_check_interval or time.monotonic() <= connection.next_health_check:
+            return connection
+        try:
+            connection.check_health()
+        except (RedisConnectionError, RedisTimeoutError):
+            try:
+                connection.disconnect()
+                connection.connect()
+            except BaseException:
+                self.release(connection)
+                raise
+            connection.next_health_check = time.monotonic() + connection.health_check_interval
+        return connection
+
+
+def read_past_tls_handshake(connection: AbstractConnection) -> None:
     """On a new TLS connection, one PING. A TLS 1.3 server sends session tickets just after the
     handshake; until something is read they make the socket look readable, and redis-py's parser
     then throws the new connection away as holding an answer nobody asked for. redis-py's own CLIENT
@@ -101,10 +241,17 @@ def _set_up(connection: Any) -> None:
 
 def connect(settings: Settings, url: str | None = None) -> RedisClient:
     """A client for ``url`` (default: the settings' URL, or its secret's) in the settings' mode."""
-    url = url or redis_url(settings)
+    options = client_options()
+    if url is None and settings.redis_secret:
+        url, credentials = split_credentials(redis_url(settings))
+        if credentials:
+            options["credential_provider"] = SecretCredentials(settings.redis_secret, credentials, url)
+    url = url or settings.redis_url
     if settings.redis_mode == "cluster":  # the cluster client runs on_connect itself, then this
-        return RedisCluster.from_url(url, redis_connect_func=read_past_tls_handshake, **client_options())
-    return redis.Redis.from_url(url, redis_connect_func=_set_up, **client_options())
+        return RedisCluster.from_url(
+            url, redis_connect_func=read_past_tls_handshake, connection_pool_class=Pool, **options
+        )
+    return redis.Redis.from_pool(Pool.from_url(url, redis_connect_func=_set_up, **options))
 
 
 def redact(url: str) -> str:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import AskError, NoScriptError, RedisClusterException, RedisError, ResponseError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import RedisClient
 
@@ -77,22 +80,28 @@ class Call:
 def run_many(client: RedisClient, calls: Sequence[Call], *, return_exceptions: bool = False) -> list[Any]:
     """Run several script calls in one round trip (a pipeline without MULTI); results in call order.
 
-    Calls answered NOSCRIPT are repeated one by one as EVAL. Any other error is raised, or, with
+    Calls answered NOSCRIPT are repeated one by one as EVAL; in cluster mode, calls answered MOVED,
+    ASK or TRYAGAIN (refused, not run) are repeated one by one through the cluster client, which
+    follows the redirect. Nothing else is ever sent again. Any other error is raised, or, with
     ``return_exceptions``, returned in its call's place (an error of the connection itself is raised).
     """
     if len(calls) == 1 and not return_exceptions:
         return [calls[0].script(client, calls[0].keys, calls[0].args)]
-    pipe = client.pipeline(transaction=False)
-    for call in calls:
-        # Not pipe.evalsha(): redis-py's cluster pipeline refuses that method (RedisClusterException).
-        route = _route(client, call.keys)
-        pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args, **route)
-    results: list[Any] = pipe.execute(raise_on_error=False)
+    if isinstance(client, RedisCluster):
+        results = _run_per_node(client, calls)
+    else:
+        pipe: Any = client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+        results = pipe.execute(raise_on_error=False)
     for i, result in enumerate(results):
-        if isinstance(result, NoScriptError):
-            call = calls[i]
+        call = calls[i]
+        if isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
             try:
-                results[i] = client.eval(call.script.source, len(call.keys), *call.keys, *call.args)
+                if isinstance(result, NoScriptError):
+                    results[i] = client.eval(call.script.source, len(call.keys), *call.keys, *call.args)
+                else:
+                    results[i] = call.script(client, call.keys, call.args)
             except ResponseError as exc:
                 if not return_exceptions:
                     raise
@@ -102,12 +111,36 @@ def run_many(client: RedisClient, calls: Sequence[Call], *, return_exceptions: b
     return results
 
 
-def _route(client: RedisClient, keys: Sequence[str]) -> dict[str, Any]:
-    """In cluster mode, the node of the keys' slot, for a pipelined call: without it redis-py 8 asks a
-    server where each EVALSHA goes (COMMAND GETKEYS with all its arguments, one round trip per call)."""
-    if isinstance(client, RedisCluster) and keys:
-        return {"target_nodes": client.get_node_from_key(keys[0])}  # type: ignore[no-untyped-call]
-    return {}
+def _run_per_node(client: RedisCluster, calls: Sequence[Call]) -> list[Any]:
+    """Cluster mode: each node's calls in one plain pipeline on that node's connection, nodes one
+    after the other. Not redis-py's cluster pipeline: when a connection fails while the answers are
+    read, it sends the unanswered calls again one by one, and a script that did run would run twice.
+    Calls are routed by their first key from the client's slot table, so no server is asked where
+    each goes (COMMAND GETKEYS); a stale table shows as MOVED, which ``run_many`` follows."""
+    by_node: dict[str, tuple[Any, list[int]]] = {}
+    for i, call in enumerate(calls):
+        node = client.get_node_from_key(call.keys[0]) if call.keys else client.get_default_node()  # type: ignore[no-untyped-call]
+        by_node.setdefault(node.name, (node, []))[1].append(i)
+    results: list[Any] = [None] * len(calls)
+    for node, indexes in by_node.values():
+        pipe: Any = client.get_redis_connection(node).pipeline(transaction=False)
+        for i in indexes:
+            call = calls[i]
+            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except (RedisConnectionError, RedisTimeoutError):
+            _forget_topology(client)  # the node may have failed over: learn the new layout, then raise
+            raise
+        for i, reply in zip(indexes, replies, strict=True):
+            results[i] = reply
+    return results
+
+
+def _forget_topology(client: RedisCluster) -> None:
+    """After a node failed: reload the slot table, as the cluster client does after its own calls."""
+    with suppress(RedisError, RedisClusterException):  # no node answers: the next call tries again
+        client.nodes_manager.initialize()
 
 
 class Scripts:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
@@ -75,8 +76,9 @@ def slot_owner(cluster: RedisClusterServers) -> dict[int, int]:
 
 @pytest.fixture
 def script_calls(monkeypatch: pytest.MonkeyPatch) -> ScriptCalls:
-    """Every EVAL/EVALSHA the cluster client and its pipelines are asked to send."""
-    return ScriptCalls().install(monkeypatch, RedisCluster, ClusterPipeline)
+    """Every EVAL/EVALSHA the cluster client and its pipelines are asked to send (delayq's are plain
+    pipelines on each node's client: redis-py's cluster pipeline would send failed calls again)."""
+    return ScriptCalls().install(monkeypatch, RedisCluster, ClusterPipeline, Pipeline)
 
 
 def reset_stats(nodes: dict[int, redis.Redis]) -> None:
