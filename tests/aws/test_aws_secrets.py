@@ -1,11 +1,13 @@
 """DELAYQ_REDIS_SECRET: the Redis URL read from Secrets Manager (moto) through Powertools Parameters,
-once per container, and never written to a log or an answer."""
+once per container, and never written to a log or an answer; read again when Redis refuses its
+password (a rotation)."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +17,12 @@ from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
 import enqueue
-from delayq import Queue, RedisUnavailable, Settings, Topics
-from delayq.connection import redis_url, url_from_secret
+from delayq import Queue, RedisUnavailable, Settings, Topics, connection
+from delayq.connection import redis_url, split_credentials, url_from_secret
 from delayq.errors import ConfigError
 
 from conftest import DEFAULT_TOPICS, FakeContext, api_event, response_json
+from servers import RedisServer
 
 PASSWORD = "s3cr3t-hunter2"
 
@@ -124,3 +127,122 @@ def test_the_password_never_reaches_logs_or_answers(
     assert PASSWORD not in seen
     with pytest.raises(RedisUnavailable):
         Queue.from_env().ping()
+
+
+# ----------------------------------------------------------------------------- rotation
+
+
+@pytest.mark.parametrize(
+    ("url", "bare", "credentials"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0", None),
+        (f"redis://:{PASSWORD}@127.0.0.1:6379/0", "redis://127.0.0.1:6379/0", (PASSWORD,)),
+        (f"rediss://app:{PASSWORD}@cache.example:6380/0", "rediss://cache.example:6380/0", ("app", PASSWORD)),
+        ("redis://app:p%40ss%2Fw@h:1/0", "redis://h:1/0", ("app", "p@ss/w")),
+        (f"redis://h:1/0?password={PASSWORD}&ssl_cert_reqs=none", "redis://h:1/0?ssl_cert_reqs=none", (PASSWORD,)),
+        (f"unix://:{PASSWORD}@/run/redis.sock?db=2", "unix:///run/redis.sock?db=2", (PASSWORD,)),
+        ("redis://app@h:1/0", "redis://h:1/0", None),
+    ],
+)
+def test_split_credentials(url: str, bare: str, credentials: tuple[str, ...] | None) -> None:
+    assert split_credentials(url) == (bare, credentials)
+
+
+@pytest.fixture
+def locked_redis() -> Iterator[RedisServer]:
+    """A private redis-server whose default user needs the password ``old``, and an ACL user
+    ``app`` with the password ``old-app``."""
+    server = RedisServer("--requirepass", "old")
+    try:
+        server.start(ready=lambda: server.client(password="old").ping())
+        with server.client(password="old") as admin:
+            admin.acl_setuser("app", enabled=True, passwords=["+old-app"], keys=["*"], commands=["+@all"])
+        yield server
+    finally:
+        server.close()
+
+
+def rotate(server: RedisServer, user: str | None, old: str, new: str) -> None:
+    """Change a password on the server, and drop every connection: the next ones must use the new one."""
+    with server.client(username=user, password=old) as admin:
+        if user is None:
+            admin.config_set("requirepass", new)
+        else:
+            admin.acl_setuser("app", enabled=True, passwords=[f"-{old}", f"+{new}"], keys=["*"], commands=["+@all"])
+        admin.client_kill_filter(_type="normal", skipme=False)
+
+
+@pytest.mark.parametrize("user", [None, "app"])
+def test_a_rotated_password_is_read_again_from_the_secret(
+    aws: Any, locked_redis: RedisServer, namespace: str, user: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The secret is cached for a day; when Redis refuses its password, it is read again at once
+    and the connection made with the new one: the caller does not notice."""
+    old, new = ("old", "new-" + PASSWORD) if user is None else ("old-app", "new-app-" + PASSWORD)
+    userinfo = f"{user or ''}:{{}}@"
+    url = f"redis://{userinfo}127.0.0.1:{locked_redis.port}/0"
+    arn = aws.create_secret(Name=f"delayq/rotating-{user}", SecretString=url.format(old))["ARN"]
+    queue = Queue(Settings(redis_secret=arn, namespace=namespace, topics=Topics.parse(DEFAULT_TOPICS)))
+    try:
+        queue.enqueue("orders", {"n": 1}, id="before", delay=60)
+        rotate(locked_redis, user, old, new)
+        aws.put_secret_value(SecretId=arn, SecretString=url.format(new))
+        queue.enqueue("orders", {"n": 2}, id="after", delay=60)
+        assert queue.get("orders", "after").body == {"n": 2}
+        assert queue.stats("orders").delayed == 2
+    finally:
+        queue.redis.close()
+    assert "new ones from DELAYQ_REDIS_SECRET are used" in caplog.text
+    assert new not in caplog.text
+
+
+def test_a_secret_updated_after_the_password_is_picked_up_on_a_later_call(
+    aws: Any, locked_redis: RedisServer, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the secret holds the new password, calls fail (503) and the secret is read again at most
+    once per ``SECRET_REFRESH_S``; once it does, the next call after that works."""
+    monkeypatch.setattr(connection, "SECRET_REFRESH_S", 1.5)
+    url = f"redis://:{{}}@127.0.0.1:{locked_redis.port}/0"
+    arn = aws.create_secret(Name="delayq/late", SecretString=url.format("old"))["ARN"]
+    queue = Queue(Settings(redis_secret=arn, namespace=namespace, topics=Topics.parse(DEFAULT_TOPICS)))
+    reads: list[bool] = []
+    real_read = connection.read_secret
+
+    def counted_read(secret: str, *, force_fetch: bool = False) -> str:
+        reads.append(force_fetch)
+        return real_read(secret, force_fetch=force_fetch)
+
+    monkeypatch.setattr(connection, "read_secret", counted_read)
+    try:
+        assert queue.ping()
+        rotate(locked_redis, None, "old", "new")
+        for _ in range(3):
+            with pytest.raises(RedisUnavailable):
+                queue.ping()
+        assert reads == [False, True]  # the first read, then one forced read for three refusals
+        aws.put_secret_value(SecretId=arn, SecretString=url.format("new"))
+        with pytest.raises(RedisUnavailable):
+            queue.ping()  # too soon to read the secret again
+        time.sleep(1.6)
+        assert queue.ping()
+        assert reads == [False, True, True]
+    finally:
+        queue.redis.close()
+
+
+def test_a_secret_now_naming_another_server_is_not_followed(
+    aws: Any, locked_redis: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"redis://:old@127.0.0.1:{locked_redis.port}/0"
+    arn = aws.create_secret(Name="delayq/moved", SecretString=url)["ARN"]
+    queue = Queue(Settings(redis_secret=arn, namespace=namespace, topics=Topics.parse(DEFAULT_TOPICS)))
+    try:
+        assert queue.ping()
+        rotate(locked_redis, None, "old", PASSWORD)
+        aws.put_secret_value(SecretId=arn, SecretString=f"redis://:{PASSWORD}@127.0.0.2:6379/0")
+        with pytest.raises(RedisUnavailable):
+            queue.ping()
+    finally:
+        queue.redis.close()
+    assert "now names another server (redis://127.0.0.2:6379/0)" in caplog.text
+    assert PASSWORD not in caplog.text
