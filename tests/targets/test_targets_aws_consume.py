@@ -87,7 +87,7 @@ def test_throttled_queue_is_retried_then_dead(make_queue: MakeQueue, sqs: Any, m
     arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:busy"
     queue = make_queue(topics={"busy": {"target": arn, "retries": 2, "backoff": [0.1]}}, tick=0.1)
     queue.enqueue("busy", {"n": 1}, id="b-1")
-    client = clients.client("sqs", REGION, 30)
+    client = clients.client("sqs", REGION)
     refused: list[str] = []
 
     def throttle(**kwargs: Any) -> None:

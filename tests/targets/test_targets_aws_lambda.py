@@ -23,7 +23,7 @@ ARN = f"arn:aws:lambda:{REGION}:123456789012:function:send-mail:live"
 @pytest.fixture
 def stub() -> Iterator[Stubber]:
     """A Stubber on the Lambda client the target will use (the same cache key: positional args)."""
-    client = clients.client("lambda", REGION, aws.LAMBDA_READ_TIMEOUT_S)
+    client = clients.client("lambda", REGION)
     with Stubber(client) as stubber:
         yield stubber
         stubber.assert_no_pending_responses()
@@ -47,7 +47,7 @@ def test_success_invokes_synchronously_with_the_payload(stub: Stubber) -> None:
 def test_client_in_the_functions_region_reads_longer_than_any_function_runs(stub: Stubber) -> None:
     expect_invoke(stub, {"StatusCode": 200, "Payload": streaming(None)})
     aws.lambda_target(ARN)(make_job(), 3)
-    client = clients.client("lambda", REGION, aws.LAMBDA_READ_TIMEOUT_S)
+    client = clients.client("lambda", REGION)
     assert client.meta.region_name == REGION
     assert client.meta.config.read_timeout >= 900
     assert clients.count() == 1
@@ -148,7 +148,7 @@ def test_a_body_that_cannot_be_utf8_is_permanent() -> None:
 )
 def test_connection_errors_and_timeouts_are_retried(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     monkeypatch.setattr(time, "sleep", lambda seconds: None)  # the SDK's own retries back off
-    client = clients.client("lambda", REGION, aws.LAMBDA_READ_TIMEOUT_S)
+    client = clients.client("lambda", REGION)
     sent: list[str] = []
 
     def fail(request: Any, **kwargs: Any) -> None:

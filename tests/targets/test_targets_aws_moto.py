@@ -136,16 +136,15 @@ def test_sqs_missing_queue_is_permanent(sqs: Any) -> None:
     )
 
 
-def test_two_deliveries_make_one_client_in_the_targets_region(sqs: Any) -> None:
+def test_two_deliveries_with_different_timeouts_make_one_client_in_the_targets_region(sqs: Any) -> None:
     url = make_queue(sqs, "jobs")
     target = aws.sqs_target(url)
     assert clients.count() == 0
     target(make_job(), 5)
-    target(make_job(attempt=2), 5)
+    target(make_job(attempt=2), 300)  # a job's own timeout: the same client, the same connections
     assert clients.count() == 1
-    client = clients.client("sqs", REGION, 5)
+    client = clients.client("sqs", REGION)
     assert client.meta.region_name == REGION
-    assert client.meta.config.read_timeout == 5
     assert len(receive(sqs, url, at_least=2)) == 2
 
 
@@ -266,7 +265,7 @@ def test_eventbridge_missing_bus_is_permanent(moto: None) -> None:
 def test_eventbridge_failed_entry_is_a_failed_attempt(entry: dict[str, str], permanent: bool) -> None:
     arn = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
     job = make_job()
-    with Stubber(clients.client("events", REGION, 5)) as stub:
+    with Stubber(clients.client("events", REGION)) as stub:
         expected = {
             "Entries": [{"EventBusName": arn, "Source": "delayq", "DetailType": "orders", "Detail": payload(job)}]
         }

@@ -7,9 +7,9 @@ Every AWS target sends the same message, ``payload(job)``: the job as compact JS
     ``Invoke``, ``InvocationType=RequestResponse``, ``Payload`` = the message. A function error
     (``FunctionError`` "Handled" or "Unhandled" in the answer, which includes a function that timed
     out or crashed) is a failed attempt whose error names the function's ``errorType`` and
-    ``errorMessage``. What the function returns is otherwise ignored. The client reads for up to
-    905 s, longer than any function can run, so the SDK never re-invokes a function that is still
-    running and a worker stays busy for as long as its function does.
+    ``errorMessage``. What the function returns is otherwise ignored. The call waits up to 905 s for
+    the answer, longer than any function can run, so the SDK never re-invokes a function that is
+    still running and a worker stays busy for as long as its function does.
 
 ``arn:aws:sqs:REGION:ACCOUNT:NAME``, ``https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`` (or the legacy
 ``https://REGION.queue.amazonaws.com/ACCOUNT/NAME``)
@@ -42,8 +42,12 @@ FIFO queues and topics (name ending in ``.fifo``) also get:
 
 Region and clients: the region is the one in the ARN or queue URL, so a target in another region
 works. Specs are parsed when the target is made (``ConfigError`` when malformed); the boto3 client is
-made at the first delivery through ``delayq.clients.client`` (one per service, region and read
-timeout per container), so a container that never delivers pays nothing.
+made at the first delivery through ``delayq.clients.client`` (one per service and region per
+container, whatever the jobs' timeouts), so a container that never delivers pays nothing.
+
+Timeouts: an SQS, SNS or EventBridge call waits for each answer at most the job's timeout (a read
+timeout set per call, ``delayq.clients.read_timeout``), so a hung AWS endpoint does not hold a worker
+much longer than the consumer's own deadline for the job (the SDK's attempts each wait that long).
 
 Errors. A permanent failure (``PermanentFailure``) sends the job dead at once: the request as sent can
 never succeed, or the target does not exist. Any other error is a failed attempt, retried with the
@@ -73,7 +77,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -101,7 +104,7 @@ if TYPE_CHECKING:
 
 Target = Callable[[Job, float], None]
 
-LAMBDA_READ_TIMEOUT_S = 905  # longer than any Lambda function can run (900 s)
+LAMBDA_READ_TIMEOUT_S = clients.SERVICE_READ_TIMEOUT_S["lambda"]  # longer than any function can run (900 s)
 MAX_GROUP_ID_CHARS = 128
 MAX_ERROR_TYPE_CHARS = 200
 MAX_ERROR_MESSAGE_CHARS = 1000
@@ -326,14 +329,9 @@ def _aws_errors(what: str, permanent: frozenset[str]) -> Iterator[None]:
 # --------------------------------------------------------------------------------- clients
 
 
-def _client(service: str, region: str, read_timeout: int) -> Any:
+def _client(service: str, region: str) -> Any:
     """The container's client for ``service`` in ``region``, made at the first call."""
-    return clients.client(service, region, read_timeout)
-
-
-def _read_timeout(timeout: float) -> int:
-    """How long a client may wait for an answer: the topic's timeout, rounded up."""
-    return max(1, math.ceil(timeout))
+    return clients.client(service, region)
 
 
 # --------------------------------------------------------------------------------- targets
@@ -345,8 +343,8 @@ def lambda_target(arn: str) -> Target:
     what = f"Lambda Invoke of {arn}"
 
     def deliver(job: Job, timeout: float) -> None:
-        client: LambdaClient = _client("lambda", function.region, LAMBDA_READ_TIMEOUT_S)
-        with _aws_errors(what, LAMBDA_PERMANENT):
+        client: LambdaClient = _client("lambda", function.region)
+        with clients.read_timeout(LAMBDA_READ_TIMEOUT_S), _aws_errors(what, LAMBDA_PERMANENT):
             message = payload(job).encode()
             answer = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=message)
             returned = answer["Payload"].read()
@@ -378,8 +376,8 @@ def sqs_target(spec: str) -> Target:
     what = f"SQS SendMessage to {url}"
 
     def deliver(job: Job, timeout: float) -> None:
-        client: SQSClient = _client("sqs", queue.region, _read_timeout(timeout))
-        with _aws_errors(what, SQS_PERMANENT):
+        client: SQSClient = _client("sqs", queue.region)
+        with clients.read_timeout(timeout), _aws_errors(what, SQS_PERMANENT):
             request: SendMessageRequestTypeDef = {
                 "QueueUrl": url,
                 "MessageBody": payload(job),
@@ -400,8 +398,8 @@ def sns_target(arn: str) -> Target:
     what = f"SNS Publish to {arn}"
 
     def deliver(job: Job, timeout: float) -> None:
-        client: SNSClient = _client("sns", topic.region, _read_timeout(timeout))
-        with _aws_errors(what, SNS_PERMANENT):
+        client: SNSClient = _client("sns", topic.region)
+        with clients.read_timeout(timeout), _aws_errors(what, SNS_PERMANENT):
             request: PublishInputTypeDef = {
                 "TopicArn": arn,
                 "Message": payload(job),
@@ -421,8 +419,8 @@ def eventbridge_target(arn: str) -> Target:
     what = f"EventBridge PutEvents to {arn}"
 
     def deliver(job: Job, timeout: float) -> None:
-        client: EventBridgeClient = _client("events", bus.region, _read_timeout(timeout))
-        with _aws_errors(what, EVENTS_PERMANENT):
+        client: EventBridgeClient = _client("events", bus.region)
+        with clients.read_timeout(timeout), _aws_errors(what, EVENTS_PERMANENT):
             entry: PutEventsRequestEntryTypeDef = {
                 "EventBusName": arn,
                 "Source": EVENT_SOURCE,
