@@ -214,6 +214,20 @@ def make_handler(resolve: Callable[[dict[str, Any], Any], dict[str, Any]]) -> ty
 # ----------------------------------------------------------------------------------- main
 
 
+def listen(host: str, port: int) -> ThreadingHTTPServer:
+    """The HTTP server, bound to ``host:port`` (requests are answered once a handler is set). Exits
+    with one line naming the address when it is taken, before anything else has started."""
+    try:
+        server = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SystemExit(
+            f"delayq local: cannot listen on {host}:{port}: {reason} (another `make dev`? pick one with --port)"
+        ) from None
+    server.daemon_threads = True
+    return server
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m delayq.local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -224,18 +238,28 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if not settings.topics:
         settings = settings.with_(topics=Topics.parse(EXAMPLE_TOPICS))
+    server = listen(args.host, args.port)  # first: a busy port stops here, with nothing to undo
     with ExitStack() as stack:
+        stack.callback(server.server_close)
         client, where = choose_redis(settings, stack)
         queue = Queue(settings, redis=client)
+        server.RequestHandlerClass = make_handler(create_app(queue).resolve)
         sweeper, consumer = Sweeper(queue), Consumer(queue)
         loops = [
-            threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep"),
-            threading.Thread(target=consumer.run, args=(Budget.forever(),), name="consume"),
+            threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep", daemon=True),
+            threading.Thread(target=consumer.run, args=(Budget.forever(),), name="consume", daemon=True),
         ]
+
+        def stop_loops() -> None:  # before the private redis-server stops (callbacks run last in, first out)
+            sweeper.request_stop()
+            consumer.request_stop()
+            for thread in loops:
+                if thread.is_alive():
+                    thread.join(10)
+
+        stack.callback(stop_loops)
         for thread in loops:
             thread.start()
-        server = ThreadingHTTPServer((args.host, args.port), make_handler(create_app(queue).resolve))
-        server.daemon_threads = True
 
         def shutdown(signum: int, frame: Any) -> None:
             sweeper.request_stop()
@@ -252,10 +276,7 @@ def main(argv: list[str] | None = None) -> None:
             base,
         )
         server.serve_forever()
-        server.server_close()
-        for thread in loops:
-            thread.join(10)
-        log.info("stopped")
+    log.info("stopped")
 
 
 if __name__ == "__main__":
