@@ -18,9 +18,10 @@ does it when it hands out a connection:
 - a connection idle for ``HEALTH_CHECK_S`` is sent a PING first; when that fails (a connection that
   died silently, without FIN or RST, times out) the pool connects again and the command goes out on
   the new connection;
-- with ``DELAYQ_REDIS_SECRET``, when Redis refuses the credentials (``WRONGPASS``, ``NOAUTH``), the
-  pool reads the secret again past its cache (at most once per ``SECRET_REFRESH_S``) and, when its
-  username or password changed, connects again with them: a rotated password reaches warm containers.
+- with ``DELAYQ_REDIS_SECRET`` (a URL with a password), when Redis refuses the credentials
+  (``WRONGPASS``), the pool reads the secret again past its cache (at most once per
+  ``SECRET_REFRESH_S``) and, when its username or password changed, connects again with them: a
+  rotated password reaches warm containers. Until the secret holds the new password, calls fail (503).
 
 With ``DELAYQ_REDIS_SECRET``, the URL is the value of that Secrets Manager secret (the URL itself, or
 JSON ``{"url": ...}``), read through Powertools Parameters once per container and cached; its
@@ -251,7 +252,9 @@ def connect(settings: Settings, url: str | None = None) -> RedisClient:
         return RedisCluster.from_url(
             url, redis_connect_func=read_past_tls_handshake, connection_pool_class=Pool, **options
         )
-    return redis.Redis.from_pool(Pool.from_url(url, redis_connect_func=_set_up, **options))
+    client = redis.Redis(connection_pool=Pool.from_url(url, redis_connect_func=_set_up, **options))
+    client.auto_close_connection_pool = True  # as Redis.from_url: closing the client closes its pool
+    return client
 
 
 def redact(url: str) -> str:
