@@ -6,11 +6,18 @@ stack); ``route_logs_to(logger)`` hands them to a Powertools ``Logger``, so in L
 JSON with the request's correlation id, and delivery lines carry ``topic``, ``id`` and ``attempt``.
 
 Each flush prints one EMF document per topic (dimensions ``service`` and ``topic``) and one for the
-totals (dimension ``service`` only: what the alarms watch). Metrics, in namespace
-``POWERTOOLS_METRICS_NAMESPACE`` (default ``delayq``):
+totals (dimension ``service`` only: what the alarms watch). A count made without a topic (``None``)
+goes into the totals only. Metrics, in namespace ``POWERTOOLS_METRICS_NAMESPACE`` (default ``delayq``):
 
     Enqueued, Moved, Delivered, Failed, TimedOut, Retried, Dead, LeaseExpired   Count
+    RedisErrors                                                                  Count
     Lateness                                                                     Milliseconds
+
+``RedisErrors`` counts the Redis calls of the sweep and consume loops that failed: the loops log them
+and carry on (the next pass retries), so without it a Redis outage would raise no Lambda error, and
+produce no dead letters and no lateness data either. Per topic where the call was for one topic (a
+consumer's take, ack or fail); service-level only for the sweeper's calls (one per partition, for all
+its topics) and the consumer's topic listing.
 
 ``Lateness`` is, per delivery, the handler's start minus the job's run-at, measured on Redis' clock
 (the server time at take plus the time until the handler started), so machines' clocks do not enter.
@@ -47,7 +54,7 @@ class Telemetry:
         self.enabled = enabled
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.service = service or os.environ.get("POWERTOOLS_SERVICE_NAME") or "delayq"
-        self._counts: defaultdict[str, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self._counts: defaultdict[str | None, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
         self._lateness: defaultdict[str, list[float]] = defaultdict(list)
         self._lock = threading.Lock()
         self._flushed = time.monotonic()
@@ -56,7 +63,8 @@ class Telemetry:
     def disabled(cls) -> Telemetry:
         return cls(enabled=False)
 
-    def count(self, metric: str, topic: str, value: float = 1) -> None:
+    def count(self, metric: str, topic: str | None, value: float = 1) -> None:
+        """Adds ``value`` to ``metric`` of ``topic`` (and so to the totals); ``None``: the totals only."""
         if self.enabled and value:
             with self._lock:
                 self._counts[topic][metric] += value
@@ -80,9 +88,10 @@ class Telemetry:
             lateness, self._lateness = self._lateness, defaultdict(list)
             self._flushed = time.monotonic()
         totals: defaultdict[str, float] = defaultdict(float)
-        for topic in sorted(counts.keys() | lateness.keys()):
+        for topic in sorted(topic for topic in counts.keys() | lateness.keys() if topic is not None):
             self._publish(counts.get(topic, {}), lateness.get(topic, []), topic)
-            for metric, value in counts.get(topic, {}).items():
+        for per_topic in counts.values():
+            for metric, value in per_topic.items():
                 totals[metric] += value
         every_lateness = [ms for samples in lateness.values() for ms in samples]
         if totals or every_lateness:

@@ -50,7 +50,18 @@ API_GATEWAY_MAX_TIMEOUT = 29
 FUNCTION_IDS = ("Enqueue", "Sweep", "Consume")
 LOOP_IDS = ("Sweep", "Consume")
 FUNCTION_ROLES = tuple(f"{name}Role" for name in FUNCTION_IDS)
-METRICS = ("Enqueued", "Moved", "Delivered", "Failed", "Retried", "Dead", "LeaseExpired", "TimedOut", "Lateness")
+METRICS = (
+    "Enqueued",
+    "Moved",
+    "Delivered",
+    "Failed",
+    "Retried",
+    "Dead",
+    "LeaseExpired",
+    "TimedOut",
+    "Lateness",
+    "RedisErrors",
+)
 TARGET_PARAMETERS = {
     "LambdaTargetArns": ("lambda:InvokeFunction", FUNCTION),
     "QueueTargetArns": ("sqs:SendMessage", QUEUE),
@@ -377,6 +388,7 @@ def test_environment_matches_the_settings(scenario: tuple[str, Stack]) -> None:
         assert env["DELAYQ_TOPICS"] == json.dumps(TOPICS)
         assert env["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "delayq"
+        assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"  # no job bodies in X-Ray traces
         assert env["LOG_LEVEL"] == "INFO"
         assert ("DELAYQ_LOOP_SECONDS" in env) == (function in LOOP_IDS)
         webhook = env.get("DELAYQ_WEBHOOK_SECRET")
@@ -617,6 +629,19 @@ def test_alarms(translate: Any) -> None:
             0,
             "GreaterThanThreshold",
         )
+        # The loops log Redis errors and return normally: a Lambda error alarm cannot catch an outage.
+        assert "Redis unreachable" not in errors["AlarmDescription"]
+    redis = _alarm(stack, "RedisErrors", service)
+    assert redis["AlarmName"] == {"Fn::Sub": "${AWS::StackName}-redis-errors"}
+    assert (redis["Namespace"], redis["Statistic"], redis["Dimensions"]) == (
+        "delayq",
+        "Sum",
+        [{"Name": "service", "Value": service}],
+    )
+    # Errors in 2 minutes in a row: a minute of outage pages, a blip within a minute does not.
+    assert (redis["Period"], redis["EvaluationPeriods"], redis["DatapointsToAlarm"]) == (60, 2, 2)
+    assert (redis["Threshold"], redis["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert redis["TreatMissingData"] == "notBreaching"
     for alarm in stack.of_type("AWS::CloudWatch::Alarm").values():
         assert "AlarmActions" not in alarm["Properties"]
     notified = translate(AlarmTopicArn=SNS_TOPIC)
@@ -635,7 +660,11 @@ def test_dashboard_shows_the_metrics(translate: Any) -> None:
         assert f'"{metric}"' in text, metric
     for function in FUNCTION_IDS:
         assert f'"X{function}"' in text, function
-    assert any(widget["type"] == "alarm" for widget in body["widgets"])
+    (alarms,) = [widget for widget in body["widgets"] if widget["type"] == "alarm"]
+    listed = alarms["properties"]["alarms"]
+    assert sorted(listed) == sorted(f"X{name}_Arn" for name in stack.of_type("AWS::CloudWatch::Alarm"))
+    redis_errors = ["delayq", "RedisErrors", "service", "XAWS__StackName"]
+    assert any(row[:4] == redis_errors for widget in body["widgets"] for row in widget["properties"].get("metrics", []))
 
 
 def test_log_groups_with_retention_named_after_the_functions(translate: Any) -> None:
