@@ -5,6 +5,14 @@ Locks carry a random token and a TTL: taken with ``SET NX PX``, renewed by every
 does nothing unless the lock still holds the token) and released by a token-checked script. A
 sweeper killed while holding a lock holds nothing once the TTL runs out; the next one takes over.
 Two sweepers cannot move a job twice: each move is one atomic Lua call.
+
+Each call does bounded work (``SWEEP_LIMIT``). A pass makes one call per partition (per 64 topics)
+and, if one answers that more is due, comes back at once: partitions take turns, so a backlog in one
+does not hold up the others, and a run stops when its budget says so, whatever is left. A single
+pass (``seconds: 0``) keeps going until nothing is due, but not past 5 s before the Lambda deadline.
+
+A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
+the next pass.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from redis.exceptions import RedisError
 
 from .errors import Code, RedisUnavailable
 from .keys import Partition
-from .loop import Budget
+from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
 from .scripts import Scripts
@@ -43,6 +51,7 @@ class _PartitionState:
     held: bool = False
     topics: list[str] = field(default_factory=list)
     topics_stale: bool = True
+    busy: list[int] | None = None  # the chunks of topics that answered "more" (None: sweep them all)
 
 
 class Sweeper:
@@ -64,7 +73,7 @@ class Sweeper:
             first = True
             while first or (budget.taking() and not self.stop.is_set()):
                 first = False
-                wait = self.sweep_once()
+                wait = self.sweep_once(budget)
                 if budget.one_pass:
                     break
                 self.stop.wait(max(0.0, min(wait, budget.left())))
@@ -81,46 +90,97 @@ class Sweeper:
         keys = ("passes", "moved", "retried", "dead", "locks_taken", "locks_lost", "redis_errors")
         return {key: self.counts[key] for key in keys}
 
-    def sweep_once(self) -> float:
-        """One pass over every partition; the seconds until the next pass is due."""
+    def sweep_once(self, budget: Budget | None = None) -> float:
+        """One pass over every partition; the seconds until the next pass is due (0: more is due now).
+
+        A partition whose sweep answers that more is due is swept again, taking turns with the
+        others, while ``budget`` allows it (``_drains``); otherwise the pass ends and the loop comes
+        back at once. Without a budget, a pass drains everything due.
+        """
         self.counts["passes"] += 1
         self.queue.telemetry.flush_due()
         next_in: list[int | None] = []
-        for state in self._states:
-            try:
-                with redis_errors():
-                    next_in.append(self._sweep_partition(state))
-            except RedisUnavailable as exc:
-                self.counts["redis_errors"] += 1
-                log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
-        return sleep_for(self.tick, *next_in)
+        states = self._states
+        while True:
+            busy = []
+            for state in states:
+                try:
+                    with redis_errors():
+                        ms = self._sweep_partition(state)
+                except RedisUnavailable as exc:
+                    state.busy = None
+                    self._redis_error()
+                    log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
+                    continue
+                except RedisError:  # not a Redis outage (a refused command, a script error): the run fails
+                    self._redis_error()
+                    raise
+                if state.busy:
+                    busy.append(state)
+                else:
+                    next_in.append(ms)
+            if not busy:
+                return sleep_for(self.tick, *next_in)
+            if not self._drains(budget):
+                for state in busy:
+                    state.busy = None  # the next pass sweeps every topic of the partition
+                return 0.0
+            states = busy
+
+    def _drains(self, budget: Budget | None) -> bool:
+        """Whether a pass goes on sweeping while more is due. A looping run does not: its loop comes
+        back at once, and stops when the budget or a stop request says so. A single pass does, but not
+        past ``STOP_BEFORE_DEADLINE_S`` before the deadline, if it has one."""
+        if budget is None:
+            return not self.stop.is_set()
+        if not budget.one_pass:
+            return False
+        return not self.stop.is_set() and budget.fits(STOP_BEFORE_DEADLINE_S - FINISH_BEFORE_DEADLINE_S)
+
+    def _redis_error(self) -> None:
+        self.counts["redis_errors"] += 1
+        self.queue.telemetry.count("RedisErrors", None)  # a partition's call is for all its topics
 
     def _sweep_partition(self, state: _PartitionState) -> int | None:
-        """Sweeps one partition if its lock can be held; ms until its next event (None: unknown)."""
+        """Sweeps one partition if its lock can be held: one call per chunk of topics (only the chunks
+        still busy, when ``state.busy`` lists them). Sets ``state.busy`` to the chunks that answered
+        that more is due; returns the ms until the partition's next event (None: unknown)."""
         redis = self.queue.redis
         if not state.held:
+            state.busy = None
             state.held = bool(redis.set(state.partition.lock, self.token, nx=True, px=self.lock_ttl_ms))
             if not state.held:
                 return None
             self.counts["locks_taken"] += 1
             log.info("sweeper %s holds partition %d", self.token[:8], state.partition.index)
-        if state.topics_stale:
+        if state.topics_stale and state.busy is None:
             state.topics = sorted(str(topic) for topic in redis.smembers(state.partition.topics))
             state.topics_stale = False
         # With no topics yet the sweep still runs once: it renews the lock.
         chunks = [state.topics[i : i + TOPICS_PER_CALL] for i in range(0, len(state.topics), TOPICS_PER_CALL)]
+        chunks = chunks or [[]]
+        which = range(len(chunks)) if state.busy is None else state.busy
+        busy = []
+        next_in = []
         try:
-            next_in = [self._sweep_topics(state, chunk) for chunk in chunks or [[]]]
+            for index in which:
+                ms, more = self._sweep_topics(state, chunks[index])
+                next_in.append(ms)
+                if more:
+                    busy.append(index)
         except _LockLost:
             state.held = False
+            state.busy = None
             self.counts["locks_lost"] += 1
             log.warning("sweeper %s lost the lock of partition %d", self.token[:8], state.partition.index)
             return None
+        state.busy = busy or None
         known = [ms for ms in next_in if ms is not None]
         return min(known) if known else None
 
-    def _sweep_topics(self, state: _PartitionState, topics: list[str]) -> int | None:
-        """Sweeps ``topics`` until no due work is left in them; ms until their next event (None: none)."""
+    def _sweep_topics(self, state: _PartitionState, topics: list[str]) -> tuple[int | None, bool]:
+        """One sweep call for ``topics``: the ms until their next event (None: none), and whether more
+        is due in them now (the call did as much as it may)."""
         partition = state.partition
         keys = [partition.lock, partition.topics]
         args: list[Any] = [self.token, self.lock_ttl_ms, self.limit]
@@ -129,21 +189,19 @@ class Sweeper:
             keys += partition.topic_keys(topic)
             args += [config.retries, config.backoff_csv]
         telemetry = self.queue.telemetry
-        while True:
-            code, next_in, more, known, *per_topic = (int(v) for v in Scripts.sweep(self.queue.redis, keys, args))
-            if code == Code.LOCK_LOST:
-                raise _LockLost
-            groups = [per_topic[i : i + 3] for i in range(0, len(per_topic), 3)]
-            for topic, (moved, retried, dead) in zip(topics, groups, strict=True):
-                self.counts.update(moved=moved, retried=retried, dead=dead)
-                telemetry.count("Moved", topic, moved)
-                telemetry.count("LeaseExpired", topic, retried + dead)
-                telemetry.count("Retried", topic, retried)
-                telemetry.count("Dead", topic, dead)
-            if known != len(state.topics):
-                state.topics_stale = True
-            if not more:
-                return next_in if next_in >= 0 else None
+        code, next_in, more, known, *per_topic = (int(v) for v in Scripts.sweep(self.queue.redis, keys, args))
+        if code == Code.LOCK_LOST:
+            raise _LockLost
+        groups = [per_topic[i : i + 3] for i in range(0, len(per_topic), 3)]
+        for topic, (moved, retried, dead) in zip(topics, groups, strict=True):
+            self.counts.update(moved=moved, retried=retried, dead=dead)
+            telemetry.count("Moved", topic, moved)
+            telemetry.count("LeaseExpired", topic, retried + dead)
+            telemetry.count("Retried", topic, retried)
+            telemetry.count("Dead", topic, dead)
+        if known != len(state.topics):
+            state.topics_stale = True
+        return (next_in if next_in >= 0 else None), bool(more)
 
     def release(self) -> None:
         """Releases every lock this sweeper holds (only if it still holds it)."""
@@ -152,5 +210,6 @@ class Sweeper:
                 try:
                     Scripts.unlock(self.queue.redis, [state.partition.lock], [self.token])
                 except RedisError as exc:
+                    self._redis_error()
                     log.warning("could not release the lock of partition %d: %s", state.partition.index, exc)
                 state.held = False

@@ -13,7 +13,8 @@ import redis
 
 from delayq import Queue
 from delayq.consumer import Consumer
-from delayq.loop import Budget
+from delayq.keys import partition_of
+from delayq.loop import STOP_BEFORE_DEADLINE_S, Budget
 from delayq.scripts import Scripts
 from delayq.sweeper import Sweeper
 
@@ -266,3 +267,64 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
     assert sweeper.summary["retried"] == 1
     assert consumer.summary is not None
     assert consumer.summary["acked"] == 1
+
+
+# ------------------------------------------------------------------------- bounded passes, budgets
+
+
+def _backlog(queue: Queue, per_partition: list[int]) -> None:
+    """``per_partition[p]`` jobs of topic "bk" in partition p, all due (moved by the sweeper, not
+    placed in the ready list at enqueue)."""
+    partitions = len(per_partition)
+    ids: list[str] = []
+    left = list(per_partition)
+    i = 0
+    while any(left):
+        job_id = f"b{i}"
+        p = partition_of("bk", job_id, partitions)
+        if left[p]:
+            left[p] -= 1
+            ids.append(job_id)
+        i += 1
+    results = queue.enqueue_many([{"topic": "bk", "id": job_id, "delay": 0.05} for job_id in ids])
+    assert {r["status"] for r in results} == {201}
+    time.sleep(0.1)
+
+
+def _delayed(queue: Queue) -> int:
+    return queue.stats("bk").delayed
+
+
+def test_a_looping_run_stops_at_its_budget_and_partitions_take_turns(make_queue: MakeQueue) -> None:
+    """A pass makes one bounded call per partition: a backlog in partition 0 neither holds up
+    partition 1 nor keeps the run going past its stop time."""
+    queue = make_queue(topics={"bk": {"target": RECORDER}}, tick=0.1, partitions=2)
+    _backlog(queue, [40, 3])
+    now = time.monotonic()
+    spent = Budget(started=now, stop_at=now, finish_by=None)  # a looping run whose time is up
+
+    summary = Sweeper(queue, limit=5).run(spent)
+    assert (summary["passes"], summary["moved"]) == (1, 5 + 3)
+    assert _delayed(queue) == 35
+
+    sweeper = Sweeper(queue, limit=5)
+    assert sweeper.sweep_once(Budget.of(10)) == 0  # more is due: the loop comes back at once
+    assert sweeper.counts["moved"] == 5
+    with running(sweeper):
+        assert wait_until(lambda: _delayed(queue) == 0)
+    assert queue.stats("bk").ready == 43
+
+
+@pytest.mark.parametrize(
+    ("remaining_s", "drains"),
+    [(None, True), (60.0, True), (STOP_BEFORE_DEADLINE_S, False)],
+)
+def test_a_single_pass_drains_but_not_past_the_deadline(
+    make_queue: MakeQueue, remaining_s: float | None, drains: bool
+) -> None:
+    queue = make_queue(topics={"bk": {"target": RECORDER}}, tick=0.1, partitions=2)
+    _backlog(queue, [23, 12])
+    summary = Sweeper(queue, limit=5).run(Budget.of(0, remaining_s=remaining_s))
+    assert summary["passes"] == 1
+    assert summary["moved"] == (35 if drains else 10)
+    assert _delayed(queue) == (0 if drains else 25)
