@@ -13,6 +13,9 @@ the sweeper is late.
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
 token would refuse it (ack and fail only touch a job still leased with the same token).
+
+A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
+a later pass.
 """
 
 from __future__ import annotations
@@ -47,6 +50,16 @@ SETTLE_CHUNK = 1000
 RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
+_NO_VERDICT = "the consumer failed before the handler answered (see its log)"
+
+
+def _describe(exc: BaseException) -> str:
+    """A failure as a job's last error: ``Type: message``, cut to ``MAX_ERROR_CHARS``."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - an exception whose message cannot be read is still a failure
+        text = f"{type(exc).__name__} (its message could not be read)"
+    return text[:MAX_ERROR_CHARS]
 
 
 class _Workers:
@@ -310,6 +323,7 @@ class Consumer:
                 self._add_topic(name)
         except DelayqError as exc:
             self.counts["redis_errors"] += 1
+            self.queue.telemetry.count("RedisErrors", None)
             log.warning("could not list topics: %s", exc.message)
 
     # --------------------------------------------------------------------------------- take
@@ -321,7 +335,8 @@ class Consumer:
         for lane in self._lanes:
             if lane.next_check <= now and self._can_take(lane, budget, now):
                 due.setdefault(lane.topic, []).append(lane)
-        longest_ms = -1 if budget.finish_by is None else int((budget.finish_by - now) * 1000)
+        # Never negative: take.lua reads a negative longest as "no limit".
+        longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []
         for topic, lanes in due.items():
             first = topic.turn % len(lanes)
@@ -380,64 +395,72 @@ class Consumer:
         topic.workers.submit(deliveries)
 
     def _deliver(self, delivery: _Delivery) -> None:
-        """In a worker thread: run the target, then report."""
+        """In a worker thread: run the target, then report. Whatever happens here, the job gets a
+        verdict and its worker is counted free again (``finally``): a slot never leaks, and the loop is
+        always woken."""
         job = delivery.job
         started = time.monotonic()
-        lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
-        self.queue.telemetry.lateness(job.topic, lateness_ms)
-        error: str | None = None
+        error: str | None = _NO_VERDICT  # until the target has answered
         kind = RETRY
         try:
-            delivery.lane.topic.target(job, delivery.timeout_s)
-        except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
-            error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-            kind = PERMANENT if isinstance(exc, PermanentFailure) else RETRY
-        context = {
-            "topic": job.topic,
-            "id": job.id,
-            "attempt": job.attempt,
-            "lateness_ms": round(lateness_ms, 1),
-            "duration_ms": round((time.monotonic() - started) * 1000, 1),
-        }
-        with self._lock:
-            delivery.lane.topic.running -= 1
-            self._running.discard(delivery)
-            if not self._running:
-                self._idle.set()
-            late = delivery.settled
-            delivery.settled = True
+            try:
+                delivery.lane.topic.target(job, delivery.timeout_s)
+                error = None
+            except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
+                kind = PERMANENT if isinstance(exc, PermanentFailure) else RETRY
+                error = _describe(exc)
+        finally:
+            with self._lock:
+                delivery.lane.topic.running -= 1
+                self._running.discard(delivery)
+                if not self._running:
+                    self._idle.set()
+                late = delivery.settled
+                delivery.settled = True
+                if late:
+                    self.counts["late_results"] += 1
+                elif error is None:
+                    self.counts["succeeded"] += 1
+                    delivery.lane.acks += [job.id, delivery.token]
+                else:
+                    self.counts["failed"] += 1
+                    delivery.lane.fails += [job.id, delivery.token, error, kind]
+        try:
+            # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
+            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
+            self.queue.telemetry.lateness(job.topic, lateness_ms)
+            context = {
+                "topic": job.topic,
+                "id": job.id,
+                "attempt": job.attempt,
+                "lateness_ms": round(lateness_ms, 1),
+                "duration_ms": round((time.monotonic() - started) * 1000, 1),
+            }
             if late:
-                self.counts["late_results"] += 1
+                log.warning(
+                    "%s/%s attempt %d finished after its timeout; result dropped",
+                    job.topic,
+                    job.id,
+                    job.attempt,
+                    extra=context,
+                )
             elif error is None:
-                self.counts["succeeded"] += 1
-                delivery.lane.acks += [delivery.job.id, delivery.token]
+                self.queue.telemetry.count("Delivered", job.topic)
+                log.debug("%s/%s attempt %d delivered", job.topic, job.id, job.attempt, extra=context)
             else:
-                self.counts["failed"] += 1
-                delivery.lane.fails += [delivery.job.id, delivery.token, error, kind]
-        if late:
-            log.warning(
-                "%s/%s attempt %d finished after its timeout; result dropped",
-                job.topic,
-                job.id,
-                job.attempt,
-                extra=context,
-            )
-        elif error is None:
-            self.queue.telemetry.count("Delivered", job.topic)
-            log.debug("%s/%s attempt %d delivered", job.topic, job.id, job.attempt, extra=context)
-        else:
-            self.queue.telemetry.count("Failed", job.topic)
-            log.warning(
-                "%s/%s attempt %d failed: %s",
-                job.topic,
-                job.id,
-                job.attempt,
-                error,
-                extra=context | {"error": error, "permanent": kind == PERMANENT},
-            )
-        # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
-        if not self._wake.is_set():
-            self._wake.set()
+                self.queue.telemetry.count("Failed", job.topic)
+                log.warning(
+                    "%s/%s attempt %d failed: %s",
+                    job.topic,
+                    job.id,
+                    job.attempt,
+                    error,
+                    extra=context | {"error": error, "permanent": kind == PERMANENT},
+                )
+        finally:
+            # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
+            if not self._wake.is_set():
+                self._wake.set()
 
     def _expire(self, now: float) -> None:
         """Handlers past their timeout are failed attempts now; their threads are left to finish."""
@@ -501,6 +524,7 @@ class Consumer:
 
     def _redis_error(self, what: str, lane: _Lane, exc: Exception) -> None:
         self.counts["redis_errors"] += 1
+        self.queue.telemetry.count("RedisErrors", lane.topic.name)
         message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
         log.warning("%s on %s (partition %d) failed: %s", what, lane.topic.name, lane.partition.index, message)
         if not isinstance(exc, (RedisError, DelayqError)):

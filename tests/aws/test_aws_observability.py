@@ -17,10 +17,12 @@ from delayq import Queue
 from delayq.consumer import Consumer
 from delayq.loop import Budget
 from delayq.observability import Telemetry, route_logs_to
+from delayq.sweeper import Sweeper
 
 from conftest import RECORDER, FakeContext, load_event
 
-METRICS = {"Enqueued", "Moved", "Delivered", "Failed", "TimedOut", "Retried", "Dead", "LeaseExpired"}
+METRICS = {"Enqueued", "Moved", "Delivered", "Failed", "TimedOut", "Retried", "Dead", "LeaseExpired", "RedisErrors"}
+DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 
 def emf_documents(text: str) -> list[dict[str, Any]]:
@@ -78,6 +80,39 @@ def test_telemetry_publishes_per_topic_and_totals(capfd: pytest.CaptureFixture[s
         assert units.get("Lateness", "Milliseconds") == "Milliseconds"
     telemetry.flush()
     assert emf_documents(capfd.readouterr().out) == []  # nothing counted since: nothing published
+
+
+def test_a_count_without_a_topic_goes_to_the_totals_only(capfd: pytest.CaptureFixture[str]) -> None:
+    telemetry = Telemetry(namespace="delayq-test", service="svc")
+    telemetry.count("RedisErrors", None, 2)
+    telemetry.count("RedisErrors", "orders")
+    telemetry.flush()
+    docs = {doc.get("topic"): doc for doc in emf_documents(capfd.readouterr().out)}
+    assert set(docs) == {"orders", None}
+    assert values(docs["orders"], "RedisErrors") == [1.0]
+    assert values(docs[None], "RedisErrors") == [3.0]
+    assert docs[None]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
+    units = {m["Name"]: m["Unit"] for m in docs[None]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units == {"RedisErrors": "Count"}
+
+
+def test_both_loops_count_redis_errors(make_queue: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    """A Redis outage raises no Lambda error (the loops log it and carry on), so it must show as a
+    metric: per topic for the consumer's calls, service-level for the sweeper's (one per partition)."""
+    queue: Queue = make_queue(redis_url=DEAD_REDIS, topics={"orders": {"target": RECORDER}}, tick=0.05)
+    queue.telemetry = Telemetry(namespace="delayq-test", service="svc")
+    consumed = Consumer(queue).run(Budget.of(0.2))
+    assert consumed["redis_errors"] > 0
+    docs = {doc.get("topic"): doc for doc in emf_documents(capfd.readouterr().out)}
+    assert set(docs) == {"orders", None}
+    assert values(docs["orders"], "RedisErrors") == [float(consumed["redis_errors"])]
+    assert values(docs[None], "RedisErrors") == [float(consumed["redis_errors"])]
+
+    swept = Sweeper(queue).run(Budget.of(0.2))
+    assert swept["redis_errors"] > 0
+    docs = {doc.get("topic"): doc for doc in emf_documents(capfd.readouterr().out)}
+    assert set(docs) == {None}
+    assert values(docs[None], "RedisErrors") == [float(swept["redis_errors"])]
 
 
 def test_disabled_telemetry_publishes_nothing(capfd: pytest.CaptureFixture[str]) -> None:

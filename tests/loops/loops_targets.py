@@ -11,6 +11,8 @@ Targets:
   ``first_sleeps``  attempt 1 sleeps ``body["sleep"]`` (to outlive its timeout); attempt 2 waits
                     until attempt 1 has returned, looks its own job up in ``queue`` and succeeds
   ``break_redis``   records the job, then points ``queue`` at a Redis that does not answer
+  ``permanent``     always fails with ``PermanentFailure``
+  ``unreadable``    records the job, then fails with an exception whose message cannot be read
 """
 
 from __future__ import annotations
@@ -141,3 +143,14 @@ def permanent(job: Job) -> None:
     """Always fails permanently: the job must go dead at its first attempt."""
     _record(job)
     raise PermanentFailure(f"job {job.id} can never succeed")
+
+
+class UnreadableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message for you")
+
+
+def unreadable(job: Job) -> None:
+    """Fails with an exception whose ``str()`` itself raises."""
+    _record(job)
+    raise UnreadableError

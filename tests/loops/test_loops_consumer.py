@@ -17,6 +17,8 @@ from delayq import Job, JobNotFound, Queue
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
 from delayq.loop import Budget
+from delayq.observability import Telemetry
+from delayq.scripts import run_many
 from delayq.sweeper import Sweeper
 
 import loops_targets
@@ -427,12 +429,14 @@ def test_takes_nothing_it_could_not_finish_before_the_deadline(make_queue: MakeQ
 
 def test_job_timeout_override_counts_for_the_deadline(make_queue: MakeQueue) -> None:
     """A job's own ``timeout`` (create option) overrides its topic's; a job that may run 30 s must not
-    be taken 5 s before the deadline just because its topic's timeout is 1 s."""
+    be taken 5 s before the deadline just because its topic's timeout is 1 s. It is left for a run
+    with more time: this one, 40 s long, could have taken it at its start."""
     queue = make_queue(topics={"short": {"target": RECORDER, "timeout": 1}}, tick=0.1)
     queue.enqueue("short", {}, id="own-timeout", delay=0, timeout=30)
 
-    summary = Consumer(queue).run(Budget.of(0, remaining_s=7))
-    assert summary["taken"] == 0
+    late_in_a_run = Budget.of(0, remaining_s=40, now=time.monotonic() - 33)  # 7 s left
+    summary = Consumer(queue).run(late_in_a_run)
+    assert (summary["taken"], summary["dead"]) == (0, 0)
     assert state(queue, "short", "own-timeout") == "ready"
 
 
@@ -450,3 +454,58 @@ def test_permanent_failure_goes_dead_at_once_whatever_its_retries(make_queue: Ma
     assert consumer.summary is not None
     assert consumer.summary["dead"] == 2
     assert consumer.summary["retried"] == 0
+
+
+# ------------------------------------------------------------------------------ take bounds
+
+
+def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its deadline, the time a consumer has left is 0, never negative (which take.lua would read
+    as "no limit")."""
+    queue = make_queue(topics={"t": {"target": RECORDER, "timeout": 1}}, tick=0.1)
+    queue.enqueue("t", {}, id="j1", delay=0)
+    consumer = Consumer(queue)
+    now = time.monotonic()
+    past_deadline = Budget(started=now - 60, stop_at=now - 8, finish_by=now - 3)
+    monkeypatch.setattr(Consumer, "_can_take", staticmethod(lambda lane, budget, now: True))
+
+    ((lane, call, count),) = consumer._takes(past_deadline, now)
+    assert call.args[3] == 0
+    (reply,) = run_many(queue.redis, [call])
+    consumer._taken(lane, count, reply, now)
+    assert consumer.counts["taken"] == 0
+    assert state(queue, "t", "j1") == "ready"
+
+
+# ---------------------------------------------------------------------------- worker bookkeeping
+
+
+class _BrokenLateness(Telemetry):
+    def lateness(self, topic: str, ms: float) -> None:
+        raise RuntimeError("telemetry is broken")
+
+
+def test_a_failing_telemetry_never_costs_a_worker(make_queue: MakeQueue, caplog: pytest.LogCaptureFixture) -> None:
+    """With one worker, a slot lost once would stop the topic for good: every job must still be
+    delivered and acknowledged, and the worker counted free after each."""
+    queue = make_queue(topics={"t": {"target": RECORDER, "concurrency": 1}}, tick=0.1)
+    queue.telemetry = _BrokenLateness(enabled=True)
+    queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0} for i in range(3)])
+    consumer = Consumer(queue)
+    with caplog.at_level("ERROR", logger="delayq.consume"), running(consumer):
+        assert wait_until(lambda: queue.stats("t").ready + queue.stats("t").reserved == 0, timeout=5)
+    assert sorted(d.id for d in recorder.of("t")) == ["j0", "j1", "j2"]
+    assert consumer.counts["acked"] == 3
+    assert consumer._topics["t"].running == 0
+    assert "telemetry is broken" in caplog.text
+
+
+def test_a_failure_whose_message_cannot_be_read_is_still_a_failure(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"t": {"target": "python:loops_targets:unreadable", "retries": 0}}, tick=0.1)
+    queue.enqueue("t", {}, id="u1", delay=0)
+    consumer = Consumer(queue)
+    summary = consumer.run(Budget.of(0))
+    assert (summary["failed"], summary["dead"], summary["acked"]) == (1, 1, 0)
+    assert consumer._topics["t"].running == 0
+    (dead,) = queue.dead("t")
+    assert dead.last_error == "UnreadableError (its message could not be read)"
