@@ -14,6 +14,12 @@ A handler that outlives its timeout is a failed attempt at once. Its thread cann
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
 token would refuse it (ack and fail only touch a job still leased with the same token).
 
+A consumer with a deadline (a Lambda run) takes no job it could not finish before it. A job whose
+timeout is longer than the whole run (``Budget.finish_by`` minus its start) could never be taken by
+such a consumer: the take sends it to the dead letters at once, with that as its last error, rather
+than put it back forever; a topic whose own timeout is that long is reported at start. A consumer
+without a deadline (the CLI, the local stack) takes any job.
+
 A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
 a later pass.
 """
@@ -196,6 +202,7 @@ class Consumer:
         self._idle = threading.Event()  # set while no handler runs
         self._idle.set()
         self._topics_checked = -float("inf")
+        self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
             self._add_topic(name)
 
@@ -204,6 +211,9 @@ class Consumer:
     def run(self, budget: Budget) -> dict[str, Any]:
         """Takes work until the budget's stop time (one pass if it asks for one), then finishes what it
         started and settles it."""
+        self._run_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - budget.started) * 1000))
+        for topic in self._topics.values():
+            self._check_timeout(topic)
         try:
             first = True
             while first or (budget.taking() and not self.stop.is_set()):
@@ -310,6 +320,19 @@ class Consumer:
         topic = _Topic(name, config, target, _Workers(f"delayq-{name}", config.concurrency, self._deliver))
         self._topics[name] = topic
         self._lanes += [_Lane(topic, partition) for partition in self.queue.keys.partitions]
+        self._check_timeout(topic)
+
+    def _check_timeout(self, topic: _Topic) -> None:
+        """A topic whose timeout is longer than a run can last is never taken from: say so, loudly."""
+        if 0 <= self._run_ms < topic.config.timeout_ms:
+            log.error(
+                "topic %s: timeout %gs is longer than a consume run can last (%ds): its jobs are never taken;"
+                " lower the topic's timeout or raise the consume function's timeout",
+                topic.name,
+                topic.config.timeout,
+                self._run_ms // 1000,
+                extra={"topic": topic.name, "timeout_s": topic.config.timeout, "run_s": self._run_ms / 1000},
+            )
 
     def _refresh_topics(self, now: float) -> None:
         """With a ``*`` entry, any topic with jobs is consumed: look for new ones once a second."""
@@ -347,7 +370,7 @@ class Consumer:
                 if count <= 0:
                     break
                 free -= count
-                args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms]
+                args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms, self._run_ms]
                 keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq]
                 takes.append((lane, Call(Scripts.take, keys, args), count))
         return takes
@@ -357,13 +380,17 @@ class Consumer:
             self._redis_error("take", lane, reply)
             lane.next_check = now + self.tick
             return
-        server_now, next_in = int(reply[0]), int(reply[1])
+        server_now, next_in, dead = int(reply[0]), int(reply[1]), int(reply[2])
         answered = time.monotonic()
-        jobs = reply[2:]
+        if dead:
+            self._dead_for_timeout(lane, reply[-dead:])
+            jobs = reply[3:-dead]
+        else:
+            jobs = reply[3:]
         taken = len(jobs) // 7
         self.counts["taken"] += taken
         # A full batch means more may be due: take again as soon as workers are free.
-        lane.next_check = now if taken >= count else now + sleep_for(self.tick, next_in)
+        lane.next_check = now if taken + dead >= count else now + sleep_for(self.tick, next_in)
         deliveries = []
         for i in range(0, len(jobs), 7):
             job_id, body, attempt, run_at, enqueued_at, token, timeout_ms = jobs[i : i + 7]
@@ -378,6 +405,21 @@ class Consumer:
             deliveries.append(_Delivery(job, token, lane, int(timeout_ms) / 1000, server_now - job.run_at_ms, answered))
         if deliveries:
             self._start(lane.topic, deliveries)
+
+    def _dead_for_timeout(self, lane: _Lane, ids: list[str]) -> None:
+        """Jobs the take sent to the dead letters: their own timeout is longer than a run can last."""
+        topic = lane.topic.name
+        self.counts["dead"] += len(ids)
+        self.queue.telemetry.count("Dead", topic, len(ids))
+        for job_id in ids:
+            log.error(
+                "%s/%s is dead: its timeout is longer than a consume run can last (%ds); enqueue it again"
+                " with a shorter timeout, or raise the consume function's timeout",
+                topic,
+                job_id,
+                self._run_ms // 1000,
+                extra={"topic": topic, "id": job_id, "run_s": self._run_ms / 1000},
+            )
 
     @staticmethod
     def _can_take(lane: _Lane, budget: Budget, now: float) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import re
 from types import ModuleType
 from typing import Any
 
@@ -186,3 +187,25 @@ def test_delivery_lines_carry_topic_id_and_attempt(
     assert by_id["o-2"]["level"] == "DEBUG"
     assert by_id["o-2"]["lateness_ms"] >= 0
     assert {doc.get("topic") for doc in emf_documents(out)} >= {"orders", None}
+
+
+def test_a_job_too_long_for_any_consume_run_is_dead_and_counted(
+    handler_env: dict[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """In Lambda (a deadline: 60 s here), a job whose own timeout no consume run can last goes dead
+    at its first take, with an error line and the Dead metric (what the dead-jobs alarm watches)."""
+    importlib.reload(consume)
+    logs = log_stream(consume)
+    consume.queue.enqueue("orders", {}, id="o-900", timeout=900)
+    summary = consume.lambda_handler(load_event("consume") | {"seconds": 0}, FakeContext(60_000))
+    assert (summary["taken"], summary["dead"]) == (0, 1)
+    docs = {doc.get("topic"): doc for doc in emf_documents(capfd.readouterr().out)}
+    assert values(docs["orders"], "Dead") == [1.0]
+    assert values(docs[None], "Dead") == [1.0]
+    line = next(line for line in json_lines(logs.getvalue()) if line.get("id") == "o-900")
+    assert line["level"] == "ERROR"
+    assert "longer than a consume run can last" in line["message"]
+    info = consume.queue.get("orders", "o-900")
+    assert info.state == "dead"
+    assert info.last_error is not None
+    assert re.fullmatch(r"timeout 900s is longer than a consume run can last \(5[78]s\): .+", info.last_error)

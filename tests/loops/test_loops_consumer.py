@@ -24,7 +24,7 @@ from delayq.sweeper import Sweeper
 import loops_targets
 import recorder
 from conftest import RECORDER
-from loops_support import running, state, wait_until
+from loops_support import Running, running, state, wait_until
 
 GATE = "python:loops_targets:gate"
 MakeQueue = Callable[..., Queue]
@@ -456,7 +456,78 @@ def test_permanent_failure_goes_dead_at_once_whatever_its_retries(make_queue: Ma
     assert consumer.summary["retried"] == 0
 
 
-# ------------------------------------------------------------------------------ take bounds
+# ------------------------------------------------------------------- timeouts no run can last
+
+
+def test_a_job_whose_timeout_no_run_can_last_goes_dead_at_once(make_queue: MakeQueue) -> None:
+    """With a deadline (a Lambda run of 60 s: 58 s to finish work in), a job's own timeout of 900 s
+    can never fit: it goes to the dead letters, saying why, instead of being put back every pass."""
+    queue = make_queue(topics={"t": {"target": RECORDER, "timeout": 10, "retries": 5}}, tick=0.1)
+    queue.enqueue("t", {}, id="too-long", delay=0, timeout=900)
+    queue.enqueue("t", {}, id="just-fits", delay=0, timeout=57)
+    queue.enqueue("t", {}, id="topic-timeout", delay=0)
+
+    summary = Consumer(queue).run(Budget.of(0, remaining_s=60))
+    assert (summary["taken"], summary["acked"], summary["dead"]) == (2, 2, 1)
+    assert sorted(d.id for d in recorder.of("t")) == ["just-fits", "topic-timeout"]
+    (dead,) = queue.dead("t")
+    assert dead.id == "too-long"
+    assert dead.attempts == 0  # never handed to a handler
+    assert dead.last_error == (
+        "timeout 900s is longer than a consume run can last (58s): enqueue it again with a shorter timeout,"
+        " or raise the consume function's timeout"
+    )
+    stats = queue.stats("t")
+    assert (stats.ready, stats.reserved, stats.dead) == (0, 0, 1)
+
+    # A consumer without a deadline (CLI, local stack) takes any job: replayed, it is delivered.
+    assert queue.replay("t") == 1
+    summary = Consumer(queue).run(Budget.of(0))
+    assert (summary["taken"], summary["acked"], summary["dead"]) == (1, 1, 0)
+    assert [d.id for d in recorder.of("t", "too-long")] == ["too-long"]
+
+
+def test_jobs_dead_for_their_timeout_do_not_hold_up_the_batch(make_queue: MakeQueue) -> None:
+    """A take whose batch was full of jobs sent to the dead letters looks again at once."""
+    queue = make_queue(topics={"t": {"target": RECORDER, "timeout": 1, "batch": 2}}, tick=5)
+    queue.enqueue_many([{"topic": "t", "id": f"long-{i}", "delay": 0, "timeout": 900} for i in range(4)])
+    queue.enqueue("t", {}, id="short", delay=0)
+    consumer = Running(Consumer(queue))
+    consumer.budget = Budget.of(3, remaining_s=60)  # a deadline; the tick (5 s) outlasts the run
+    consumer.start()
+    try:
+        assert wait_until(lambda: state(queue, "t", "short") is None, timeout=2)
+    finally:
+        consumer.stop()
+    assert consumer.summary is not None
+    assert (consumer.summary["dead"], consumer.summary["acked"]) == (4, 1)
+    assert queue.stats("t").dead == 4
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_topic_whose_timeout_no_run_can_last_is_reported_at_start(
+    make_queue: MakeQueue, caplog: pytest.LogCaptureFixture, named: bool
+) -> None:
+    topics = {"quick": {"target": RECORDER, "timeout": 1}}
+    topics["slow" if named else "*"] = {"target": RECORDER, "timeout": 120}
+    queue = make_queue(topics=topics, tick=0.1)
+    queue.enqueue("slow", {}, id="s1", delay=0)
+
+    with caplog.at_level("ERROR", logger="delayq.consume"):
+        summary = Consumer(queue).run(Budget.of(0.3, remaining_s=60))
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "topic slow: timeout 120s is longer than a consume run can last (58s): its jobs are never taken;"
+        " lower the topic's timeout or raise the consume function's timeout"
+    ]
+    assert summary["taken"] == 0
+    assert state(queue, "slow", "s1") == "ready"  # a config to fix, not jobs to kill
+
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="delayq.consume"):
+        summary = Consumer(queue).run(Budget.of(0.3))  # no deadline: any timeout fits
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    assert summary["taken"] == 1
 
 
 def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch) -> None:

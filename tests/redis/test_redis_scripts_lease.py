@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import redis
 
 from delayq.job import Meta
+from delayq.scripts import Scripts
 
 from redis_support import BACKOFF, Lua, dump, server_ms
 
@@ -148,6 +150,53 @@ def test_take_on_an_empty_topic_does_nothing(lua: Lua, namespace: str) -> None:
     assert taken.jobs == []
     assert abs(taken.now_ms - server_ms(lua.r)) < 1000
     assert dump(lua.r, namespace) == {}
+
+
+def _take_limited(lua: Lua, *, longest_ms: int, run_ms: int, timeout_ms: int = 5000) -> tuple[list[Any], list[str]]:
+    """take with ARGV[4] and ARGV[5]: (the reply up to the dead ids, the dead ids)."""
+    reply = Scripts.take(lua.r, [*lua.keys(T), lua.p.seq], [10, timeout_ms, 0, longest_ms, run_ms])
+    dead = int(reply[2])
+    return (reply[: len(reply) - dead], reply[len(reply) - dead :])
+
+
+def test_take_sends_a_job_no_run_could_finish_to_the_dead_letters(lua: Lua) -> None:
+    """ARGV[5]: the longest timeout a whole run of the consumer can finish. A job whose own timeout is
+    longer is dead at once (a permanent failure that says why), not put back at every take."""
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue(T, "too-long", value=0, timeout="900000")
+    lua.enqueue(T, "odd", value=0, timeout="61500")
+    lua.enqueue(T, "fits", value=0, timeout="60000")
+    head, dead = _take_limited(lua, longest_ms=60_000, run_ms=60_999)
+    assert dead == ["too-long", "odd"]
+    assert head[2] == 2  # the dead count, before the leased jobs
+    assert head[3::7] == ["a", "fits"]
+    k = lua.k(T)
+    assert lua.r.llen(k.ready) == 0
+    now_ms = int(head[0])
+    for job_id in dead:
+        assert lua.where(T, job_id) == {"dead", "meta", "bodies", "errors"}
+        assert lua.r.zscore(k.dead, job_id) == now_ms
+        meta = lua.meta(T, job_id)
+        assert meta is not None
+        assert (meta.state, meta.attempts, meta.lease) == ("x", 0, "")
+    advice = "enqueue it again with a shorter timeout, or raise the consume function's timeout"
+    assert lua.r.hget(k.errors, "too-long") == f"timeout 900s is longer than a consume run can last (60s): {advice}"
+    assert lua.r.hget(k.errors, "odd") == f"timeout 61.5s is longer than a consume run can last (60s): {advice}"
+
+
+def test_take_puts_back_what_fits_a_run_but_not_the_time_left(lua: Lua) -> None:
+    lua.enqueue(T, "own", value=0, timeout="20000")
+    lua.enqueue(T, "topic", value=0)
+    head, dead = _take_limited(lua, longest_ms=10_000, run_ms=60_000, timeout_ms=30_000)
+    assert (head[2:], dead) == ([0], [])
+    assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["own", "topic"]  # in their order, at the head
+
+
+def test_take_without_a_run_limit_sends_nothing_to_the_dead_letters(lua: Lua) -> None:
+    lua.enqueue(T, "long", value=0, timeout="900000")
+    head, dead = _take_limited(lua, longest_ms=-1, run_ms=-1)
+    assert (head[2], head[3::7], dead) == (0, ["long"], [])
+    assert lua.r.zcard(lua.k(T).dead) == 0
 
 
 # ------------------------------------------------------------------------------------- ack

@@ -390,14 +390,24 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     assert queue.known_topics() == {"orders", "flaky", "doomed", "leases"}
 
     # ---- a ready job cancelled (out of the ready list); one too long for the time a consumer has
-    # left, put back at the head of the ready list for a consumer with more time
+    # left, put back at the head of the ready list for a consumer with more time; one too long for
+    # any consume run (its own timeout of 900 s, a run of 40 s), a dead letter that says why
     queue.enqueue("orders", {}, id="r1", delay=0)
     assert queue.get("orders", "r1").state == "ready"
     assert h.api("DELETE", "/jobs/orders/r1") == (204, None)
+    queue.enqueue("orders", {}, id="later", delay=0)
+    partition = queue.keys.for_job("orders", "later")
+    taken = Scripts.take(queue.redis, [*partition.topic_keys("orders"), partition.seq], [1, 30_000, 0, 1_000])
+    assert taken[2:] == [], taken  # 30 s do not fit in the 1 s left
+    assert queue.get("orders", "later").state == "ready"
+    queue.cancel("orders", "later")
     queue.enqueue("orders", {}, id="long", delay=0, timeout=900)
-    summary = h.consume_once(remaining_ms=40_000)  # 35 s to work with: the topic's 30 s fit, 900 s do not
-    assert (summary["taken"], summary["redis_errors"]) == (0, 0), summary
-    assert queue.get("orders", "long").state == "ready"
+    summary = h.consume_once(remaining_ms=40_000)  # 38 s to work with: the topic's 30 s fit, 900 s never
+    assert (summary["taken"], summary["dead"], summary["redis_errors"]) == (0, 1, 0), summary
+    long = queue.get("orders", "long")
+    assert long.state == "dead"
+    assert long.last_error is not None
+    assert long.last_error.startswith("timeout 900s is longer than a consume run can last"), long.last_error
     queue.cancel("orders", "long")
     assert h.api("GET", "/health") == (200, {"status": "ok"})
 

@@ -6,7 +6,10 @@ when a job falls due finds it without waiting for the sweeper; then takes the he
 with LRANGE + LTRIM (never a blocking pop) and leases each job until now + its timeout + grace.
 An id whose job is gone or no longer queued is skipped; a job whose run-at is still ahead goes back
 to the delayed set, so nothing is ever handed over early; a job whose timeout is longer than the
-time the consumer has left goes back to the head of the ready list, for a consumer with more time.
+time the consumer has left goes back to the head of the ready list, for a consumer with more time;
+a job whose timeout is longer than a whole run of the consumer (ARGV[5]: no run could ever take it)
+goes to the dead letters at once, as a permanent failure that says so, instead of being put back
+forever.
 
 KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
 KEYS[8]     the partition's _seq counter (lease tokens)
@@ -14,9 +17,14 @@ ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
 ARGV[4]     optional: the longest timeout in ms the consumer can still finish; absent or -1: no limit
-Returns {now_ms, next_in_ms, then 7 values per leased job:
-         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms}
+ARGV[5]     optional: the longest timeout in ms a whole run of the consumer can finish (its deadline
+            minus its start); -1: no limit. When given, the reply has the dead section below.
+Returns {now_ms, next_in_ms, [dead,] then 7 values per leased job:
+         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms
+         [, then the ids of the dead]}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none
+  dead        only with ARGV[5]: how many jobs went to the dead letters for a timeout longer than
+              ARGV[5]; their ids are the last `dead` values of the reply
 ]]
 -- @include time
 -- @include topic_keys
@@ -29,7 +37,12 @@ local now = now_ms()
 promote(K, now, count)
 
 local longest = tonumber(ARGV[4]) or -1
+local run_limit = tonumber(ARGV[5]) or -1
 local out = {now, -1}
+if ARGV[5] then
+  out[3] = 0  -- the dead count, set at the end; the dead ids follow the leased jobs
+end
+local dead = {}
 local ids = {}
 if count > 0 then
   ids = redis.call('LRANGE', K.ready, 0, count - 1)
@@ -49,6 +62,15 @@ if #ids > 0 then
       end
       if tonumber(m.run_at) > now then
         redis.call('ZADD', K.delayed, m.run_at, id)
+      elseif run_limit >= 0 and timeout > run_limit then
+        -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
+        m.state = 'x'
+        dead[#dead + 1] = id
+        updates[#updates + 1], updates[#updates + 2] = id, meta_encode(m)
+        redis.call('ZADD', K.dead, now, id)
+        redis.call('HSET', K.errors, id, string.format(
+          'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
+          .. ' timeout, or raise the consume function\'s timeout', timeout / 1000, math.floor(run_limit / 1000)))
       elseif longest >= 0 and timeout > longest then
         put_back[#put_back + 1] = id
       else
@@ -64,6 +86,8 @@ if #ids > 0 then
   end
   if #leases > 0 then
     redis.call('ZADD', K.leased, unpack(leases))
+  end
+  if #updates > 0 then
     redis.call('HSET', K.meta, unpack(updates))
   end
   for i = #put_back, 1, -1 do
@@ -74,5 +98,11 @@ end
 local next_at = first_score(K.delayed)
 if next_at then
   out[2] = math.max(0, next_at - now)
+end
+if ARGV[5] then
+  out[3] = #dead
+  for i = 1, #dead do
+    out[#out + 1] = dead[i]
+  end
 end
 return out
