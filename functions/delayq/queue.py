@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import NoPermissionError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import RedisClient, connect
@@ -61,6 +61,10 @@ _TOPIC_RE = re.compile(TOPIC_PATTERN)
 _ID_RE = re.compile(ID_PATTERN)
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
+# The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
+_REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see the README)"
+# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
+_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
 
 
 def new_ids(count: int) -> list[str]:
@@ -87,9 +91,13 @@ def redis_errors() -> Iterator[None]:
         yield
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
         raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc
+    except NoPermissionError as exc:
+        raise RedisUnavailable(_REFUSED) from exc
     except ResponseError as exc:
         if str(exc).startswith(_UNAVAILABLE_PREFIXES):
             raise RedisUnavailable(f"Redis is unavailable: {str(exc).split(' ', 1)[0]}") from exc
+        if _REFUSED_IN_SCRIPT.search(str(exc)):
+            raise RedisUnavailable(_REFUSED) from exc
         raise
     except RedisError as exc:
         raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc

@@ -192,3 +192,24 @@ def test_a_wrong_password_is_a_503_not_a_crash(
         status, body = h.api("POST", "/jobs", {"topic": "orders", "delay": 1})
         assert (status, body["error"]) == (503, "unavailable")
     queue.redis.close()
+
+
+def test_a_user_without_a_needed_command_gets_a_503_naming_the_acl(
+    monkeypatch: pytest.MonkeyPatch, server: RedisServer, admin: redis.Redis, acl_namespace: str
+):
+    """A user whose ACL lacks what delayq needs is a deployment's mistake: a 503 that says so (and a
+    ``RedisUnavailable`` from the client, which the loops count as a Redis error), never a 500."""
+    use_redis(monkeypatch, user_url(server), acl_namespace)
+    admin.execute_command("ACL", "SETUSER", USER, "-evalsha", "-eval")  # the scripts cannot run at all
+    queue = Queue.from_env()
+    with pytest.raises(RedisUnavailable, match="NOPERM"):
+        queue.enqueue("orders", {"n": 1}, delay=5)
+    with handlers() as h:
+        status, body = h.api("POST", "/jobs", {"topic": "orders", "delay": 1})
+        assert (status, body["error"]) == (503, "unavailable")
+        assert "ACL" in body["message"]
+    admin.execute_command("ACL", "SETUSER", USER, "+evalsha", "+eval", "-hset")  # refused inside a script
+    with pytest.raises(RedisUnavailable, match="NOPERM"):
+        queue.enqueue("orders", {"n": 2}, delay=5)
+    assert [key for key in admin.keys(f"{acl_namespace}:*") if key.endswith((":meta", ":bodies"))] == []
+    queue.redis.close()
