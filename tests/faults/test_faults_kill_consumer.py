@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from invariants import check_redis
 
 from delayq.consumer import LEASE_GRACE_MS
 
@@ -31,6 +30,7 @@ from faults_support import (
     topics_json,
     wait_until,
 )
+from invariants import check_redis
 from servers import RedisServer
 
 JOBS = 40

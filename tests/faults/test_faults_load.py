@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from invariants import check_redis
 
 from faults_support import Enqueued, Fleet, check, loop_env, make_queue, read_records, report, topics_json, wait_until
+from invariants import check_redis
 from servers import RedisServer
 
 JOBS = 20_000

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from invariants import check_redis
 
 from delayq import JobNotFound, Queue
 from delayq.connection import SOCKET_TIMEOUT_S
@@ -37,6 +36,7 @@ from faults_support import (
     topics_json,
     wait_until,
 )
+from invariants import check_redis
 from servers import RedisServer
 
 OUTAGE_S = 10.0

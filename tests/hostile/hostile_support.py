@@ -26,7 +26,6 @@ from urllib.parse import quote
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
 
 import enqueue
 from delayq.keys import Keyspace
@@ -37,6 +36,7 @@ from delayq.scripts import Scripts
 
 from api_support import Reply, check_reply
 from conftest import DEFAULT_TOPICS, FakeContext, api_event
+from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
 
 # Reproducible in CI: the same examples on every run, nothing written to a .hypothesis directory.
 HOSTILE = settings(

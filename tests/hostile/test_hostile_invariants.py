@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import redis
-from invariants import Broken, Snapshot, check, check_redis, problems, read_atomic, read_namespace
 
 from delayq import Queue
 from delayq.keys import TOPIC_KEYS, Keyspace
@@ -18,6 +17,7 @@ from delayq.scripts import Scripts
 
 from conftest import api_event
 from hostile_support import SEED_TOPIC, Hostile, server_ms
+from invariants import Broken, Snapshot, check, check_redis, problems, read_atomic, read_namespace
 
 
 @pytest.fixture
