@@ -129,6 +129,21 @@ def test_take_count_bounds_promotion_too(lua: Lua) -> None:
     assert lua.r.zcard(k.delayed) + lua.r.llen(k.ready) == 3
 
 
+def test_take_serves_the_ready_list_first_then_due_delayed_jobs_directly(lua: Lua) -> None:
+    """Ready jobs fell due first; due jobs still in the delayed set (the sweeper is late) are leased
+    straight from it, earliest first, and no more of them than the batch is touched."""
+    now = server_ms(lua.r)
+    lua.enqueue(T, "d1", when="a", value=now + 31)
+    lua.enqueue(T, "d0", when="a", value=now + 30)
+    lua.enqueue(T, "r0", value=0)
+    time.sleep(0.08)
+    assert lua.take(T, count=2).ids == ["r0", "d0"]
+    k = lua.k(T)
+    assert lua.r.zrange(k.delayed, 0, -1) == ["d1"]
+    assert lua.r.llen(k.ready) == 0
+    assert lua.take(T, count=2).ids == ["d1"]
+
+
 def test_take_count_zero_leases_nothing(lua: Lua) -> None:
     """``count`` 0 is a batch of none; LRANGE 0 -1 would be the whole list."""
     for i in range(3):

@@ -1,9 +1,9 @@
 --[[
 take: lease up to `count` due jobs of one topic to a consumer, in one atomic step.
 
-First moves up to `count` due jobs from the delayed set to the ready list, so a consumer that wakes
-when a job falls due finds it without waiting for the sweeper; then takes the head of the ready list
-with LRANGE + LTRIM (never a blocking pop) and leases each job until now + its timeout + grace.
+Takes the head of the ready list with LRANGE + LTRIM (never a blocking pop) and, when that holds
+fewer than `count`, due jobs straight from the delayed set, so a consumer that wakes when a job
+falls due finds it without waiting for the sweeper. Leases each job until now + its timeout + grace.
 An id whose job is gone or no longer queued is skipped; a job whose run-at is still ahead goes back
 to the delayed set, so nothing is ever handed over early; a job whose timeout is longer than the
 time the consumer has left goes back to the head of the ready list, for a consumer with more time;
@@ -28,13 +28,11 @@ Returns {now_ms, next_in_ms, [dead,] then 7 values per leased job:
 ]]
 -- @include time
 -- @include topic_keys
--- @include meta
 -- @include queue
 
 local K = topic_keys(1)
 local count = tonumber(ARGV[1])
 local now = now_ms()
-promote(K, now, count)
 
 local longest = tonumber(ARGV[4]) or -1
 local run_limit = tonumber(ARGV[5]) or -1
@@ -46,27 +44,45 @@ local dead = {}
 local ids = {}
 if count > 0 then
   ids = redis.call('LRANGE', K.ready, 0, count - 1)
+  if #ids > 0 then
+    redis.call('LTRIM', K.ready, #ids, -1)
+  end
+end
+if #ids < count then
+  -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
+  -- delayed set, earliest first, after the ready ones (they fell due later).
+  for _, id in ipairs(take_due(K, now, count - #ids)) do
+    ids[#ids + 1] = id
+  end
 end
 if #ids > 0 then
-  redis.call('LTRIM', K.ready, #ids, -1)
   local token = redis.call('INCRBY', KEYS[8], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}
+  local topic_timeout, grace = tonumber(ARGV[2]), tonumber(ARGV[3])
   for i, id in ipairs(ids) do
-    local m = metas[i] and meta_decode(metas[i])
-    if m and m.state == 'q' then
-      local timeout = tonumber(ARGV[2])
-      if m.timeout ~= '' then
-        timeout = tonumber(m.timeout)
+    -- Only a queued job is taken: its meta is 'q|attempts|run_at|enqueued_at||overrides'. Matched as
+    -- text rather than decoded (meta.lua): the hot path of every delivery.
+    local attempts, run_at, enqueued_at, overrides
+    if metas[i] then
+      attempts, run_at, enqueued_at, overrides = string.match(metas[i], '^q|(%d+)|(%d+)|(%d+)|[^|]*|(.*)$')
+    end
+    if attempts then
+      local timeout = topic_timeout
+      if overrides ~= '||' then  -- retries|timeout|backoff, all empty unless the job has its own
+        local own = string.match(overrides, '^[^|]*|(%d+)|')
+        if own then
+          timeout = tonumber(own)
+        end
       end
-      if tonumber(m.run_at) > now then
-        redis.call('ZADD', K.delayed, m.run_at, id)
+      if tonumber(run_at) > now then
+        redis.call('ZADD', K.delayed, run_at, id)
       elseif run_limit >= 0 and timeout > run_limit then
         -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
-        m.state = 'x'
         dead[#dead + 1] = id
-        updates[#updates + 1], updates[#updates + 2] = id, meta_encode(m)
+        updates[#updates + 1] = id
+        updates[#updates + 1] = 'x|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '||' .. overrides
         redis.call('ZADD', K.dead, now, id)
         redis.call('HSET', K.errors, id, string.format(
           'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
@@ -75,12 +91,15 @@ if #ids > 0 then
         put_back[#put_back + 1] = id
       else
         token = token + 1
-        m.state, m.attempts, m.lease = 'l', tonumber(m.attempts) + 1, tostring(token)
-        leases[#leases + 1], leases[#leases + 2] = now + timeout + tonumber(ARGV[3]), id
-        updates[#updates + 1], updates[#updates + 2] = id, meta_encode(m)
-        local n = #out
-        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], m.attempts, m.run_at
-        out[n + 5], out[n + 6], out[n + 7] = m.enqueued_at, m.lease, timeout
+        attempts = attempts + 1
+        local n = #leases
+        leases[n + 1], leases[n + 2] = now + timeout + grace, id
+        n = #updates
+        updates[n + 1] = id
+        updates[n + 2] = 'l|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
+        n = #out
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], attempts, run_at
+        out[n + 5], out[n + 6], out[n + 7] = enqueued_at, token, timeout
       end
     end
   end

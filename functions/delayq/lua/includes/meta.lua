@@ -3,6 +3,9 @@
 -- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead. The last three are
 -- per-job overrides, '' when the topic's value applies.
 --
+-- take.lua, the hot path of every delivery, reads and writes this format as text, without decoding:
+-- keep the two in step.
+--
 -- Decoded fields are the strings as stored: a script converts only what it computes with
 -- (tonumber), and may assign integers back; encoding writes strings as they are and integers exactly
 -- (below 1e14). Turning numbers back into text is the costly part of this codec, so what a script

@@ -14,14 +14,22 @@ local function unqueue(K, id)
   end
 end
 
+-- Takes up to `limit` due jobs out of the delayed set and returns their ids, earliest first.
+local function take_due(K, now, limit)
+  local ids = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, limit)
+  if #ids > 0 then
+    redis.call('ZREM', K.delayed, unpack(ids))
+  end
+  return ids
+end
+
 -- Moves up to `limit` due jobs from the delayed set to the tail of the ready list; returns how many.
 local function promote(K, now, limit)
   if limit <= 0 then
     return 0
   end
-  local ids = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, limit)
+  local ids = take_due(K, now, limit)
   if #ids > 0 then
-    redis.call('ZREM', K.delayed, unpack(ids))
     redis.call('RPUSH', K.ready, unpack(ids))
   end
   return #ids
