@@ -55,6 +55,7 @@ TOPICS_REFRESH_S = 1.0
 SETTLE_CHUNK = 1000
 RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
+SPREAD_S = 0.002  # deliveries left waiting this long while a topic's threads are all busy get threads of their own
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
 # A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
@@ -86,12 +87,13 @@ class _Workers:
     """A topic's worker threads, started as they are needed, up to its concurrency, running the
     deliveries queued for the topic.
 
-    At most one thread is being woken at a time. A batch wakes one; a thread that takes a delivery
-    while others still wait wakes the next before it runs its own, unless one is already on its way.
-    Quick handlers are so run in turn by the threads already awake, rather than by one thread woken
-    per job (a wake-up is a context switch and a hand-over of the GIL, dearer than a quick handler),
-    while handlers that wait (I/O, sleep) release the GIL, and the chain of wake-ups gives each queued
-    job a thread of its own a few microseconds after the one before.
+    A thread that finishes a delivery takes the next one waiting itself, and a batch wakes one thread:
+    quick handlers are run one after another by the thread already awake, with no context switch and
+    hand-over of the GIL per job (those cost more than a quick handler, and every blocking call a
+    handler makes, even a write to a file, would hand the GIL to another thread that wants it). The
+    loop calls ``spread`` every ``SPREAD_S`` while deliveries wait: if none was taken up since, each
+    still waiting gets a thread, so handlers that wait (I/O, sleep) run together, the later ones about
+    ``SPREAD_S`` late.
 
     Daemon threads: a handler hung past its timeout does not hold the process at exit."""
 
@@ -103,38 +105,50 @@ class _Workers:
         self._ready = threading.Condition(threading.Lock())
         self._threads: list[threading.Thread] = []
         self._idle = 0  # threads waiting for work
-        self._waking = 0  # threads woken or started that have not looked at the queue yet
+        self._woken = 0  # threads woken or started that have not looked at the queue yet
+        self._moved = 0.0  # when a thread last took a delivery (monotonic)
         self._closed = False
+
+    @property
+    def waiting(self) -> bool:
+        """Whether deliveries wait for a thread (read without the lock: a hint for the loop's sleep)."""
+        return bool(self._queued)
 
     def submit(self, deliveries: list[_Delivery]) -> None:
         with self._ready:
             self._queued.extend(deliveries)
-            self._wake_one()
+            self._wake(1)
+
+    def spread(self, now: float) -> None:
+        """If deliveries have waited ``SPREAD_S`` with none taken up (the threads awake are all in
+        handlers that take their time), wakes or starts a thread for each, up to the concurrency."""
+        with self._ready:
+            if self._queued and now - max(self._moved, self._queued[0].taken) >= SPREAD_S:
+                self._wake(len(self._queued))
 
     def shutdown(self) -> None:
         """Each thread ends when it is done with what it runs (a hung handler's thread, never)."""
         with self._ready:
             self._closed = True
-            self._waking += self._idle  # every idle thread is woken, and ends
             self._ready.notify_all()
 
-    def _wake_one(self) -> None:
-        """With the lock held: unless a thread is on its way already, wakes an idle one, or starts one."""
-        if self._waking:
-            return
-        if self._idle:
+    def _wake(self, wanted: int) -> None:
+        """With the lock held: threads on their way for ``wanted`` deliveries, woken or started."""
+        wanted -= self._woken
+        while wanted > 0 and self._idle > self._woken:
             self._ready.notify()
-        elif len(self._threads) < self._size:
+            self._woken += 1
+            wanted -= 1
+        while wanted > 0 and len(self._threads) < self._size:
             thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
             self._threads.append(thread)
+            self._woken += 1
+            wanted -= 1
             thread.start()
-        else:
-            return
-        self._waking += 1
 
     def _work(self) -> None:
         with self._ready:
-            self._waking -= 1
+            self._woken -= 1  # started: looks at the queue now
         while True:
             with self._ready:
                 while not self._queued:
@@ -143,10 +157,9 @@ class _Workers:
                     self._idle += 1
                     self._ready.wait()
                     self._idle -= 1
-                    self._waking -= 1
+                    self._woken = max(0, self._woken - 1)
                 delivery = self._queued.popleft()
-                if self._queued:
-                    self._wake_one()
+                self._moved = time.monotonic()
             try:
                 self._run(delivery)
             except Exception:  # a bug, not a handler's failure (_deliver catches those): the lease expires
@@ -287,10 +300,15 @@ class Consumer:
             # window), so that one pass settles them all and refills their workers at once.
             self._idle.wait(SETTLE_WINDOW_S)
         self._wake.clear()
+        now = time.monotonic()
+        for topic in self._topics.values():
+            topic.workers.spread(now)
 
     def _wait(self, budget: Budget, *, taking: bool) -> float:
         now = time.monotonic()
         waits = [self.tick]
+        if any(topic.workers.waiting for topic in self._topics.values()):
+            waits.append(SPREAD_S)
         with self._lock:
             waits += [d.deadline - now for d in self._running if not d.settled]
         if taking:

@@ -376,16 +376,31 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
 
 
 def test_handlers_that_wait_each_get_a_worker_at_once(make_queue: MakeQueue) -> None:
-    """Workers are woken one after another (not one per job at once); handlers that wait still all
-    run together: the whole batch is in flight while the first is still asleep."""
+    """A batch wakes one thread; when the deliveries wait behind handlers that take their time, each
+    gets a thread of its own a moment later: the whole batch is in flight while the first is still
+    asleep."""
     queue = make_queue(topics={"io": {"target": "python:loops_targets:counted", "concurrency": 20}}, tick=0.1)
     queue.enqueue_many([{"topic": "io", "id": f"w{i}", "body": {"sleep": 1.0}} for i in range(20)])
 
     with running(Consumer(queue)):
         assert wait_until(lambda: len(loops_targets.of()) == 20, timeout=5)
         assert loops_targets.active == 20  # every handler is asleep at once, none waits for a worker
+        starts = [call.started_ms for call in loops_targets.of()]
+        assert max(starts) - min(starts) < 200  # spread within a few ms (SPREAD_S), with room for a slow machine
         assert wait_until(lambda: queue.stats("io").reserved == 0, timeout=5)
     assert loops_targets.max_active == 20
+
+
+def test_quick_handlers_are_run_in_turn_by_the_threads_awake(make_queue: MakeQueue) -> None:
+    """Handlers that return at once are not each handed to a thread of their own: a context switch per
+    job would cost more than the job."""
+    queue = make_queue(topics={"quick": {"target": "python:loops_targets:counted", "concurrency": 50}}, tick=0.1)
+    queue.enqueue_many([{"topic": "quick", "id": f"q{i}", "body": {}} for i in range(500)])
+
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(loops_targets.of()) == 500, timeout=10)
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-quick_")]
+    assert len(workers) < 25  # of 50 allowed
 
 
 def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None:
