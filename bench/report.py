@@ -134,6 +134,17 @@ def _per_job(scenario: dict[str, Any] | None, key: str, digits: int = 1) -> str:
     return _num(scenario[key], digits)
 
 
+def _drain(burst: dict[str, Any]) -> str:
+    """The median run's drain, with the range of every run's when there were several."""
+    if not burst:
+        return "-"
+    runs = [d for d in burst.get("drain_s_runs") or [] if d]
+    text = _num(burst.get("drain_s"), 2)
+    if len(runs) > 1:
+        text += f" ({_num(min(runs), 2)}-{_num(max(runs), 2)})"
+    return text
+
+
 def markdown(run: dict[str, Any]) -> str:
     meta = run["meta"]
     p = meta["params"]
@@ -143,7 +154,10 @@ def markdown(run: dict[str, Any]) -> str:
         f"{meta['cpu']} ({meta['cores']} cores), {meta['os']}; Redis {meta['redis_version']} "
         f"(private, no persistence), Python {meta['python']}, Node {meta['node']}. Command: `{meta['command']}`.",
         "",
-        f"Burst: {p['jobs']:,} jobs due at the same instant. "
+        f"Burst: {p['jobs']:,} jobs due at the same instant; "
+        f"run {p.get('burst_runs', 1)} times where it drains within {p.get('repeat_under', 0):g} s, the run with "
+        "the median drain reported (the range of the drains beside it; lost, duplicated and early summed over "
+        "every run). "
         f"Steady: {p['rate']:g} jobs/s for {p['steady_seconds']:g} s, "
         f"delays uniform in {p['min_delay']:g}-{p['max_delay']:g} s. "
         f"Memory: {p['mem_jobs']:,} jobs due in 1 h, 100-byte body. "
@@ -173,7 +187,7 @@ def markdown(run: dict[str, Any]) -> str:
                 [
                     f"{name}" + (f" ({s['label']})" if s.get("label") else ""),
                     _num(rate) if rate else ("= " + s["same_as"] if s.get("same_as") else "-"),
-                    _num(burst.get("drain_s"), 2) if burst else "-",
+                    _drain(burst),
                     _lateness(burst),
                     _lateness(steady),
                     _num(enqueue.get("memory_bytes_per_job")) if enqueue else "-",

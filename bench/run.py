@@ -649,9 +649,30 @@ def _finish(
 
 
 def scenario_burst(ctx: Context, system: System, out: dict[str, Any]) -> None:
-    """--jobs jobs due at one instant, one worker running: drain time and lateness."""
+    """--jobs jobs due at one instant, one worker running: drain time and lateness. Run up to
+    --burst-runs times while a burst drains within --repeat-under seconds (a shared machine's speed
+    drifts from one second to the next); the run with the median drain is reported, the others' drains
+    beside it, and lost, duplicated and early deliveries are summed over every run."""
+    a = ctx.args
+    runs: list[dict[str, Any]] = []
+    while len(runs) < a.burst_runs:
+        runs.append(_burst_once(ctx, system, out, len(runs) + 1))
+        if not runs[-1].get("drain_s") or runs[-1]["drain_s"] > a.repeat_under:
+            break
+    drained = sorted((r for r in runs if r.get("drain_s")), key=lambda r: r["drain_s"])
+    figures = dict(drained[(len(drained) - 1) // 2] if drained else runs[-1])
+    figures["runs"] = len(runs)
+    figures["drain_s_runs"] = [r.get("drain_s") for r in runs]
+    for fault in ("lost", "duplicated", "early", "unexpected"):
+        figures[fault] = sum(r.get(fault) or 0 for r in runs)
+    out["burst"] = figures
+    if len(runs) > 1:
+        log(f"{system.name}: burst drains {', '.join(f'{d:.2f}' for d in figures['drain_s_runs'] if d)} s")
+
+
+def _burst_once(ctx: Context, system: System, out: dict[str, Any], attempt: int) -> dict[str, Any]:
     server, n = ctx.server, ctx.args.jobs
-    workdir = ctx.rundir / system.name / "burst"
+    workdir = ctx.rundir / system.name / ("burst" if attempt == 1 else f"burst-{attempt}")
     workdir.mkdir(parents=True)
     server.flush()
     stats = ["--stats", str(workdir / "stats")] if system.env == "delayq" else []
@@ -696,12 +717,12 @@ def scenario_burst(ctx: Context, system: System, out: dict[str, Any]) -> None:
     if figures["lost"] == 0 and lat:
         figures["drain_s"] = lat["max"] / 1000
         figures["drain_jobs_per_s"] = n / (lat["max"] / 1000) if lat["max"] > 0 else None
-    out["burst"] = figures
     log(
         f"{system.name}: burst of {n:,}: drain {figures.get('drain_s', math.nan):.2f} s, "
         f"p50 {lat.get('p50', math.nan):.1f} ms, p99 {lat.get('p99', math.nan):.1f} ms; "
         f"lost {figures['lost']} dup {figures['duplicated']} early {figures['early']}"
     )
+    return figures
 
 
 def scenario_steady(ctx: Context, system: System, out: dict[str, Any]) -> None:
@@ -819,6 +840,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=20_000, help="burst size (20,000)")
     parser.add_argument("--mem-jobs", type=int, default=100_000, help="jobs of the enqueue and memory figure (100,000)")
     parser.add_argument("--sweep-jobs", type=int, help="due jobs of delayq's sweep figure (default: --jobs)")
+    parser.add_argument("--burst-runs", type=int, default=3, help="bursts per system, the median reported (3)")
+    parser.add_argument(
+        "--repeat-under", type=float, default=30, help="repeat a burst only while it drains within this many s (30)"
+    )
     parser.add_argument("--rate", type=float, default=500, help="steady jobs/s (500)")
     parser.add_argument("--steady-seconds", type=float, default=30, help="steady duration (30)")
     parser.add_argument("--min-delay", type=float, default=1)
@@ -869,6 +894,8 @@ def main(argv: list[str] | None = None) -> None:
             + (f' BENCH_ARGS="{shlex.join(argv or sys.argv[1:])}"' if (argv or sys.argv[1:]) else ""),
             "params": {
                 "jobs": args.jobs,
+                "burst_runs": args.burst_runs,
+                "repeat_under": args.repeat_under,
                 "mem_jobs": args.mem_jobs,
                 "sweep_jobs": args.sweep_jobs,
                 "rate": args.rate,
