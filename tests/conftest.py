@@ -91,7 +91,7 @@ def make_queue(settings: Settings) -> Iterator[Callable[..., Queue]]:
     yield make
     for queue in made:
         if queue._redis is not None:
-            queue.redis.close()
+            queue._redis.close()  # not .redis: that checks the namespace's layout first
 
 
 @pytest.fixture

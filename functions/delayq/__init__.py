@@ -6,6 +6,7 @@ queue.enqueue("orders", {"order": 1042}, id="close-1042", delay=600)
 """
 
 from .errors import (
+    ConfigError,
     DelayqError,
     InvalidField,
     JobDead,
@@ -22,6 +23,7 @@ from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
 
 __all__ = [
+    "ConfigError",
     "DeadJob",
     "DelayqError",
     "InvalidField",

@@ -331,6 +331,8 @@ class Consumer:
         try:
             with redis_errors():
                 replies = run_many(self.queue.redis, calls, return_exceptions=True)
+        except ConfigError:  # another partition count than the namespace's: nothing here can help
+            raise
         except DelayqError as exc:
             replies = [exc] * len(calls)
         for (lane_and_kind, call), reply in zip(settle, replies[: len(settle)], strict=True):
@@ -376,6 +378,8 @@ class Consumer:
         try:
             for name in sorted(self.queue.known_topics() - self._topics.keys()):
                 self._add_topic(name)
+        except ConfigError:
+            raise
         except DelayqError as exc:
             self.counts["redis_errors"] += 1
             self.queue.telemetry.count("RedisErrors", None)

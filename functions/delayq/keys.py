@@ -6,6 +6,10 @@ partition ``i`` of ``n`` hashes into the ``i``-th ``n``-th of the slot range: on
 masters own contiguous slot ranges (what ``redis-cli --cluster create`` makes) the partitions spread
 evenly over the masters by construction, not by luck.
 
+Per namespace::
+
+    {ns}:_layout                string   the partition count, recorded at the namespace's first use
+
 Per partition::
 
     {ns}:{tag}:_topics          set      topics that ever had a job in this partition
@@ -104,6 +108,10 @@ class Keyspace:
 
     def __len__(self) -> int:
         return len(self.partitions)
+
+    @property
+    def layout(self) -> str:
+        return f"{self.namespace}:_layout"
 
     def for_job(self, topic: str, job_id: str) -> Partition:
         return self.partitions[partition_of(topic, job_id, len(self.partitions))]

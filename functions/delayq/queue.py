@@ -27,6 +27,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .connection import RedisClient, connect
 from .errors import (
     Code,
+    ConfigError,
     DelayqError,
     InvalidField,
     JobNotFound,
@@ -50,7 +51,7 @@ from .models import (
 from .observability import Telemetry
 from .schedule import encode_backoff, iso_utc, seconds_to_ms
 from .scripts import Call, Scripts, run_many
-from .settings import Settings, TopicConfig, Topics
+from .settings import ENV, Settings, TopicConfig, Topics
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
@@ -166,6 +167,7 @@ class Queue:
         self.settings = base.with_(**explicit) if explicit else base
         self.keys = Keyspace(self.settings.namespace, self.settings.partitions)
         self._redis = redis
+        self._layout_checked = False
         self.telemetry = telemetry or Telemetry.disabled()
 
     @classmethod
@@ -175,9 +177,26 @@ class Queue:
 
     @property
     def redis(self) -> RedisClient:
+        """The client, checked once against the namespace's partition count (``check_layout``)."""
         if self._redis is None:
             self._redis = connect(self.settings)
+        if not self._layout_checked:
+            self._check_layout(self._redis)
         return self._redis
+
+    def _check_layout(self, client: RedisClient) -> None:
+        """Records the partition count at the namespace's first use, and refuses another one after:
+        jobs written with one count are found only by clients with the same count."""
+        partitions = self.settings.partitions
+        with redis_errors():
+            recorded = int(Scripts.layout(client, [self.keys.layout], [partitions]))
+        if recorded != partitions:
+            raise ConfigError(
+                f"{ENV.PARTITIONS} is {partitions}, but namespace {self.settings.namespace!r} has {recorded} "
+                f"partitions, where its jobs are: set {ENV.PARTITIONS}={recorded} (a namespace's partition count "
+                "is fixed; use a new namespace for another)"
+            )
+        self._layout_checked = True
 
     def topic_config(self, topic: str) -> TopicConfig:
         config = self.settings.topics.for_topic(topic)
@@ -475,6 +494,11 @@ class Queue:
             pipe.smembers(partition.topics)
         with redis_errors():
             return set().union(*pipe.execute())
+
+    def close(self) -> None:
+        """Closes this queue's connections, if it opened any; the next call opens new ones."""
+        if self._redis is not None:
+            self._redis.close()
 
     def ping(self) -> bool:
         """True when every partition's Redis answers."""

@@ -159,6 +159,7 @@ class Scripts:
     stats = Script.load("stats")
     dead = Script.load("dead")
     unlock = Script.load("unlock")
+    layout = Script.load("layout")
 
 
 def all_scripts() -> list[Script]:

@@ -191,7 +191,7 @@ def test_a_rotated_password_is_read_again_from_the_secret(
         assert queue.get("orders", "after").body == {"n": 2}
         assert queue.stats("orders").delayed == 2
     finally:
-        queue.redis.close()
+        queue.close()
     assert "new ones from DELAYQ_REDIS_SECRET are used" in caplog.text
     assert new not in caplog.text
 
@@ -227,7 +227,7 @@ def test_a_secret_updated_after_the_password_is_picked_up_on_a_later_call(
         assert queue.ping()
         assert reads == [False, True, True]
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 def test_a_secret_now_naming_another_server_is_not_followed(
@@ -243,6 +243,6 @@ def test_a_secret_now_naming_another_server_is_not_followed(
         with pytest.raises(RedisUnavailable):
             queue.ping()
     finally:
-        queue.redis.close()
+        queue.close()
     assert "now names another server (redis://127.0.0.2:6379/0)" in caplog.text
     assert PASSWORD not in caplog.text

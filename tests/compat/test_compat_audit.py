@@ -123,7 +123,7 @@ def audit() -> Iterator[Audit]:
             queue.known_topics()
         finally:
             seen = monitor.stop()
-            queue.redis.close()
+            queue.close()
         check_deliveries([*OK_IDS, "api-1"])
         yield Audit(queue, monitor.address, seen, command_stats(control), error_stats(control))
 

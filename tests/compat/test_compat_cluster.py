@@ -145,12 +145,14 @@ def check_clients_sent_nothing_forbidden(seen: dict[int, list[Seen]]) -> None:
 
 
 def check_script_calls(calls: ScriptCalls, queue: Queue) -> None:
-    """Every Lua call named at least one key, all of them in one slot, a partition's."""
+    """Every Lua call named at least one key, all of them in one slot: a partition's, or the slot of the
+    namespace's layout key (checked once per client)."""
     assert len(calls.calls) >= 50, "the spy saw too few script calls: has redis-py changed its call path?"
     assert all(numkeys >= 1 for _, numkeys, _ in calls.calls)
     slots = calls.slots()
     assert all(len(s) == 1 for s in slots), [c for c, s in zip(calls.calls, slots, strict=True) if len(s) != 1][:3]
-    assert set().union(*slots) == {queue.keys.slot(p) for p in queue.keys.partitions}
+    layout = key_slot(queue.keys.layout.encode())
+    assert set().union(*slots) == {queue.keys.slot(p) for p in queue.keys.partitions} | {layout}
 
 
 def test_cluster_lifecycle_three_partitions_one_per_master(
@@ -173,7 +175,7 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
         with monitored(nodes) as seen:
             lifecycle(queue, after_enqueue=keys_live_on_their_master)
     finally:
-        queue.redis.close()
+        queue.close()
     check_script_calls(script_calls, queue)
     check_nodes_saw_nothing_forbidden(nodes)
     check_clients_sent_nothing_forbidden(seen)
@@ -205,7 +207,7 @@ def test_cluster_lifecycle_six_partitions_from_the_environment(
         with monitored(nodes) as seen:
             report = lifecycle(queue)
     finally:
-        queue.redis.close()
+        queue.close()
     # The batch went out as one pipeline of one enqueue call per partition, each answered in order.
     assert [r["id"] for r in report.batch[: len(MANY_IDS)]] == MANY_IDS
     check_script_calls(script_calls, queue)
@@ -262,7 +264,7 @@ def test_cluster_lifecycle_as_the_least_privilege_acl_user(
             with monitored(nodes) as seen:
                 lifecycle(queue)
         finally:
-            queue.redis.close()
+            queue.close()
         assert refused(nodes) == {}, "a master refused a command of the lifecycle"
     check_script_calls(script_calls, queue)
     check_clients_sent_nothing_forbidden(seen)
@@ -342,7 +344,7 @@ def test_cluster_work_goes_on_after_every_master_forgets_its_scripts(
         check_deliveries(["warm", *(f"j{i}" for i in range(12))])
         assert len(recorder.of(TOPIC)) == 13
     finally:
-        queue.redis.close()
+        queue.close()
     for port, client in nodes.items():
         assert error_stats(client).get("NOSCRIPT", 0) >= 1, port  # the flush did bite on every master
         assert command_stats(client)["eval"] >= 1, port

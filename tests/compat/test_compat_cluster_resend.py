@@ -88,7 +88,7 @@ def test_a_cluster_create_whose_reply_is_lost_runs_once(
         assert evalsha_calls(admin) == 1
         assert queue.get(TOPIC, "once").state == "delayed"
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 def test_a_cluster_take_whose_reply_is_lost_leases_one_batch_only(
@@ -109,7 +109,7 @@ def test_a_cluster_take_whose_reply_is_lost_leases_one_batch_only(
         assert (stats.reserved, stats.ready) == (4, 4)  # a batch of 2 per partition, not two
         assert recorder.of(TOPIC) == []
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 # ----------------------------------------------------------------------------- redirects
@@ -161,4 +161,4 @@ def test_a_pipelined_call_answered_moved_goes_on_to_the_new_owner(two_nodes: tup
             assert direct.exists(moved.topic_keys(TOPIC)[0]) == direct.exists(stays.topic_keys(TOPIC)[0]) == 1
         assert queue.stats(TOPIC).delayed == 20
     finally:
-        queue.redis.close()
+        queue.close()

@@ -86,7 +86,7 @@ def test_script_flush_mid_run(server: RedisServer) -> None:
         swept_summary = sweeper.stop()
         consumed_summary = consumer.stop()
         for queue in (producer, swept, consumed):
-            queue.redis.close()
+            queue.close()
         control.close()
     check_deliveries(ids)
     assert consumed_summary["redis_errors"] == 0, consumed_summary

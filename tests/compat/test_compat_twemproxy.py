@@ -47,10 +47,14 @@ def backend_clients(backends: list[RedisServer]) -> Iterator[list[redis.Redis]]:
 
 
 def where_keys_are(clients: list[redis.Redis], namespace: str) -> dict[str, list[int]]:
-    """Each partition tag of ``namespace`` -> the backends (indexes) holding keys with it."""
+    """Each partition tag of ``namespace`` -> the backends (indexes) holding keys with it; the
+    namespace's layout key (no tag: one per namespace) as ``_layout``."""
     found: dict[str, set[int]] = {}
     for index, client in enumerate(clients):
         for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+            if key == f"{namespace}:_layout":
+                found.setdefault("_layout", set()).add(index)
+                continue
             tag = key[key.index("{") + 1 : key.index("}")]
             found.setdefault(tag, set()).add(index)
     return {tag: sorted(where) for tag, where in found.items()}
@@ -67,8 +71,9 @@ def test_lifecycle_through_twemproxy(proxy: Twemproxy, backend_clients: list[red
     try:
         lifecycle(queue, after_enqueue=keys_on_the_backends)
     finally:
-        queue.redis.close()
+        queue.close()
     # The work went through the proxy: each partition's keys on one backend, and both backends used.
+    assert len(placed.pop("_layout")) == 1
     assert set(placed) == {p.tag for p in queue.keys.partitions}
     assert all(len(where) == 1 for where in placed.values()), placed
     assert {where[0] for where in placed.values()} == {0, 1}, placed
@@ -96,7 +101,7 @@ def test_http_api_and_sweeper_through_twemproxy(proxy: Twemproxy) -> None:
         assert Consumer(queue).run(Budget.of(0.1))["acked"] == 5
         check_deliveries(["h1", *(f"b{i}" for i in range(4))])
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 @pytest.mark.parametrize(
@@ -145,7 +150,7 @@ def test_noscript_through_twemproxy_falls_back_to_eval(proxy: Twemproxy, backend
         check_deliveries(["warm", "one", *(f"j{i}" for i in range(12))])
         assert len(recorder.of(TOPIC)) == 14
     finally:
-        queue.redis.close()
+        queue.close()
     # The EVAL fallback cached the scripts again on the backends (never SCRIPT LOAD).
     used = {Scripts.enqueue.sha, Scripts.stats.sha, Scripts.take.sha, Scripts.ack.sha}
     cached = {s.sha for s in all_scripts() if any(c.script_exists(s.sha)[0] for c in backend_clients)}

@@ -127,7 +127,7 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
         # At-least-once: a handler that finished just before the kill, its ack not yet sent, runs again.
         totals.assert_clean(duplicated_at_most=len(leases))
         assert totals.duplicated <= CONCURRENCY
-        queue.redis.close()
+        queue.close()
 
 
 @pytest.mark.fault
@@ -170,7 +170,7 @@ def test_sigterm_with_a_handler_stuck_past_its_timeout(tmp_path: Path) -> None:
         retry = [r for r in records if r["id"] == "stuck" and r["ev"] == "start"]
         assert [r["attempt"] for r in retry] == [1, 2]
         assert retry[1]["redis_ms"] - retry[0]["redis_ms"] >= 1000 + 500 - TAKE_TO_START_SLACK_MS  # timeout + backoff
-        queue.redis.close()
+        queue.close()
 
 
 @pytest.mark.fault
@@ -247,4 +247,4 @@ def test_sigterm_with_handlers_in_flight_redis_up_then_down(tmp_path: Path) -> N
                 second_try["redis_ms"] - first_try["redis_ms"]
                 >= TIMEOUT_S * 1000 + LEASE_GRACE_MS - TAKE_TO_START_SLACK_MS
             )
-        queue.redis.close()
+        queue.close()

@@ -103,4 +103,4 @@ def test_kill_9_sweeper_holding_the_lock(tmp_path: Path) -> None:
         assert takeover_s >= LOCK_TTL_S - 2 * TICK_S - SLACK_S, takeover_s
         # Then B takes over within a tick, give or take a loaded machine (TAKEOVER_LATE_S).
         assert takeover_s <= lock_left_s + TAKEOVER_LATE_S, (takeover_s, lock_left_s)
-        queue.redis.close()
+        queue.close()

@@ -118,4 +118,4 @@ def test_3_sweepers_4_consumers_20000_jobs(tmp_path: Path) -> None:
         # Two sweepers at least held locks: the one stopped midway, and one that took over from it.
         assert len(tokens) >= 2, tokens
         assert sum(1 for n in locks.values() if n > 0) >= 2, locks
-        queue.redis.close()
+        queue.close()

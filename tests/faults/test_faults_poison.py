@@ -95,4 +95,4 @@ def test_poison_job_goes_dead_while_its_topic_flows(tmp_path: Path) -> None:
         assert max(good_lateness) < 1000, max(good_lateness)  # the topic flowed past the poison
         assert summaries["consumer"]["dead"] == 1
         assert summaries["consumer"]["acked"] == GOOD
-        queue.redis.close()
+        queue.close()

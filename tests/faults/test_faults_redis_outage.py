@@ -135,7 +135,7 @@ def test_redis_unreachable_for_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         totals.assert_clean()
         assert summaries[sweeper.name]["redis_errors"] > 0, summaries
         assert summaries[consumer.name]["redis_errors"] > 0, summaries
-        queue.redis.close()
+        queue.close()
 
 
 @pytest.mark.fault
@@ -239,7 +239,7 @@ def test_redis_hung_for_10_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             assert (("zero", job.id) in first_attempts) != (job.id in dead), job
         assert all(dead[i].last_error.startswith("lease expired") for i in dead_undelivered), dead
         assert all(dead[i].attempts == 1 for i in dead_undelivered), dead
-        queue.redis.close()
+        queue.close()
 
 
 def _exists(queue: Queue, job_id: str) -> bool:

@@ -122,4 +122,4 @@ def test_acknowledged_jobs_survive_a_redis_crash(tmp_path: Path, monkeypatch: py
         )
         totals.assert_clean()
         assert all(summary["redis_errors"] == 0 for summary in summaries.values()), summaries
-        queue.redis.close()
+        queue.close()

@@ -6,9 +6,9 @@ Read from Redis, not through delayq (``inspect.lua`` calls any queued job that i
 ``ready``, so the API cannot show a job that is in no place at all). The layout is README "What is in
 Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
-- every key of the namespace is a partition key (``_topics`` set, ``_seq`` counter, ``_lock`` string)
-  or one of the seven topic keys, of its type, for a valid topic name that the partition's ``_topics``
-  set lists;
+- every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
+  (``_topics`` set, ``_seq`` counter, ``_lock`` string) or one of the seven topic keys, of its type,
+  for a valid topic name that the partition's ``_topics`` set lists;
 - the ids of ``meta`` are exactly those of ``bodies``; ``errors`` holds only ids of ``meta``; every
   id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
@@ -213,6 +213,10 @@ class _Examination:
         partition_keys = {p.prefix + name: name for p in self.keyspace.partitions for name in PARTITION_KINDS}
         by_topic: dict[tuple[int, str], dict[str, Any]] = {}
         for key, (kind, content) in self.snap.items():
+            if key == self.keyspace.layout:
+                if (kind, content) != ("string", str(len(self.keyspace))):
+                    self.found.append(f"{key} is {kind} {content!r}, not the partition count {len(self.keyspace)}")
+                continue
             if key in partition_keys:
                 name = partition_keys[key]
                 if kind != PARTITION_KINDS[name]:

@@ -39,7 +39,7 @@ def _reload(name: str) -> Iterator[ModuleType]:
     module = importlib.reload(module)  # the handlers build their Queue at import, from the environment
     yield module
     if module.queue._redis is not None:
-        module.queue.redis.close()
+        module.queue.close()
 
 
 @pytest.fixture

@@ -64,7 +64,7 @@ def make_queue() -> Iterator[Callable[[str], Queue]]:
 
     yield make
     for queue in made:
-        queue.redis.close()
+        queue.close()
 
 
 def evalsha_calls(admin: redis.Redis) -> int:

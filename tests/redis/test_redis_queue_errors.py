@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from delayq import (
+    ConfigError,
     DelayqError,
     InvalidField,
     JobDead,
@@ -24,6 +25,10 @@ from delayq import (
     TooLarge,
     UnknownTopic,
 )
+
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+from delayq.sweeper import Sweeper
 
 from redis_support import dump, kill_job, lease_job
 
@@ -306,7 +311,8 @@ class _LosesRedisOnce:
 def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
     queue: Queue, redis_client: redis.Redis
 ) -> None:
-    client = _LosesRedisOnce(queue.redis, lost=3)  # one script call per chunk of 1000 (one partition)
+    # The 1st script call checks the namespace's layout; then one call per chunk of 1000 (one partition).
+    client = _LosesRedisOnce(queue.redis, lost=4)
     flaky = Queue(queue.settings, redis=client)  # type: ignore[arg-type]
     with pytest.raises(RedisUnavailable):
         flaky.enqueue_many({"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(6000))
@@ -314,5 +320,33 @@ def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
     assert queue.get("orders", "j1999").state == "delayed"
     with pytest.raises(JobNotFound):
         queue.get("orders", "j2000")
-    assert client.calls == 3  # the chunks after the lost one were never sent
+    assert client.calls == 4  # the chunks after the lost one were never sent
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("delayq-writer")]
+
+
+def test_a_client_with_another_partition_count_is_refused(
+    make_queue: Callable[..., Queue], redis_client: redis.Redis, namespace: str
+) -> None:
+    """A namespace's partition count is recorded at its first use. A client configured with another
+    would write jobs to, and sweep and consume, partitions nobody else uses: it is refused, and writes
+    nothing, rather than strand jobs."""
+    first = make_queue(partitions=2)
+    first.enqueue("orders", {"n": 1}, id="a", delay=60)
+    assert redis_client.get(f"{namespace}:_layout") == "2"
+    before = dump(redis_client, namespace)
+
+    other = make_queue(partitions=3)
+    for call in (
+        lambda: other.enqueue("orders", {"n": 2}, id="b"),
+        lambda: other.get("orders", "a"),
+        other.ping,
+    ):
+        with pytest.raises(ConfigError, match=r"DELAYQ_PARTITIONS is 3, but namespace .* has 2 partitions"):
+            call()
+    # The loops end their run with the error (a failed invocation, which the errors alarm sees) rather
+    # than sweep and consume partitions nobody writes to.
+    for loop in (Sweeper(other), Consumer(other)):
+        with pytest.raises(ConfigError, match="DELAYQ_PARTITIONS is 3"):
+            loop.run(Budget.of(0))
+    assert dump(redis_client, namespace) == before
+    assert make_queue(partitions=2).get("orders", "a").state == "delayed"  # the same count is welcome

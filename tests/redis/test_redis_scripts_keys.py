@@ -111,6 +111,9 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert code == 3
     assert per_topic == [0, 0, 0, 0, 1, 0]  # orders: nothing; reminders: one lease taken back, retried
     assert restricted(Scripts.unlock, [p.lock], ["me"]) == 1
+    layout = f"{namespace}:_layout"
+    assert restricted(Scripts.layout, [layout], [1]) == "1"
+    assert restricted(Scripts.layout, [layout], [2]) == "1"  # recorded by the first call, kept after
 
     assert restricted.ran == {script.name for script in all_scripts()}  # type: ignore[attr-defined]
 
@@ -141,6 +144,8 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))
+    assert redis_client.get(queue.keys.layout) == "4"  # the one key outside the partitions
+    keys.remove(queue.keys.layout)
     used = set()
     for key in keys:
         match = shape.match(key)

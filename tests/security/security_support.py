@@ -49,7 +49,7 @@ CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers")
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
     "del", "get", "hdel", "hget", "hmget", "hset", "incrby", "llen", "lpush", "lrange", "lrem", "ltrim",
-    "pexpire", "rpush", "sadd", "scard", "time", "zadd", "zcard", "zrange", "zrangebyscore", "zrem",
+    "pexpire", "rpush", "sadd", "scard", "set", "time", "zadd", "zcard", "zrange", "zrangebyscore", "zrem",
     "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
@@ -273,7 +273,7 @@ class Handlers:
     def close(self) -> None:
         for module in (self.sweep, self.consume):
             if module.queue._redis is not None:
-                module.queue.redis.close()
+                module.queue.close()
 
 
 def use_redis(monkeypatch: pytest.MonkeyPatch, url: str, namespace: str) -> None:

@@ -100,7 +100,7 @@ def test_the_whole_lifecycle_runs_as_the_acl_user_and_needs_every_command(
         with handlers() as h, Monitor(server.client()) as monitor:
             full_lifecycle(queue, h)
     finally:
-        queue.redis.close()
+        queue.close()
     assert admin.execute_command("ACL", "LOG") == [], "a command of the lifecycle was refused"
     # AUTH (each connection's first command, arguments redacted) is every user's, outside ACL rules.
     assert monitor.commands("client") - {"auth"} == set(CLIENT_COMMANDS), monitor.commands("client")
@@ -191,7 +191,7 @@ def test_a_wrong_password_is_a_503_not_a_crash(
         assert (status, body["error"]) == (503, "unavailable")
         status, body = h.api("POST", "/jobs", {"topic": "orders", "delay": 1})
         assert (status, body["error"]) == (503, "unavailable")
-    queue.redis.close()
+    queue.close()
 
 
 def test_a_user_without_a_needed_command_gets_a_503_naming_the_acl(
@@ -212,4 +212,4 @@ def test_a_user_without_a_needed_command_gets_a_503_naming_the_acl(
     with pytest.raises(RedisUnavailable, match="NOPERM"):
         queue.enqueue("orders", {"n": 2}, delay=5)
     assert [key for key in admin.keys(f"{acl_namespace}:*") if key.endswith((":meta", ":bodies"))] == []
-    queue.redis.close()
+    queue.close()

@@ -139,7 +139,7 @@ def test_the_lifecycle_over_tls(monkeypatch: pytest.MonkeyPatch, server: RedisSe
         with handlers() as h:
             full_lifecycle(queue, h)
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 def test_the_lifecycle_over_mutual_tls(
@@ -152,7 +152,7 @@ def test_the_lifecycle_over_mutual_tls(
         with handlers() as h:
             small_lifecycle(queue, h)
     finally:
-        queue.redis.close()
+        queue.close()
 
 
 # ------------------------------------------------------------------------------------------ it refuses
@@ -182,7 +182,7 @@ def _refused(monkeypatch: pytest.MonkeyPatch, server: RedisServer, pki: Pki, red
         assert monitor.seen == [], f"commands reached the server: {monitor.seen}"
         assert not list(admin.scan_iter(match=f"{namespace}:*")), "something was written"
     finally:
-        queue.redis.close()
+        queue.close()
         admin.close()
 
 
