@@ -25,7 +25,6 @@ from delayq import (
     TooLarge,
     UnknownTopic,
 )
-
 from delayq.consumer import Consumer
 from delayq.loop import Budget
 from delayq.sweeper import Sweeper
