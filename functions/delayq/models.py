@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -218,11 +218,16 @@ def invalid(exc: ValidationError) -> InvalidField:
     return InvalidField(field, message)
 
 
+# The model's validator itself: what ``NewJob.model_validate`` calls, without its per-call checks
+# (a third of the time of validating a job, which bulk enqueues do once per job).
+_validate_new_job = NewJob.__pydantic_validator__.validate_python
+
+
 def validate_new_job(item: Any) -> NewJob:
     """A job as given to ``POST /jobs`` or ``enqueue_many``, validated; raises ``InvalidField``."""
-    if not isinstance(item, dict):
+    if type(item) is not dict and not isinstance(item, dict):
         raise InvalidField("job", "each job must be a JSON object")
     try:
-        return NewJob.model_validate(item)
+        return cast(NewJob, _validate_new_job(item))
     except ValidationError as exc:
         raise invalid(exc) from None
