@@ -112,6 +112,25 @@ def test_health_is_503_when_redis_does_not_answer(down: Api):
     assert reply.json.get("status") in ("unavailable", 503), reply
 
 
+def test_another_partition_count_than_the_namespaces_is_a_500_naming_it(
+    handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str
+):
+    """A deployment whose DELAYQ_PARTITIONS differs from the count the namespace was made with would
+    write jobs nobody consumes: every route that touches Redis refuses, naming the setting, and
+    writes nothing (the fault is the deployment's, not the caller's: a 500, with no trace)."""
+    Queue.from_env().enqueue("orders", {"n": 1}, id="seed", delay=600)  # the namespace: 1 partition
+    monkeypatch.setenv("DELAYQ_PARTITIONS", "3")
+    api = Api.start(redis_client, namespace)
+    for method, path, body in (
+        ("POST", "/jobs", {"topic": "orders", "id": "b", "delay": 1}),
+        ("GET", "/jobs/orders/seed", NO_BODY),
+        ("GET", "/health", NO_BODY),
+    ):
+        reply = api.refused(500, None, method, path, body, error="config")
+        assert "DELAYQ_PARTITIONS is 3, but namespace" in reply.json["message"], reply
+        assert "Traceback" not in json.dumps(reply.json)
+
+
 def test_health_503_body_is_what_the_openapi_document_says(down: Api):
     """The document's 503 for ``/health`` is ``ErrorOut``, and so must the answer be (or the document
     must say ``HealthOut``): a client generated from the document must be able to read it."""
