@@ -90,6 +90,17 @@ SYSTEMS = [
         notes="the same as delayq with the topic's knobs raised.",
     ),
     System(
+        "delayq-2",
+        "delayq",
+        "delayq_peer.py",
+        ["--concurrency", "100", "--batch", "500", "--consumers", "2"],
+        base="delayq",
+        label="delayq-tuned with 2 consume processes",
+        notes="delayq-tuned, with a second consume process beside the first (`python -m delayq consume` run "
+        "twice): not one worker process like the peers, but how a hot topic is scaled. Each takes only for its "
+        "own free workers.",
+    ),
+    System(
         "arq",
         "arq",
         "arq_peer.py",

@@ -179,22 +179,35 @@ def cmd_enqueue_api(args: Any) -> None:
 
 
 def cmd_worker(args: Any) -> None:
+    """One sweep process and ``--consumers`` consume processes (this one and the others it starts),
+    as ``python -m delayq sweep`` and ``python -m delayq consume`` would run them side by side."""
     RECORDER.path = args.out
     queue = make_queue(args.redis_url, args.concurrency, args.batch)
     queue.ping()
-    sweeper = subprocess.Popen(
-        [sys.executable, __file__, "--redis-url", args.redis_url, "--stats", f"{args.stats}.sweeper", "sweeper"]
-        if args.stats
-        else [sys.executable, __file__, "--redis-url", args.redis_url, "sweeper"]
-    )
+
+    def child(name: str, *command: str) -> subprocess.Popen[bytes]:
+        stats = ["--stats", f"{args.stats}.{name}"] if args.stats else []
+        return subprocess.Popen([sys.executable, __file__, "--redis-url", args.redis_url, *stats, *command])
+
+    knobs = [f"--{knob}={value}" for knob, value in (("concurrency", args.concurrency), ("batch", args.batch)) if value]
+    readies = [f"{args.ready or args.out}.consumer{k}" for k in range(1, args.consumers)]
+    children = [] if args.consume_only else [child("sweeper", "sweeper")]
+    children += [
+        child(f"consumer{k}", "worker", "--consume-only", "--out", args.out, "--ready", ready, *knobs)
+        for k, ready in enumerate(readies, start=1)
+    ]
     consumer = Consumer(queue)
     stop_on_sigterm(consumer.stop.set)
+    while not all(Path(ready).exists() for ready in readies):
+        time.sleep(0.01)
     touch(args.ready)
     try:
         summary = consumer.run(Budget.forever())
     finally:
-        sweeper.terminate()
-        sweeper.wait(30)
+        for process in children:
+            process.terminate()
+        for process in children:
+            process.wait(30)
     write_stats(args.stats, consumer=summary)
 
 
@@ -250,6 +263,8 @@ def main() -> None:
     top.add_argument("--stats", help="write this process's round-trip count here at exit")
     subs["worker"].add_argument("--concurrency", type=int, help="the topic's concurrency (delayq's default: 8)")
     subs["worker"].add_argument("--batch", type=int, help="the topic's batch (delayq's default: 100)")
+    subs["worker"].add_argument("--consumers", type=int, default=1, help="consume processes (1)")
+    subs["worker"].add_argument("--consume-only", action="store_true", help="no sweep process (another runs it)")
     api = commands.add_parser("enqueue-api", help="bulk enqueue through the API handler (POST /jobs/batch)")
     api.add_argument("--jobs", type=int, required=True)
     api.add_argument("--due-ms", type=float)
