@@ -272,7 +272,7 @@ def test_every_scenario_transforms(scenario: tuple[str, Stack]) -> None:
 def test_resources_of_the_defaults(translate: Any) -> None:
     kinds = sorted(r["Type"] for r in translate().resources.values())
     assert kinds.count("AWS::Lambda::Function") == 3
-    assert kinds.count("AWS::Scheduler::Schedule") == 2
+    assert kinds.count("AWS::Scheduler::Schedule") == 3  # consume's second run among them, disabled
     assert kinds.count("AWS::Lambda::EventInvokeConfig") == 2
     assert kinds.count("AWS::ApiGateway::RestApi") == 1
     assert kinds.count("AWS::Logs::LogGroup") == 3
@@ -361,8 +361,29 @@ def test_schedules_every_minute_with_the_sample_event_shape(translate: Any) -> N
         assert event["source"] == sample["source"]
         assert event["detail"] == {}
         assert "seconds" not in json.dumps(event)  # loop DELAYQ_LOOP_SECONDS, bounded by the deadline
-        assert props["Name"] == {"Fn::Sub": f"${{AWS::StackName}}-{function.lower()}"}
+        second = "-2" if props["Name"]["Fn::Sub"].endswith("-2") else ""
+        assert props["Name"] == {"Fn::Sub": f"${{AWS::StackName}}-{function.lower()}{second}"}
     assert sorted(targets) == sorted(LOOP_IDS)
+
+
+def enabled_schedules(stack: Stack) -> list[str]:
+    """The names of the schedules that run, each as ``<function>`` or ``<function>-2``."""
+    return sorted(
+        props["Name"]["Fn::Sub"].removeprefix("${AWS::StackName}-")
+        for props in (r["Properties"] for r in stack.of_type("AWS::Scheduler::Schedule").values())
+        if props.get("State", "ENABLED") == "ENABLED"
+    )
+
+
+def test_one_consume_run_by_default_two_with_consume_runs_2(translate: Any) -> None:
+    """ConsumeRuns 2 enables a second consume schedule: two runs at once, for bursts of quick jobs.
+    The sweeper stays one (its reserved concurrency), whatever this says."""
+    assert enabled_schedules(translate()) == ["consume", "sweep"]
+    two = translate(ConsumeRuns="2")
+    assert enabled_schedules(two) == ["consume", "consume-2", "sweep"]
+    targets = [r["Properties"]["Target"]["Arn"] for r in two.of_type("AWS::Scheduler::Schedule").values()]
+    assert targets.count({"Fn::GetAtt": ["Consume", "Arn"]}) == 2
+    assert two.props("Sweep")["ReservedConcurrentExecutions"] == 1
 
 
 def test_failed_or_stale_loop_runs_are_not_retried(translate: Any) -> None:
