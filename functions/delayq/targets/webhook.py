@@ -371,7 +371,8 @@ class _Watchdog:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def watch(self, attempt: _Attempt) -> None:
+    def expire_at_deadline(self, attempt: _Attempt) -> None:
+        """Expires ``attempt`` at its deadline unless it is done by then."""
         with self._cond:
             heapq.heappush(self._heap, (attempt.deadline, next(self._seq), attempt))
             if self._thread is None or not self._thread.is_alive():
@@ -471,7 +472,7 @@ class Webhook:
     ) -> _Answer:
         endpoint = self.endpoint
         attempt = _Attempt(deadline)
-        _WATCHDOG.watch(attempt)
+        _WATCHDOG.expire_at_deadline(attempt)
         sock: socket.socket | None = None
         conn: http.client.HTTPConnection | None = None
         try:
