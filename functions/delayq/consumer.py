@@ -21,13 +21,17 @@ than put it back forever; a topic whose own timeout is that long is reported at 
 without a deadline (the CLI, the local stack) takes any job.
 
 A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
-a later pass.
+a later pass. A take whose reply never came may have run, or may still run when Redis reads it: each
+take carries an id of its own, and the next passes undo it (``untake.lua``: the jobs it leased go back
+to the head of the ready list, their attempt not counted), rather than leave them leased to nobody
+until the leases expire as failed attempts.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 import time
 from collections import Counter, deque
@@ -43,7 +47,7 @@ from .keys import Partition
 from .loop import Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
-from .scripts import Call, Scripts, run_many
+from .scripts import Arg, Call, Scripts, run_many
 from .settings import TopicConfig
 from .targets import Target, failing_target, resolve_target
 
@@ -57,6 +61,7 @@ RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 SPREAD_S = 0.002  # deliveries left waiting this long while a topic's threads are all busy get threads of their own
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
+MAX_UNTAKES = 256  # per lane: take ids kept for untake while Redis stays away (the oldest are dropped)
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
 # A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
 # around it, which cost more than the decoding of a small body.
@@ -189,6 +194,17 @@ class _Lane:
     next_check: float = 0.0
     acks: list[str] = field(default_factory=list)  # id, token, id, token ...
     fails: list[str] = field(default_factory=list)  # id, token, error, 'r' or 'p' (permanent), ...
+    untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
+
+
+@dataclass(frozen=True)
+class _Take:
+    """A take call of one pass, for the lane it takes from."""
+
+    lane: _Lane
+    call: Call
+    count: int
+    take_id: str
 
 
 @dataclass(eq=False)
@@ -283,6 +299,7 @@ class Consumer:
             "retried",
             "dead",
             "late_results",
+            "untaken",
             "redis_errors",
         )
         return {key: self.counts[key] for key in keys}
@@ -325,7 +342,7 @@ class Consumer:
             self._refresh_topics(now)
         settle = self._settlements()
         takes = self._takes(budget, now) if take else []
-        calls = [call for _, call in settle] + [call for _, call, _ in takes]
+        calls = [call for _, call in settle] + [sent.call for sent in takes]
         if not calls:
             return
         try:
@@ -337,8 +354,8 @@ class Consumer:
             replies = [exc] * len(calls)
         for (lane_and_kind, call), reply in zip(settle, replies[: len(settle)], strict=True):
             self._settled(lane_and_kind, call, reply)
-        for (lane, _, count), reply in zip(takes, replies[len(settle) :], strict=True):
-            self._taken(lane, count, reply, now)
+        for sent, reply in zip(takes, replies[len(settle) :], strict=True):
+            self._taken(sent, reply, now)
 
     # --------------------------------------------------------------------------------- topics
 
@@ -387,7 +404,7 @@ class Consumer:
 
     # --------------------------------------------------------------------------------- take
 
-    def _takes(self, budget: Budget, now: float) -> list[tuple[_Lane, Call, int]]:
+    def _takes(self, budget: Budget, now: float) -> list[_Take]:
         """Takes for the lanes that are due, each topic's free workers shared among its due lanes
         (partitions), the first of them in turn, so that no partition waits behind another."""
         due: dict[_Topic, list[_Lane]] = {}
@@ -406,15 +423,28 @@ class Consumer:
                 if count <= 0:
                     break
                 free -= count
-                args = [count, topic.config.timeout_ms, self.lease_grace_ms, longest_ms, self._run_ms]
-                keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq]
-                takes.append((lane, Call(Scripts.take, keys, args), count))
+                take_id = secrets.token_hex(8)
+                args: list[Arg] = [
+                    count,
+                    topic.config.timeout_ms,
+                    self.lease_grace_ms,
+                    longest_ms,
+                    self._run_ms,
+                    take_id,
+                ]
+                keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq, lane.partition.untaken]
+                takes.append(_Take(lane, Call(Scripts.take, keys, args), count, take_id))
         return takes
 
-    def _taken(self, lane: _Lane, count: int, reply: Any, now: float) -> None:
+    def _taken(self, take: _Take, reply: Any, now: float) -> None:
+        lane, count = take.lane, take.count
         if isinstance(reply, Exception):
             self._redis_error("take", lane, reply)
             lane.next_check = now + self.tick
+            # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
+            lane.untakes.append(take.take_id)
+            if len(lane.untakes) > MAX_UNTAKES:
+                del lane.untakes[0]
             return
         server_now, next_in, dead = int(reply[0]), int(reply[1]), int(reply[2])
         answered = time.monotonic()
@@ -554,14 +584,20 @@ class Consumer:
 
     def _pending(self) -> bool:
         with self._lock:
-            return any(lane.acks or lane.fails for lane in self._lanes)
+            return any(lane.acks or lane.fails or lane.untakes for lane in self._lanes)
 
     def _settlements(self) -> list[tuple[tuple[_Lane, str, list[str]], Call]]:
-        """The ack and fail calls for what finished since the last pass (taken off the lanes)."""
+        """The ack and fail calls for what finished since the last pass, and the untake calls for takes
+        whose reply never came (taken off the lanes)."""
         calls = []
         with self._lock:
             for lane in self._lanes:
                 keys = lane.partition.topic_keys(lane.topic.name)
+                if lane.untakes:
+                    untakes, lane.untakes = lane.untakes, []
+                    calls.append(
+                        ((lane, "untake", untakes), Call(Scripts.untake, [*keys, lane.partition.untaken], untakes))
+                    )
                 acks, lane.acks = lane.acks, []
                 fails, lane.fails = lane.fails, []
                 for start in range(0, len(acks), 2 * SETTLE_CHUNK):
@@ -581,11 +617,23 @@ class Consumer:
             with self._lock:  # keep them for the next pass; a lease that expires meanwhile is retried
                 if kind == "ack":
                     lane.acks = items + lane.acks
-                else:
+                elif kind == "fail":
                     lane.fails = items + lane.fails
+                else:
+                    lane.untakes = (items + lane.untakes)[-MAX_UNTAKES:]
             return
         if kind == "ack":
             self.counts["acked"] += int(reply)
+        elif kind == "untake":
+            self.counts["untaken"] += int(reply)
+            if int(reply):
+                log.warning(
+                    "%s (partition %d): %d jobs of takes whose reply was lost are back in the ready list",
+                    lane.topic.name,
+                    lane.partition.index,
+                    int(reply),
+                    extra={"topic": lane.topic.name, "untaken": int(reply)},
+                )
         else:
             retried, dead = int(reply[0]), int(reply[1])
             self.counts.update(retried=retried, dead=dead)

@@ -14,6 +14,7 @@ Per partition::
 
     {ns}:{tag}:_topics          set      topics that ever had a job in this partition
     {ns}:{tag}:_seq             string   counter for lease tokens
+    {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
     {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
 
 Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every script expects)::
@@ -86,6 +87,10 @@ class Partition:
     @property
     def seq(self) -> str:
         return self.prefix + "_seq"
+
+    @property
+    def untaken(self) -> str:
+        return self.prefix + "_untaken"
 
     @property
     def lock(self) -> str:

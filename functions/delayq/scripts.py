@@ -148,6 +148,7 @@ class Scripts:
 
     enqueue = Script.load("enqueue")
     take = Script.load("take")
+    untake = Script.load("untake")
     ack = Script.load("ack")
     fail = Script.load("fail")
     sweep = Script.load("sweep")

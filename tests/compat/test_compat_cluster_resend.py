@@ -91,7 +91,7 @@ def test_a_cluster_create_whose_reply_is_lost_runs_once(
         queue.close()
 
 
-def test_a_cluster_take_whose_reply_is_lost_leases_one_batch_only(
+def test_a_cluster_take_whose_reply_is_lost_runs_once_and_is_undone(
     proxied_node: tuple[RedisServer, BreakingProxy, redis.Redis],
 ) -> None:
     _, proxy, admin = proxied_node
@@ -104,9 +104,10 @@ def test_a_cluster_take_whose_reply_is_lost_leases_one_batch_only(
         summary = Consumer(queue).run(Budget.of(0))  # one pass: a take per partition, one pipeline
         wait_for(lambda: proxy.dropped == 1, "the dropped call")
         assert summary["redis_errors"] >= 1
-        assert evalsha_calls(admin) == 2  # each partition's take, once
+        assert evalsha_calls(admin) == 4  # each partition's take, once; then each one's untake
+        assert summary["untaken"] == 4  # a batch of 2 per partition, back in the ready lists
         stats = queue.stats(TOPIC)
-        assert (stats.reserved, stats.ready) == (4, 4)  # a batch of 2 per partition, not two
+        assert (stats.reserved, stats.ready) == (0, 8)
         assert recorder.of(TOPIC) == []
     finally:
         queue.close()

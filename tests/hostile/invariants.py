@@ -7,7 +7,8 @@ Read from Redis, not through delayq (``inspect.lua`` calls any queued job that i
 Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 - every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
-  (``_topics`` set, ``_seq`` counter, ``_lock`` string) or one of the seven topic keys, of its type,
+  (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set) or one of the seven
+  topic keys, of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
 - the ids of ``meta`` are exactly those of ``bodies``; ``errors`` holds only ids of ``meta``; every
   id is a valid id;
@@ -15,7 +16,8 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``; no place holds
   an id without a meta;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (issued by the partition's ``_seq``, no two alike), run-at never before
+  token exactly when leased (``<n>`` or ``<n>.<take id>``, its number issued by the partition's ``_seq``,
+  no two alike), run-at never before
   the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
   failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
   have no attempt: a permanent failure found before any (a timeout no consume run can last).
@@ -35,10 +37,10 @@ from delayq.keys import TOPIC_KEYS, Keyspace, Partition
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
-META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|(\d*)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|((?:\d+(?:\.[0-9a-f]+)?)?)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash"}  # fmt: skip
-PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string"}
+PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset"}
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
 
 # ``{key: (type, content)}``: a hash as a dict, a list as a list, a set as a sorted list, a sorted set as
@@ -122,7 +124,8 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
             pipe.smembers(p.topics)
             pipe.get(p.seq)
             pipe.get(p.lock)
-            layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string")]
+            pipe.zrange(p.untaken, 0, -1, withscores=True)
+            layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string"), (p.untaken, "zset")]
             for topic in topics[p.index]:
                 for key, kind in zip(p.topic_keys(topic), TOPIC_KEYS, strict=True):
                     if KINDS[kind] == "zset":
@@ -249,7 +252,7 @@ class _Examination:
                 for job in self.topic(p, topic, parts):
                     if job.lease:
                         tokens[job.lease] += 1
-                        if int(job.lease) > seq:
+                        if int(job.lease.split(".")[0]) > seq:
                             self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
                                               f"issued (_seq is {seq})")  # fmt: skip
         if self.only is None:  # every leased job of the partition seen: no token twice

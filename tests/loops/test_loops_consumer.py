@@ -555,10 +555,10 @@ def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypat
     past_deadline = Budget(started=now - 60, stop_at=now - 8, finish_by=now - 3)
     monkeypatch.setattr(Consumer, "_can_take", staticmethod(lambda lane, budget, now: True))
 
-    ((lane, call, count),) = consumer._takes(past_deadline, now)
-    assert call.args[3] == 0
-    (reply,) = run_many(queue.redis, [call])
-    consumer._taken(lane, count, reply, now)
+    (take,) = consumer._takes(past_deadline, now)
+    assert take.call.args[3] == 0
+    (reply,) = run_many(queue.redis, [take.call])
+    consumer._taken(take, reply, now)
     assert consumer.counts["taken"] == 0
     assert state(queue, "t", "j1") == "ready"
 

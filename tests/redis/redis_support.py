@@ -130,8 +130,21 @@ class Lua:
         code, run_at = self.enqueue_raw([topic], [self.job_args(1, job_id, body, **options)], mode)
         return code, run_at
 
-    def take(self, topic: str, count: int = 10, timeout_ms: int = TIMEOUT_MS, grace_ms: int = GRACE_MS) -> Taken:
-        reply = Scripts.take(self.r, [*self.keys(topic), self.p.seq], [count, timeout_ms, grace_ms])
+    def take(
+        self,
+        topic: str,
+        count: int = 10,
+        timeout_ms: int = TIMEOUT_MS,
+        grace_ms: int = GRACE_MS,
+        *,
+        take_id: str | None = None,
+    ) -> Taken:
+        """A take; with ``take_id``, as the consumer sends it (no time limits, so no dead section)."""
+        keys, args = [*self.keys(topic), self.p.seq], [count, timeout_ms, grace_ms]
+        if take_id is not None:
+            keys, args = [*keys, self.p.untaken], [*args, -1, -1, take_id]
+        reply = Scripts.take(self.r, keys, args)
+        first = 2 if take_id is None else 3
         jobs = [
             Leased(
                 id=reply[i],
@@ -142,9 +155,12 @@ class Lua:
                 token=str(reply[i + 5]),
                 timeout_ms=int(reply[i + 6]),
             )
-            for i in range(2, len(reply), 7)
+            for i in range(first, len(reply), 7)
         ]
         return Taken(int(reply[0]), int(reply[1]), jobs)
+
+    def untake(self, topic: str, *take_ids: str) -> int:
+        return int(Scripts.untake(self.r, [*self.keys(topic), self.p.untaken], list(take_ids)))
 
     def ack(self, topic: str, *pairs: str) -> int:
         return int(Scripts.ack(self.r, self.keys(topic), list(pairs)))

@@ -114,21 +114,29 @@ def test_a_cancel_whose_reply_is_lost_runs_once_and_raises_unavailable_not_404(
     assert queue.stats("orders").delayed == 0
 
 
-def test_a_take_whose_reply_is_lost_leases_one_batch_only(
+def test_a_take_whose_reply_is_lost_runs_once_and_is_undone(
     proxy: BreakingProxy, admin: redis.Redis, make_queue: Callable[[str], Queue]
 ) -> None:
+    """The take ran (one batch leased, to nobody), its reply lost: the consumer undoes it before it
+    stops, so its jobs are ready again at once, their attempt not counted, instead of waiting for their
+    leases to expire as failed attempts."""
     queue = make_queue(proxy.url)
     queue.enqueue_many([{"topic": "orders", "id": f"j{i}", "body": i} for i in range(4)])
     assert queue.stats("orders").ready == 4
     admin.config_resetstat()
     proxy.drop_after(b"EVALSHA")
-    summary = Consumer(queue).run(Budget.of(0))  # one pass: one take, in a pipeline
+    summary = Consumer(queue).run(Budget.of(0))  # one pass: one take, in a pipeline; then the untake
     wait_for(lambda: proxy.dropped == 1)
     assert summary["redis_errors"] >= 1
-    assert evalsha_calls(admin) == 1
+    assert summary["untaken"] == 2
+    assert evalsha_calls(admin) == 2  # the take, once, and the untake
     stats = queue.stats("orders")
-    assert (stats.reserved, stats.ready) == (2, 2)  # one batch of 2 leased, not two
+    assert (stats.reserved, stats.ready) == (0, 4)
+    assert {queue.get("orders", f"j{i}").attempts for i in range(4)} == {0}
     assert recorder.of("orders") == []
+    summary = Consumer(queue).run(Budget.of(0))
+    assert (summary["taken"], summary["acked"]) == (2, 2)
+    assert sorted((d.id, d.attempt) for d in recorder.of("orders")) == [("j0", 1), ("j1", 1)]
 
 
 # ----------------------------------------------------------------------------- stale connections

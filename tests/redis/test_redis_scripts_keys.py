@@ -101,6 +101,12 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(Scripts.purge, orders, [10]) == 1
     assert restricted(Scripts.reschedule, orders, ["c", "d", 0])[0] == 3
     assert restricted(Scripts.cancel, orders, ["d"]) == 3
+    # a take as the consumer sends it, with its id, undone; then an untake that comes before its take
+    with_id = [*orders, p.seq, p.untaken]
+    assert restricted(Scripts.take, with_id, [10, 30_000, 2000, -1, -1, "t1"])[3::7] == ["c"]
+    assert restricted(Scripts.untake, [*orders, p.untaken], ["t1"]) == 1
+    assert restricted(Scripts.untake, [*orders, p.untaken], ["t2"]) == 0
+    assert restricted(Scripts.take, with_id, [10, 30_000, 2000, -1, -1, "t2"])[3:] == []
 
     # an expired lease in reminders, for the sweep to take back
     assert restricted(Scripts.take, [*reminders, p.seq], [10, 1, 0])[2] == "r"
@@ -140,7 +146,7 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
 
     tags = {p.tag: p for p in queue.keys.partitions}
     shape = re.compile(rf"^{re.escape(namespace)}:\{{([^}}]+)\}}:(.+)$")
-    kinds = {"_topics", "_seq", "_lock"} | {
+    kinds = {"_topics", "_seq", "_lock", "_untaken"} | {
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))

@@ -214,6 +214,106 @@ def test_take_without_a_run_limit_sends_nothing_to_the_dead_letters(lua: Lua) ->
     assert lua.r.zcard(lua.k(T).dead) == 0
 
 
+# ------------------------------------------------------------------------------------- untake
+
+
+def test_a_take_with_an_id_ends_its_lease_tokens_in_it(lua: Lua) -> None:
+    for job_id in ("a", "b"):
+        lua.enqueue(T, job_id, value=0)
+    taken = lua.take(T, take_id="t1")
+    assert taken.ids == ["a", "b"]
+    seqs = [job.token.split(".") for job in taken.jobs]
+    assert [suffix for _, suffix in seqs] == ["t1", "t1"]
+    assert seqs[0][0] != seqs[1][0]
+    assert lua.ack(T, "a", taken.jobs[0].token) == 1  # the token as the reply gave it
+    assert lua.ack(T, "b", taken.jobs[1].token.split(".")[0]) == 0  # not its number alone
+
+
+def test_untake_puts_the_takes_jobs_back_at_the_head_as_never_taken(lua: Lua, namespace: str) -> None:
+    """A take whose reply was lost: its jobs go back to the head of the ready list in the order they
+    were taken, queued, with the attempt the take counted taken back; other leases stay."""
+    for job_id in ("a", "b", "c", "d", "e"):
+        lua.enqueue(T, job_id, value=0)
+    other = lua.take(T, count=1, take_id="other")
+    lost = lua.take(T, count=2, take_id="lost")
+    assert (other.ids, lost.ids) == (["a"], ["b", "c"])
+    assert lua.untake(T, "lost") == 2
+    k = lua.k(T)
+    assert lua.r.lrange(k.ready, 0, -1) == ["b", "c", "d", "e"]
+    assert lua.r.zrange(k.leased, 0, -1) == ["a"]
+    for job_id in ("b", "c"):
+        meta = lua.meta(T, job_id)
+        assert meta is not None
+        assert (meta.state, meta.attempts, meta.lease) == ("q", 0, "")
+    assert lua.ack(T, "b", lost.jobs[0].token) == 0  # the lost lease is void
+    assert lua.r.exists(lua.p.untaken) == 0  # it had run: nothing to remember
+    again = lua.take(T, count=2)
+    assert [(job.id, job.attempt) for job in again.jobs] == [("b", 1), ("c", 1)]
+
+
+def test_untake_keeps_earlier_attempts_and_errors(lua: Lua) -> None:
+    first = lua.make_leased(T, "a", backoff="0")
+    assert lua.fail(T, "a", first.token, "try again", backoff="0") == (1, 0)
+    taken = lua.take(T, take_id="lost")
+    assert [job.attempt for job in taken.jobs] == [2]
+    assert lua.untake(T, "lost") == 1
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.attempts) == ("q", 1)
+    assert lua.r.hget(lua.k(T).errors, "a") == "try again"
+
+
+def test_a_take_that_reaches_redis_after_its_untake_leases_nothing(lua: Lua) -> None:
+    """The untake may run first (the take was still on its way): it is remembered, and the take, when
+    it runs, leases nothing and forgets it; other takes are not touched."""
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue(T, "b", value=0)
+    assert lua.untake(T, "late", "never-sent") == 0
+    assert set(lua.r.zrange(lua.p.untaken, 0, -1)) == {"late", "never-sent"}
+    assert lua.take(T, take_id="late").ids == []
+    assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["a", "b"]
+    assert lua.r.zrange(lua.p.untaken, 0, -1) == ["never-sent"]
+    assert lua.take(T, take_id="next").ids == ["a", "b"]
+    assert lua.take(T, take_id="late").ids == []  # nothing left, and nothing remembered
+
+
+def test_untake_changes_nothing_it_did_not_take(lua: Lua, namespace: str) -> None:
+    """Jobs settled since (acked, failed, cancelled) or leased by other takes are left alone."""
+    for job_id in ("a", "b", "c"):
+        lua.enqueue(T, job_id, value=0)
+    taken = lua.take(T, take_id="t1")
+    assert lua.ack(T, "a", taken.jobs[0].token) == 1
+    assert lua.fail(T, "b", taken.jobs[1].token, "boom", backoff="60000") == (1, 0)
+    assert lua.cancel(T, "c") > 0
+    lua.enqueue(T, "d", value=0)
+    kept = lua.take(T, take_id="t2")
+    before = dump(lua.r, namespace)
+    assert lua.untake(T, "t1") == 0
+    after = dump(lua.r, namespace)
+    assert {key: value for key, value in after.items() if key != lua.p.untaken} == before
+    assert lua.meta(T, "d") is not None
+    assert lua.r.zrange(lua.k(T).leased, 0, -1) == kept.ids
+
+
+def test_untake_forgets_takes_undone_more_than_a_day_ago(lua: Lua) -> None:
+    now = server_ms(lua.r)
+    lua.r.zadd(lua.p.untaken, {"old": now - 86_400_000 - 1000, "recent": now - 60_000})
+    assert lua.untake(T, "new") == 0
+    assert set(lua.r.zrange(lua.p.untaken, 0, -1)) == {"recent", "new"}
+
+
+def test_untake_reads_a_large_leased_set_in_chunks(lua: Lua) -> None:
+    """More leases than one HMGET (or unpack) should carry at once."""
+    jobs = [lua.job_args(1, f"j{i:05d}", "1", value=0) for i in range(2500)]
+    for start in range(0, len(jobs), 500):
+        lua.enqueue_raw([T], jobs[start : start + 500])
+    assert len(lua.take(T, count=2400, take_id="many").jobs) == 2400
+    assert len(lua.take(T, count=100, take_id="lost").jobs) == 100
+    assert lua.untake(T, "lost") == 100
+    assert lua.r.llen(lua.k(T).ready) == 100
+    assert lua.r.zcard(lua.k(T).leased) == 2400
+
+
 # ------------------------------------------------------------------------------------- ack
 
 

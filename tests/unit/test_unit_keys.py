@@ -118,6 +118,7 @@ def test_partition_key_names(partition):
     assert partition.topics == f"delayq:{{{tag}}}:_topics"
     assert partition.seq == f"delayq:{{{tag}}}:_seq"
     assert partition.lock == f"delayq:{{{tag}}}:_lock"
+    assert partition.untaken == f"delayq:{{{tag}}}:_untaken"
     assert partition.topic_keys("orders") == [f"delayq:{{{tag}}}:orders:{kind}" for kind in TOPIC_KEYS]
 
 
@@ -125,7 +126,7 @@ def test_partition_key_names(partition):
 def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
     keyspace = Keyspace("prod:eu", partitions)
     for part in keyspace.partitions:
-        keys = [part.topics, part.seq, part.lock, *part.topic_keys("orders"), *part.topic_keys("a.b-c_d")]
+        keys = [part.topics, part.seq, part.lock, part.untaken, *part.topic_keys("orders"), *part.topic_keys("a.b-c_d")]
         assert len(set(keys)) == len(keys)
         for key in keys:
             assert key.startswith("prod:eu:")
@@ -142,8 +143,8 @@ def test_topic_keys_come_in_topic_keys_order(partition):
 
 
 def test_topic_keys_do_not_collide_with_partition_keys(partition):
-    partition_keys = {partition.topics, partition.seq, partition.lock}
-    for topic in ["topics", "seq", "lock", "orders"]:
+    partition_keys = {partition.topics, partition.seq, partition.lock, partition.untaken}
+    for topic in ["topics", "seq", "lock", "untaken", "orders"]:
         assert partition_keys.isdisjoint(partition.topic_keys(topic))
 
 

@@ -25,6 +25,7 @@ local function meta_encode(m)
 end
 
 -- The lease token of a meta if the job is leased, else nil: what ack and fail check, without a decode.
+-- A token is '<n>' or '<n>.<take id>' (take.lua).
 local function meta_lease(raw)
-  return string.match(raw, '^l|%d+|%d+|%d+|(%d+)|')
+  return string.match(raw, '^l|%d+|%d+|%d+|([^|]+)|')
 end

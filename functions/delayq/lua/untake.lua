@@ -1,0 +1,69 @@
+--[[
+untake: undo takes of one topic whose reply their consumer never got, so that the jobs they leased
+to nobody are not held until their leases expire and counted as failed attempts.
+
+A take whose reply is lost (Redis hung past the consumer's socket timeout, a connection cut after the
+call was sent) may have run, or may still run later, when Redis reads it. For each take id: the jobs
+still leased under it (their lease token ends in '.<take id>', take.lua) go back to the head of the
+ready list, in the order they were taken, with the attempt the take counted taken back: no handler
+saw them. A take id that leased nothing yet is recorded in the partition's _untaken set, so that the
+take, if it reaches Redis after all, leases nothing (take.lua). Records older than a day are dropped.
+
+KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[8]     the partition's _untaken set: take id -> when it was undone (ms)
+ARGV        take ids
+Returns the number of jobs put back.
+]]
+-- @include time
+-- @include topic_keys
+-- @include meta
+
+local K = topic_keys(1)
+local untaken = KEYS[8]
+local now = now_ms()
+local KEEP_MS = 86400000
+local CHUNK = 1000  -- ids per HMGET (unpack has a limit)
+
+local stale = redis.call('ZRANGEBYSCORE', untaken, '-inf', now - KEEP_MS, 'LIMIT', 0, CHUNK)
+if #stale > 0 then
+  redis.call('ZREM', untaken, unpack(stale))
+end
+
+local wanted, found = {}, {}
+for _, take_id in ipairs(ARGV) do
+  wanted[take_id] = true
+end
+
+-- Every job leased in this topic and partition: as many as its consumers' workers, read in chunks.
+local back = {}
+local leased = redis.call('ZRANGE', K.leased, 0, -1)
+for first = 1, #leased, CHUNK do
+  local ids = {unpack(leased, first, math.min(first + CHUNK - 1, #leased))}
+  local metas = redis.call('HMGET', K.meta, unpack(ids))
+  for i, id in ipairs(ids) do
+    local token = metas[i] and meta_lease(metas[i])
+    local n, take_id = string.match(token or '', '^(%d+)%.(.+)$')
+    if take_id and wanted[take_id] then
+      found[take_id] = true
+      back[#back + 1] = {n = tonumber(n), id = id, meta = metas[i]}
+    end
+  end
+end
+
+table.sort(back, function(a, b) return a.n < b.n end)
+for i = #back, 1, -1 do
+  local job = back[i]
+  local m = meta_decode(job.meta)
+  m.state, m.attempts, m.lease = 'q', tonumber(m.attempts) - 1, ''
+  redis.call('HSET', K.meta, job.id, meta_encode(m))
+  redis.call('ZREM', K.leased, job.id)
+  redis.call('LPUSH', K.ready, job.id)
+end
+
+for _, take_id in ipairs(ARGV) do
+  if not found[take_id] then
+    found[take_id] = true
+    redis.call('ZADD', untaken, now, take_id)
+  end
+end
+return #back
