@@ -423,7 +423,7 @@ class Consumer:
                 if count <= 0:
                     break
                 free -= count
-                take_id = secrets.token_hex(8)
+                take_id = "t" + secrets.token_hex(8)  # never a number: those are the counter's tokens
                 args: list[Arg] = [
                     count,
                     topic.config.timeout_ms,

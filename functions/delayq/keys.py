@@ -13,7 +13,7 @@ Per namespace::
 Per partition::
 
     {ns}:{tag}:_topics          set      topics that ever had a job in this partition
-    {ns}:{tag}:_seq             string   counter for lease tokens
+    {ns}:{tag}:_seq             string   counter for lease tokens (takes without an id)
     {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
     {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
 

@@ -16,8 +16,8 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``; no place holds
   an id without a meta;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (``<n>`` or ``<n>.<take id>``, its number issued by the partition's ``_seq``,
-  no two alike), run-at never before
+  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of the
+  consumer's take: ``t`` and 16 hex digits), run-at never before
   the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
   failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
   have no attempt: a permanent failure found before any (a timeout no consume run can last).
@@ -37,7 +37,7 @@ from delayq.keys import TOPIC_KEYS, Keyspace, Partition
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
-META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|((?:\d+(?:\.[0-9a-f]+)?)?)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash"}  # fmt: skip
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset"}
@@ -250,9 +250,9 @@ class _Examination:
                 self.found.append(f"topic {topic!r} has keys in partition {p.index} but is not in {p.topics}")
             if self.only is None or (p.index, topic) in self.only:
                 for job in self.topic(p, topic, parts):
-                    if job.lease:
+                    if job.lease.isdigit():  # a take id may lease several jobs; a number, one
                         tokens[job.lease] += 1
-                        if int(job.lease.split(".")[0]) > seq:
+                        if int(job.lease) > seq:
                             self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
                                               f"issued (_seq is {seq})")  # fmt: skip
         if self.only is None:  # every leased job of the partition seen: no token twice

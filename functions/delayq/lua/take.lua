@@ -11,13 +11,14 @@ a job whose timeout is longer than a whole run of the consumer (ARGV[5]: no run 
 goes to the dead letters at once, as a permanent failure that says so, instead of being put back
 forever.
 
-A take may carry the consumer's id for it (ARGV[6]): the jobs' lease tokens then end in it, so that a
-take whose reply the consumer never got (Redis hung past the socket timeout, a connection cut after
-the call was sent) can be undone by untake.lua, and a take that untake.lua already undid (it reached
-Redis after the untake) leases nothing.
+A take may carry the consumer's id for it (ARGV[6]): that id is then the lease token of every job it
+leases (a job is leased at most once per take, so the pair stays unique), so that a take whose reply
+the consumer never got (Redis hung past the socket timeout, a connection cut after the call was sent)
+can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
+untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
 KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[8]     the partition's _seq counter (lease tokens)
+KEYS[8]     the partition's _seq counter (lease tokens of takes without an id)
 KEYS[9]     with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
@@ -25,7 +26,7 @@ ARGV[3]     lease grace in ms, added to the timeout
 ARGV[4]     optional: the longest timeout in ms the consumer can still finish; absent or -1: no limit
 ARGV[5]     optional: the longest timeout in ms a whole run of the consumer can finish (its deadline
             minus its start); -1: no limit. When given, the reply has the dead section below.
-ARGV[6]     optional: the take's id; each lease token is then '<n>.<take id>', else '<n>'
+ARGV[6]     optional: the take's id, the lease token of its jobs
 Returns {now_ms, next_in_ms, [dead,] then 7 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms
          [, then the ids of the dead]}
@@ -51,7 +52,6 @@ end
 if take_id and redis.call('ZREM', KEYS[9], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
 end
-local suffix = take_id and ('.' .. take_id) or ''
 local dead = {}
 local ids = {}
 if count > 0 then
@@ -68,7 +68,8 @@ if #ids < count then
   end
 end
 if #ids > 0 then
-  local token = redis.call('INCRBY', KEYS[8], #ids) - #ids
+  local token = take_id
+  local seq = not take_id and redis.call('INCRBY', KEYS[8], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}
@@ -102,17 +103,19 @@ if #ids > 0 then
       elseif longest >= 0 and timeout > longest then
         put_back[#put_back + 1] = id
       else
-        token = token + 1
+        if seq then
+          seq = seq + 1
+          token = seq
+        end
         attempts = attempts + 1
         local n = #leases
         leases[n + 1], leases[n + 2] = now + timeout + grace, id
         n = #updates
         updates[n + 1] = id
-        local lease = token .. suffix
-        updates[n + 2] = 'l|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. lease .. '|' .. overrides
+        updates[n + 2] = 'l|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
         n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], attempts, run_at
-        out[n + 5], out[n + 6], out[n + 7] = enqueued_at, lease, timeout
+        out[n + 5], out[n + 6], out[n + 7] = enqueued_at, token, timeout
       end
     end
   end

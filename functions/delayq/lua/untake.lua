@@ -4,9 +4,8 @@ to nobody are not held until their leases expire and counted as failed attempts.
 
 A take whose reply is lost (Redis hung past the consumer's socket timeout, a connection cut after the
 call was sent) may have run, or may still run later, when Redis reads it. For each take id: the jobs
-still leased under it (their lease token ends in '.<take id>', take.lua) go back to the head of the
-ready list, in the order they were taken, with the attempt the take counted taken back: no handler
-saw them. A take id that leased nothing yet is recorded in the partition's _untaken set, so that the
+still leased under it (their lease token is the take's id, take.lua) go back to the head of the ready
+list, queued, with the attempt the take counted taken back: no handler saw them. A take id that leased nothing yet is recorded in the partition's _untaken set, so that the
 take, if it reaches Redis after all, leases nothing (take.lua). Records older than a day are dropped.
 
 KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
@@ -41,17 +40,15 @@ for first = 1, #leased, CHUNK do
   local ids = {unpack(leased, first, math.min(first + CHUNK - 1, #leased))}
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   for i, id in ipairs(ids) do
-    local token = metas[i] and meta_lease(metas[i])
-    local n, take_id = string.match(token or '', '^(%d+)%.(.+)$')
+    local take_id = metas[i] and meta_lease(metas[i])
     if take_id and wanted[take_id] then
       found[take_id] = true
-      back[#back + 1] = {n = tonumber(n), id = id, meta = metas[i]}
+      back[#back + 1] = {id = id, meta = metas[i]}
     end
   end
 end
 
-table.sort(back, function(a, b) return a.n < b.n end)
-for i = #back, 1, -1 do
+for i = #back, 1, -1 do  -- at the head in the order of the leased set (their deadlines)
   local job = back[i]
   local m = meta_decode(job.meta)
   m.state, m.attempts, m.lease = 'q', tonumber(m.attempts) - 1, ''

@@ -25,7 +25,7 @@ local function meta_encode(m)
 end
 
 -- The lease token of a meta if the job is leased, else nil: what ack and fail check, without a decode.
--- A token is '<n>' or '<n>.<take id>' (take.lua).
+-- A token is a number of the partition's counter, or the id of the consumer's take (take.lua).
 local function meta_lease(raw)
   return string.match(raw, '^l|%d+|%d+|%d+|([^|]+)|')
 end
