@@ -68,6 +68,7 @@ if #ids < count then
   end
 end
 if #ids > 0 then
+  -- Each lease's token: the take's id, else the next number of the partition's counter.
   local token = take_id
   local seq = not take_id and redis.call('INCRBY', KEYS[8], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))

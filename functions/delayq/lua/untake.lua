@@ -5,8 +5,9 @@ to nobody are not held until their leases expire and counted as failed attempts.
 A take whose reply is lost (Redis hung past the consumer's socket timeout, a connection cut after the
 call was sent) may have run, or may still run later, when Redis reads it. For each take id: the jobs
 still leased under it (their lease token is the take's id, take.lua) go back to the head of the ready
-list, queued, with the attempt the take counted taken back: no handler saw them. A take id that leased nothing yet is recorded in the partition's _untaken set, so that the
-take, if it reaches Redis after all, leases nothing (take.lua). Records older than a day are dropped.
+list, queued, with the attempt the take counted taken back: no handler saw them. A take id that
+leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
+after all, leases nothing (take.lua). Records older than a day are dropped.
 
 KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
 KEYS[8]     the partition's _untaken set: take id -> when it was undone (ms)
