@@ -196,6 +196,10 @@ class _Lane:
     fails: list[str] = field(default_factory=list)  # id, token, error, 'r' or 'p' (permanent), ...
     untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
 
+    def undo_later(self, take_ids: list[str]) -> None:
+        """Takes to undo at the next passes, after those already waiting; the newest ``MAX_UNTAKES`` kept."""
+        self.untakes = (self.untakes + take_ids)[-MAX_UNTAKES:]
+
 
 @dataclass(frozen=True)
 class _Take:
@@ -442,9 +446,7 @@ class Consumer:
             self._redis_error("take", lane, reply)
             lane.next_check = now + self.tick
             # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
-            lane.untakes.append(take.take_id)
-            if len(lane.untakes) > MAX_UNTAKES:
-                del lane.untakes[0]
+            lane.undo_later([take.take_id])
             return
         server_now, next_in, dead = int(reply[0]), int(reply[1]), int(reply[2])
         answered = time.monotonic()
@@ -620,7 +622,7 @@ class Consumer:
                 elif kind == "fail":
                     lane.fails = items + lane.fails
                 else:
-                    lane.untakes = (items + lane.untakes)[-MAX_UNTAKES:]
+                    lane.undo_later(items)
             return
         if kind == "ack":
             self.counts["acked"] += int(reply)
