@@ -223,6 +223,9 @@ def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -
     ):
         assert wait_until(lambda: len(recorder.of("pp")) >= 300, timeout=6)
         time.sleep(0.3)
+        # Counted before the sweepers stop: the one that stops first releases its locks, and the other
+        # may take them before it stops too (a hand-over, not a lock lost).
+        locks_taken = first.counts["locks_taken"] + second.counts["locks_taken"]
     deliveries = recorder.of("pp")
     counts = Counter(d.id for d in deliveries)
     assert set(counts) == {f"p{i}" for i in range(300)}
@@ -233,7 +236,8 @@ def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -
     assert first.summary is not None
     assert second.summary is not None
     # each partition's lock was held by one of the two sweepers, and kept
-    assert first.summary["locks_taken"] + second.summary["locks_taken"] == 3
+    assert locks_taken == 3
+    assert first.summary["locks_lost"] + second.summary["locks_lost"] == 0
     stats = queue.stats("pp")
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (0, 0, 0, 0)
     assert all(queue.redis.get(p.lock) is None for p in queue.keys.partitions)  # released on stop
