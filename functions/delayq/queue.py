@@ -63,7 +63,7 @@ _ID_RE = re.compile(ID_PATTERN)
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
-_REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see the README)"
+_REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
 # How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
 _REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
 
