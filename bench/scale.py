@@ -1,7 +1,7 @@
 """delayq's cost against the scale: topics, a backlog of waiting jobs, steady load; on one server or a
 3-master Redis Cluster; this checkout's engine and, with ``--compare``, another's, side by side.
 
-    make bench-scale                                            the issue's table (about 5 minutes a side)
+    make bench-scale                                            the issue's table (about 4 minutes a side)
     make bench-scale SCALE_ARGS="--compare ../main"             the same, before and after, in one table
     make bench-scale SCALE_ARGS="--topics 1,1000,10000 --backlog 0,1000000 --rates 200,1000 --full --cluster"
 

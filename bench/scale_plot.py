@@ -78,7 +78,8 @@ def main(path: str, out: str | None = None) -> None:
     base = {"topics": params["topics"][0], "backlog": params["backlog"][0], "rate": params["rates"][0]}
     rows = [r for r in run["points"] if "error" not in r]
     axes = [(a, title) for a, title in AXES if len({r[a] for r in rows}) > 1] or [AXES[0]]
-    fig, grid = plt.subplots(len(FIGURES), len(axes), figsize=(5 * len(axes) + 1, 3.2 * len(FIGURES)), squeeze=False)
+    size = (5 * len(axes) + 1, 3.2 * len(FIGURES))
+    fig, grid = plt.subplots(len(FIGURES), len(axes), figsize=size, squeeze=False, sharey="row")  # one scale a figure
     sides = [side["name"] for side in run["sides"]]
     lines = sorted({(r["server"], r["side"]) for r in rows}, key=lambda line: (line[0], sides.index(line[1])))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -89,10 +90,14 @@ def main(path: str, out: str | None = None) -> None:
                 mine = along([r for r in rows if (r["server"], r["side"]) == (server, side)], axis, base)
                 draw(ax, mine, axis, figure, {"color": colors[n % len(colors)], "label": f"{side}, {server}"})
             scale(ax, sorted({r[axis] for r in rows}), log_y=figure != "memory_bytes_per_job", zero=axis == "backlog")
+            if not ax.lines or all(y is None for line in ax.lines for y in line.get_ydata()):
+                ax.text(0.5, 0.5, "not measured here", ha="center", va="center", transform=ax.transAxes, color="grey")
             ax.grid(True, which="both", alpha=0.3)
             ax.set_xlabel(title)
             if col == 0:
                 ax.set_ylabel(label)
+    memory = [figure for figure, _ in FIGURES].index("memory_bytes_per_job")
+    grid[memory][0].set_ylim(bottom=0)  # after every panel of the row is drawn: the axis is shared
     handles, labels = grid[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(2, len(labels) or 1), frameon=False)
     meta = run["meta"]

@@ -30,6 +30,7 @@ COLUMNS = (
     ("faults", "lost / dup / early"),
     ("idle_loops_cpu_ms_per_s", "loops' idle CPU ms/s"),
     ("consumer_threads", "consumer threads"),
+    ("loadavg", "machine load"),
 )
 
 
@@ -69,7 +70,7 @@ def cell(row: dict[str, Any], key: str) -> str:
         return _num(row.get(key), 1 if key == "commands_per_job" else 0)
     if key in ("server", "side"):
         return str(row[key])
-    return _num(row.get(key), 1 if key.endswith("_per_s") else 0)
+    return _num(row.get(key), 1 if key.endswith("_per_s") or key == "loadavg" else 0)
 
 
 def markdown(run: dict[str, Any]) -> str:
@@ -84,7 +85,8 @@ def markdown(run: dict[str, Any]) -> str:
         f"known and nothing due. Steady: {meta['params']['steady_seconds']:g} s of load, delays "
         f"{meta['params']['min_delay']:g}-{meta['params']['max_delay']:g} s, one producer process "
         f"({producer_note(meta['params'])}); Redis CPU and commands per job over the load and its "
-        "drain. Memory per job: `used_memory` after the backlog's fill minus before, / backlog jobs.",
+        "drain. Memory per job: `used_memory` after the backlog's fill minus before, / backlog jobs. Machine load: "
+        "the 1-minute load average as the point started.",
         "",
         "Sides: " + "; ".join(f"`{s['name']}` ({s['root']})" for s in run["sides"]) + ".",
         "",
