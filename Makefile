@@ -7,7 +7,7 @@ READY  := $(VENV)/.ready
 SAM_CLI := aws-sam-cli==1.170.0
 SAM     := .venv-sam/bin/sam
 
-.PHONY: dev test faults lint typecheck check bench clean
+.PHONY: dev test faults lint typecheck check bench bench-scale clean
 
 $(READY): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ check: lint typecheck test faults
 BENCH_ARGS ?=
 bench: $(READY)        ## delayq vs the Redis limit and peer queues on a private redis-server: bench/README.md
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+SCALE_ARGS ?=
+bench-scale: $(READY)  ## delayq's cost against topics, backlog and load (SCALE_ARGS="--compare ../other"): bench/README.md
+	$(BIN)/python bench/scale.py $(SCALE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-sam .pytest_cache .mypy_cache .ruff_cache .bench bench/peers/bullmq_node/node_modules
