@@ -416,6 +416,22 @@ def test_last_at_or_before_across_dst(expression, timezone, at, expected):
     assert local(calendar.last_at_or_before(ms(at)), timezone) == expected
 
 
+@pytest.mark.parametrize(
+    ("day", "hours", "count"),
+    [("2026-03-29", 23, 23), ("2026-10-25", 25, 24), ("2026-11-26", 24, 24)],
+)
+def test_hourly_on_the_days_of_the_changes(day, hours, count):
+    """Paris: a day of 23 hours has 23 hourly occurrences, a day of 25 hours 24 (its repeated hour
+    runs once), any other day 24."""
+    calendar = CronCalendar.of("0 * * * *", "Europe/Paris")
+    midnight = ms(f"{day}T00:00:00+02:00" if day == "2026-10-25" else f"{day}T00:00:00+01:00")
+    next_midnight = midnight + hours * HOUR_MS
+    that_day = [at for at in calendar.next_runs(midnight - 1, 30) if at < next_midnight]
+    assert len(that_day) == count
+    assert that_day[0] == midnight
+    assert calendar.next_after(that_day[-1]) == next_midnight
+
+
 def test_every_is_elapsed_time_across_dst():
     """Every 3,600 s stays 3,600 s apart when Paris' clock jumps: the wall clock reads 01:00, 03:00,
     04:00 in spring and 02:00, 02:00, 03:00 in autumn. A zone plays no part in ``every``."""
