@@ -39,6 +39,13 @@ RunAt = Annotated[
         examples=["2026-11-22T18:30:00Z", 1795372200],
     ),
 ]
+# A job's overrides of its topic's config (None: the topic's); a schedule's occurrences take the same.
+Retries = Annotated[int | None, Field(ge=0, le=25, description="Retries after the first attempt")]
+Timeout = Annotated[float | None, Field(ge=1, le=900, description="Seconds a handler may take")]
+Backoff = Annotated[
+    list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None,
+    Field(min_length=1, max_length=64, description="Seconds before retry n; the last repeats"),
+]
 
 MAX_EPOCH_S = 10**15  # run_at numbers beyond this are out of range, whatever the clock says
 NOT_A_TIME = "must be epoch seconds or an ISO-8601 date-time with a zone"
@@ -146,11 +153,9 @@ class JobOptions(When):
 
     # Checked where it is encoded (``body_json``), once: the queue's writes all go through it.
     body: Any = Field(default=None, description=f"Any JSON, at most 256 KiB, nested at most {MAX_BODY_DEPTH} deep")
-    retries: int | None = Field(default=None, ge=0, le=25, description="Retries after the first attempt")
-    timeout: float | None = Field(default=None, ge=1, le=900, description="Seconds a handler may take")
-    backoff: list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None = Field(
-        default=None, min_length=1, max_length=64, description="Seconds before retry n; the last repeats"
-    )
+    retries: Retries = None
+    timeout: Timeout = None
+    backoff: Backoff = None
 
 
 class NewJob(JobOptions):
