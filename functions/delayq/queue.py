@@ -39,7 +39,9 @@ from .job import DeadJob, JobInfo, Meta, Scheduled, TopicStats
 from .keys import Keyspace, Partition
 from .models import (
     ID_PATTERN,
+    ID_RE,
     TOPIC_PATTERN,
+    TOPIC_RE,
     JobOptions,
     NewJob,
     PutJob,
@@ -58,8 +60,6 @@ PIPELINE_CALLS = 16  # script calls per round trip
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
-_TOPIC_RE = re.compile(TOPIC_PATTERN)
-_ID_RE = re.compile(ID_PATTERN)
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
@@ -105,13 +105,13 @@ def redis_errors() -> Iterator[None]:
 
 
 def check_topic(topic: str) -> str:
-    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
+    if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
         raise InvalidField("topic", f"must match {TOPIC_PATTERN}")
     return topic
 
 
 def check_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _ID_RE.fullmatch(job_id):
+    if not isinstance(job_id, str) or not ID_RE.fullmatch(job_id):
         raise InvalidField("id", f"must match {ID_PATTERN}")
     return job_id
 
@@ -386,8 +386,7 @@ class Queue:
             raise JobNotFound(topic, id)
         state, raw_meta, body, last_error = reply
         meta = Meta.decode(raw_meta)
-        config = self.settings.topics.for_topic(topic)
-        retries = meta.retries if meta.retries is not None else (config.retries if config else 2)
+        retries = meta.retries if meta.retries is not None else self.settings.topics.retrying(topic).retries
         return JobInfo(
             topic=topic,
             id=id,

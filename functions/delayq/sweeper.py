@@ -32,13 +32,11 @@ from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
 from .scripts import Scripts
-from .settings import TopicConfig
 
 log = logging.getLogger("delayq.sweep")
 
 SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
 TOPICS_PER_CALL = 64  # topics per Lua call (7 keys each)
-_FALLBACK = TopicConfig(target="-")  # retries and backoff for a topic no longer configured
 
 
 class _LockLost(Exception):
@@ -185,7 +183,7 @@ class Sweeper:
         keys = [partition.lock, partition.topics]
         args: list[Any] = [self.token, self.lock_ttl_ms, self.limit]
         for topic in topics:
-            config = self.queue.settings.topics.for_topic(topic) or _FALLBACK
+            config = self.queue.settings.topics.retrying(topic)
             keys += partition.topic_keys(topic)
             args += [config.retries, config.backoff_csv]
         telemetry = self.queue.telemetry
