@@ -35,6 +35,11 @@ def _read(path: str) -> str:
 
 def build_source(name: str) -> str:
     """The source of ``lua/<name>.lua`` with its includes (and theirs) pulled in, each once."""
+    return expand_includes(_read(f"{name}.lua"))
+
+
+def expand_includes(text: str) -> str:
+    """``text`` with its ``-- @include`` lines (and theirs) replaced by ``lua/includes/``, each once."""
     seen: set[str] = set()
 
     def expand(text: str) -> str:
@@ -47,7 +52,7 @@ def build_source(name: str) -> str:
 
         return INCLUDE.sub(include, text)
 
-    return expand(_read(f"{name}.lua"))
+    return expand(text)
 
 
 @dataclass(frozen=True)
