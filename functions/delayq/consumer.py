@@ -29,7 +29,6 @@ until the leases expire as failed attempts.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -41,13 +40,15 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from . import calls
+from .calls import Failure, Taken
 from .errors import ConfigError, DelayqError, PermanentFailure
 from .job import Job
 from .keys import Partition
 from .loop import Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
-from .scripts import Arg, Call, Scripts, run_many
+from .scripts import Call, run_many
 from .settings import TopicConfig
 from .targets import Target, failing_target, resolve_target
 
@@ -57,15 +58,11 @@ LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consu
 MAX_ERROR_CHARS = 2000
 TOPICS_REFRESH_S = 1.0
 SETTLE_CHUNK = 1000
-RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 SPREAD_S = 0.002  # deliveries left waiting this long while a topic's threads are all busy get threads of their own
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 MAX_UNTAKES = 256  # per lane: take ids kept for untake while Redis stays away (the oldest are dropped)
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
-# A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
-# around it, which cost more than the decoding of a small body.
-_decode_body = json.JSONDecoder().raw_decode
 
 
 def _describe(exc: BaseException) -> str:
@@ -192,8 +189,8 @@ class _Lane:
     topic: _Topic
     partition: Partition
     next_check: float = 0.0
-    acks: list[str] = field(default_factory=list)  # id, token, id, token ...
-    fails: list[str] = field(default_factory=list)  # id, token, error, 'r' or 'p' (permanent), ...
+    acks: list[tuple[str, str]] = field(default_factory=list)  # (id, lease token) of jobs that succeeded
+    fails: list[Failure] = field(default_factory=list)
     untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
 
     def undo_later(self, take_ids: list[str]) -> None:
@@ -206,7 +203,7 @@ class _Take:
     """A take call of one pass, for the lane it takes from."""
 
     lane: _Lane
-    call: Call
+    call: Call[Taken]
     count: int
     take_id: str
 
@@ -428,45 +425,39 @@ class Consumer:
                     break
                 free -= count
                 take_id = "t" + secrets.token_hex(8)  # never a number: those are the counter's tokens
-                args: list[Arg] = [
-                    count,
-                    topic.config.timeout_ms,
-                    self.lease_grace_ms,
-                    longest_ms,
-                    self._run_ms,
-                    take_id,
-                ]
-                keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq, lane.partition.untaken]
-                takes.append(_Take(lane, Call(Scripts.take, keys, args), count, take_id))
+                call = calls.take(
+                    lane.partition,
+                    topic.name,
+                    count=count,
+                    timeout_ms=topic.config.timeout_ms,
+                    grace_ms=self.lease_grace_ms,
+                    longest_ms=longest_ms,
+                    run_ms=self._run_ms,
+                    take_id=take_id,
+                )
+                takes.append(_Take(lane, call, count, take_id))
         return takes
 
-    def _taken(self, take: _Take, reply: Any, now: float) -> None:
-        lane, count = take.lane, take.count
+    def _taken(self, take: _Take, reply: Taken | Exception, now: float) -> None:
+        lane = take.lane
         if isinstance(reply, Exception):
             self._redis_error("take", lane, reply)
             lane.next_check = now + self.tick
             # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
             lane.undo_later([take.take_id])
             return
-        server_now, next_in, dead = int(reply[0]), int(reply[1]), int(reply[2])
         answered = time.monotonic()
-        if dead:
-            self._dead_for_timeout(lane, reply[-dead:])
-            jobs = reply[3:-dead]
-        else:
-            jobs = reply[3:]
-        taken = len(jobs) // 7
-        self.counts["taken"] += taken
+        if reply.dead:
+            self._dead_for_timeout(lane, reply.dead)
+        self.counts["taken"] += len(reply.jobs)
         # A full batch means more may be due: take again as soon as workers are free.
-        lane.next_check = now if taken + dead >= count else now + sleep_for(self.tick, next_in)
-        deliveries = []
-        topic = lane.topic.name
-        for i in range(0, len(jobs), 7):
-            job_id, body, attempt, run_at, enqueued_at, token, timeout_ms = jobs[i : i + 7]
-            run_at_ms = int(run_at)
-            body = _decode_body(body)[0] if body is not None else None
-            job = Job(topic, job_id, body, int(attempt), run_at_ms, int(enqueued_at))
-            deliveries.append(_Delivery(job, token, lane, int(timeout_ms) / 1000, server_now - run_at_ms, answered))
+        full = len(reply.jobs) + len(reply.dead) >= take.count
+        lane.next_check = now if full else now + sleep_for(self.tick, reply.next_in_ms)
+        server_now = reply.now_ms
+        deliveries = [
+            _Delivery(job, token, lane, timeout_ms / 1000, server_now - job.run_at_ms, answered)
+            for job, token, timeout_ms in zip(reply.jobs, reply.tokens, reply.timeouts_ms, strict=True)
+        ]
         if deliveries:
             self._start(lane.topic, deliveries)
 
@@ -507,13 +498,13 @@ class Consumer:
         job = delivery.job
         started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
-        kind = RETRY
+        permanent = False
         try:
             try:
                 delivery.lane.topic.target(job, delivery.timeout_s)
                 error = None
             except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
-                kind = PERMANENT if isinstance(exc, PermanentFailure) else RETRY
+                permanent = isinstance(exc, PermanentFailure)
                 error = _describe(exc)
         finally:
             with self._lock:
@@ -527,10 +518,10 @@ class Consumer:
                     self.counts["late_results"] += 1
                 elif error is None:
                     self.counts["succeeded"] += 1
-                    delivery.lane.acks += [job.id, delivery.token]
+                    delivery.lane.acks.append((job.id, delivery.token))
                 else:
                     self.counts["failed"] += 1
-                    delivery.lane.fails += [job.id, delivery.token, error, kind]
+                    delivery.lane.fails.append(Failure(job.id, delivery.token, error, permanent))
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
@@ -557,7 +548,7 @@ class Consumer:
                     job.id,
                     job.attempt,
                     error,
-                    extra=_log_context(job, lateness_ms, started) | {"error": error, "permanent": kind == PERMANENT},
+                    extra=_log_context(job, lateness_ms, started) | {"error": error, "permanent": permanent},
                 )
         finally:
             # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
@@ -571,7 +562,7 @@ class Consumer:
                 if not delivery.settled and delivery.deadline <= now:
                     delivery.settled = True
                     error = f"timed out after {delivery.timeout_s:g}s"
-                    delivery.lane.fails += [delivery.job.id, delivery.token, error, RETRY]
+                    delivery.lane.fails.append(Failure(delivery.job.id, delivery.token, error))
                     self.counts["timed_out"] += 1
                     job = delivery.job
                     self.queue.telemetry.count("TimedOut", job.topic)
@@ -588,31 +579,27 @@ class Consumer:
         with self._lock:
             return any(lane.acks or lane.fails or lane.untakes for lane in self._lanes)
 
-    def _settlements(self) -> list[tuple[tuple[_Lane, str, list[str]], Call]]:
+    def _settlements(self) -> list[tuple[tuple[_Lane, str, list[Any]], Call[Any]]]:
         """The ack and fail calls for what finished since the last pass, and the untake calls for takes
         whose reply never came (taken off the lanes)."""
-        calls = []
+        settle: list[tuple[tuple[_Lane, str, list[Any]], Call[Any]]] = []
         with self._lock:
             for lane in self._lanes:
-                keys = lane.partition.topic_keys(lane.topic.name)
+                partition, topic = lane.partition, lane.topic.name
                 if lane.untakes:
                     untakes, lane.untakes = lane.untakes, []
-                    calls.append(
-                        ((lane, "untake", untakes), Call(Scripts.untake, [*keys, lane.partition.untaken], untakes))
-                    )
+                    settle.append(((lane, "untake", untakes), calls.untake(partition, topic, untakes)))
                 acks, lane.acks = lane.acks, []
                 fails, lane.fails = lane.fails, []
-                for start in range(0, len(acks), 2 * SETTLE_CHUNK):
-                    chunk = acks[start : start + 2 * SETTLE_CHUNK]
-                    calls.append(((lane, "ack", chunk), Call(Scripts.ack, keys, chunk)))
-                config = lane.topic.config
-                for start in range(0, len(fails), 4 * SETTLE_CHUNK):
-                    chunk = fails[start : start + 4 * SETTLE_CHUNK]
-                    args: list[Any] = [config.retries, config.backoff_csv, *chunk]
-                    calls.append(((lane, "fail", chunk), Call(Scripts.fail, keys, args)))
-        return calls
+                for start in range(0, len(acks), SETTLE_CHUNK):
+                    done = acks[start : start + SETTLE_CHUNK]
+                    settle.append(((lane, "ack", done), calls.ack(partition, topic, done)))
+                for start in range(0, len(fails), SETTLE_CHUNK):
+                    failed = fails[start : start + SETTLE_CHUNK]
+                    settle.append(((lane, "fail", failed), calls.fail(partition, topic, lane.topic.config, failed)))
+        return settle
 
-    def _settled(self, what: tuple[_Lane, str, list[str]], call: Call, reply: Any) -> None:
+    def _settled(self, what: tuple[_Lane, str, list[Any]], call: Call[Any], reply: Any) -> None:
         lane, kind, items = what
         if isinstance(reply, Exception):
             self._redis_error(kind, lane, reply)
@@ -637,7 +624,7 @@ class Consumer:
                     extra={"topic": lane.topic.name, "untaken": int(reply)},
                 )
         else:
-            retried, dead = int(reply[0]), int(reply[1])
+            retried, dead = reply
             self.counts.update(retried=retried, dead=dead)
             self.queue.telemetry.count("Retried", lane.topic.name, retried)
             self.queue.telemetry.count("Dead", lane.topic.name, dead)
