@@ -224,27 +224,28 @@ def parse_queue(spec: str) -> SqsQueue:
 def parse_lambda(spec: str) -> Arn:
     """The Lambda function ARN ``spec`` (with an optional version or alias)."""
     expected = "arn:aws:lambda:REGION:ACCOUNT:function:NAME or ...:function:NAME:VERSION_OR_ALIAS"
-    arn = parse_arn(spec, "lambda", expected)
-    if not _LAMBDA_RESOURCE.fullmatch(arn.resource):
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a function (expected {expected})")
-    return arn
+    return _parse_resource(spec, "lambda", expected, "a function", _LAMBDA_RESOURCE.fullmatch)
 
 
 def parse_sns(spec: str) -> Arn:
     """The SNS topic ARN ``spec``."""
     expected = "arn:aws:sns:REGION:ACCOUNT:TOPIC (TOPIC: up to 256 letters, digits, - and _, FIFO ending in .fifo)"
-    arn = parse_arn(spec, "sns", expected)
-    if not _NAME.fullmatch(arn.resource) or len(arn.resource) > MAX_TOPIC_NAME_CHARS:
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a topic name (expected {expected})")
-    return arn
+    return _parse_resource(
+        spec, "sns", expected, "a topic name", lambda name: len(name) <= MAX_TOPIC_NAME_CHARS and _NAME.fullmatch(name)
+    )
 
 
 def parse_event_bus(spec: str) -> Arn:
     """The EventBridge event bus ARN ``spec`` (rules, archives and other resources are refused)."""
     expected = "arn:aws:events:REGION:ACCOUNT:event-bus/NAME"
-    arn = parse_arn(spec, "events", expected)
-    if not _BUS_RESOURCE.fullmatch(arn.resource):
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not an event bus (expected {expected})")
+    return _parse_resource(spec, "events", expected, "an event bus", _BUS_RESOURCE.fullmatch)
+
+
+def _parse_resource(spec: str, service: str, expected: str, kind: str, valid: Callable[[str], object]) -> Arn:
+    """The ARN ``spec`` of ``service`` whose resource is ``valid``, or ``ConfigError`` saying it is not ``kind``."""
+    arn = parse_arn(spec, service, expected)
+    if not valid(arn.resource):
+        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not {kind} (expected {expected})")
     return arn
 
 
