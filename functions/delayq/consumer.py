@@ -402,6 +402,8 @@ class Consumer:
         """Whether the lane's topic has a free worker and time to finish a job before the deadline."""
         return lane.topic.free > 0 and budget.fits(lane.topic.config.timeout, now)
 
+    # --------------------------------------------------------------------------------- deliveries and verdicts
+
     def _start(self, topic: _Topic, deliveries: list[_Delivery]) -> None:
         now = time.monotonic()
         with self._lock:
@@ -488,11 +490,11 @@ class Consumer:
                     context = {"topic": job.topic, "id": job.id, "attempt": job.attempt, "error": error}
                     log.warning("%s/%s attempt %d %s", job.topic, job.id, job.attempt, error, extra=context)
 
-    # --------------------------------------------------------------------------------- settle
-
     def _unsettled(self) -> bool:
         with self._lock:
             return any(not delivery.settled for delivery in self._running)
+
+    # --------------------------------------------------------------------------------- Redis errors
 
     def _redis_error(self, what: str, partition: Partition, topic: str, exc: Exception) -> None:
         """A take or settle call that failed: counted and logged; anything but Redis failing is raised."""
