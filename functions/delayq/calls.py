@@ -90,7 +90,7 @@ class Lease(NamedTuple):
     timeout_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Taken:
     """A take's reply: Redis' time, the ms until the topic's next delayed job falls due (None: none),
     the jobs leased with each one's token and timeout (same order), and the ids of jobs sent to the
@@ -139,15 +139,13 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
     dead = int(reply[2])
     end = len(reply) - dead
     jobs: list[Job] = []
-    tokens: list[str] = []
-    timeouts_ms: list[int] = []
     for i in range(3, end, 7):
-        job_id, body, attempt, run_at, enqueued_at, token, timeout_ms = reply[i : i + 7]
+        job_id, body, attempt, run_at, enqueued_at = reply[i : i + 5]
         body = _decode_body(body)[0] if body is not None else None
         jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at)))
-        tokens.append(str(token))
-        timeouts_ms.append(int(timeout_ms))
     next_in_ms = int(reply[1])
+    # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
+    tokens, timeouts_ms = reply[8:end:7], reply[9:end:7]
     return Taken(int(reply[0]), next_in_ms if next_in_ms >= 0 else None, jobs, tokens, timeouts_ms, reply[end:])
 
 

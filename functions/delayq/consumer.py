@@ -113,7 +113,7 @@ class _Lane:
     next_check: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Take:
     """A take call of one pass, for the lane it takes from."""
 

@@ -81,10 +81,11 @@ def _as_sent(reply: Any) -> Any:
     return reply
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Call(Generic[R]):
     """One script call, and how its reply reads (``decode``): ``run`` sends it alone, ``run_many``
-    sends several in one round trip. Built by the functions of ``calls.py``."""
+    sends several in one round trip. Built by the functions of ``calls.py``; not changed after (not
+    frozen only because a frozen dataclass takes three times as long to make, and every pass makes some)."""
 
     script: Script
     keys: Sequence[str]

@@ -54,7 +54,7 @@ class Pending:
         return bool(self.acks or self.fails or self.untakes)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Settle:
     """One settle call of a pass: its lane, its kind, and the items it carries (kept for the next
     pass if the call fails)."""

@@ -104,7 +104,7 @@ if #ids > 0 then
       else
         if seq then
           seq = seq + 1
-          token = seq
+          token = tostring(seq)
         end
         attempts = attempts + 1
         local n = #leases
