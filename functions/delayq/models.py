@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from typing import Annotated, Any, cast
 
@@ -17,8 +18,13 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from .errors import InvalidField, TooLarge
 from .schedule import MAX_DELAY_MS, parse_run_at, seconds_to_ms
 
+# What a topic name and a job id may be: checked here for the API, by ``Queue`` for the Python
+# client, and by ``Topics.parse`` for configured topics. A topic never starts with ``_``, so its
+# keys never collide with a partition's own (``keys.py``).
 TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+TOPIC_RE = re.compile(TOPIC_PATTERN)
+ID_RE = re.compile(ID_PATTERN)
 MAX_BODY_BYTES = 256 * 1024
 MAX_BODY_DEPTH = 64  # arrays and objects in a body, one inside another
 MAX_BATCH = 1000

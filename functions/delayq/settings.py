@@ -16,12 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .models import TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 WILDCARD = "*"
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class ENV:
@@ -70,6 +70,9 @@ class TopicConfig(BaseModel):
         return encode_backoff(self.backoff)
 
 
+_UNCONFIGURED = TopicConfig(target="-")  # the defaults, for a topic whose config is gone
+
+
 @dataclass(frozen=True)
 class Topics(Mapping[str, TopicConfig]):
     """Topic name -> config; the ``*`` entry, when present, configures every other topic."""
@@ -88,6 +91,12 @@ class Topics(Mapping[str, TopicConfig]):
     def for_topic(self, topic: str) -> TopicConfig | None:
         """The config that applies to ``topic``: its own, else the ``*`` entry, else None."""
         return self.configs.get(topic) or self.configs.get(WILDCARD)
+
+    def retrying(self, topic: str) -> TopicConfig:
+        """The config whose retries and backoff apply to ``topic``'s failed attempts: ``for_topic``'s,
+        or the defaults for a topic no longer configured (its jobs are still retried and dead-lettered,
+        as a topic with the default config would have them)."""
+        return self.for_topic(topic) or _UNCONFIGURED
 
     @property
     def named(self) -> tuple[str, ...]:

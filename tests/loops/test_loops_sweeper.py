@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from delayq import Queue
+from delayq import Queue, calls
+from delayq.calls import Failure, Taken
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
 from delayq.loop import STOP_BEFORE_DEADLINE_S, Budget
-from delayq.scripts import Scripts
 from delayq.sweeper import Sweeper
 
 import loops_targets
@@ -33,11 +33,10 @@ def _clean_targets() -> Iterator[None]:
     loops_targets.reset()
 
 
-def _lease_directly(queue: Queue, topic: str, timeout_ms: int, grace_ms: int) -> list[str]:
+def _lease_directly(queue: Queue, topic: str, timeout_ms: int, grace_ms: int) -> Taken:
     """What a consumer does before it dies: take one job (and never answer)."""
     partition = queue.keys.partitions[0]
-    keys = [*partition.topic_keys(topic), partition.seq]
-    return list(Scripts.take(queue.redis, keys, [1, timeout_ms, grace_ms]))
+    return calls.take(partition, topic, count=1, timeout_ms=timeout_ms, grace_ms=grace_ms).run(queue.redis)
 
 
 @pytest.mark.parametrize("retries", [1, 0])
@@ -47,9 +46,9 @@ def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> Non
     )
     queue.enqueue("lease", {"x": 1}, id="l1", delay=0)
     reply = _lease_directly(queue, "lease", timeout_ms=1000, grace_ms=0)
-    now_ms = int(reply[0])
-    assert reply[2] == "l1"
-    assert int(reply[4]) == 1  # attempt
+    now_ms = reply.now_ms
+    assert reply.ids == ["l1"]
+    assert reply.jobs[0].attempt == 1
     assert state(queue, "lease", "l1") == "reserved"
 
     sweeper = Sweeper(queue)
@@ -98,7 +97,7 @@ def test_expired_lease_is_not_taken_back_early(make_queue: MakeQueue) -> None:
     queue = make_queue(topics={"lease": {"target": RECORDER, "timeout": 1, "retries": 0}}, tick=0.2)
     queue.enqueue("lease", {}, id="l2", delay=0)
     reply = _lease_directly(queue, "lease", timeout_ms=1000, grace_ms=0)
-    deadline_ms = int(reply[0]) + 1000
+    deadline_ms = reply.now_ms + 1000
 
     seen: list[tuple[float, str | None]] = []
 
@@ -252,14 +251,15 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
     )
     queue.enqueue("st", {}, id="x1", delay=0)
     reply = _lease_directly(queue, "st", timeout_ms=1000, grace_ms=0)
-    old_token = reply[7]
-    keys = queue.keys.partitions[0].topic_keys("st")
+    old_token = reply.tokens[0]
+    partition = queue.keys.partitions[0]
 
     with running(Sweeper(queue)) as sweeper, running(Consumer(queue)) as consumer:
         assert wait_until(lambda: loops_targets.of("x1"), timeout=4)  # attempt 2, leased anew
         assert state(queue, "st", "x1") == "reserved"
-        assert Scripts.ack(queue.redis, keys, ["x1", old_token]) == 0
-        assert Scripts.fail(queue.redis, keys, [2, "0", "x1", old_token, "late failure", "r"]) == [0, 0]
+        assert calls.ack(partition, "st", [("x1", old_token)]).run(queue.redis) == 0
+        late = [Failure("x1", old_token, "late failure")]
+        assert calls.fail(partition, "st", queue.topic_config("st"), late).run(queue.redis) == (0, 0)
         info = queue.get("st", "x1")
         assert (info.state, info.attempts) == ("reserved", 2)
         assert info.last_error is not None
