@@ -26,10 +26,12 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from processes import wait_for
 from report import read_jsonl
-from run import VENVS, ensure_venv, log, machine_facts, wait_for
+from run import machine_facts
 from scale_report import faults_and_lateness, markdown
 from scale_stack import BENCH, REPO, Loops, Side, Store, answer, delta, load
+from systems import VENVS, ensure_venv, log
 
 PRODUCER_BATCH = 20
 

@@ -22,7 +22,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = REPO / ".venv" / "bin" / "python"
 sys.path.insert(0, str(REPO / "tests"))
-from run import child_env  # noqa: E402 - the benchmark's environment for its processes
+from processes import child_env  # noqa: E402 - the benchmark's environment for its processes
 
 from servers import RedisClusterServers, RedisServer  # noqa: E402 - the tests' private servers
 
