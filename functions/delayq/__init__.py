@@ -16,22 +16,27 @@ from .errors import (
     PermanentFailure,
     RedisUnavailable,
     TooLarge,
+    TopicNotFound,
     UnknownTopic,
 )
 from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
+from .listing import Bucket, Forecast, JobPage, TopicPage
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
 
 __all__ = [
+    "Bucket",
     "ConfigError",
     "DeadJob",
     "DelayqError",
+    "Forecast",
     "InvalidField",
     "Job",
     "JobDead",
     "JobExists",
     "JobInfo",
     "JobNotFound",
+    "JobPage",
     "JobReserved",
     "PermanentFailure",
     "Queue",
@@ -40,6 +45,8 @@ __all__ = [
     "Settings",
     "TooLarge",
     "TopicConfig",
+    "TopicNotFound",
+    "TopicPage",
     "TopicStats",
     "Topics",
     "UnknownTopic",

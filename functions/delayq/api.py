@@ -95,6 +95,8 @@ class TopicOut(BaseModel):
     dead: int
     next_run_at_ms: int | None
     next_run_at: str | None
+    paused: bool = Field(description="No consumer starts a job of the topic while it is paused")
+    oldest_ready_ms: int = Field(description="How long ago (Redis time) the oldest due job fell due; 0 if none")
 
 
 class DeadJobOut(BaseModel):

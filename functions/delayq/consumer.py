@@ -8,7 +8,7 @@ every topic with free workers go out together as one pipeline (no MULTI), each i
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
 worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late.
+the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -366,6 +366,9 @@ class Consumer:
             # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
             with self._lock:
                 lane.pending.undo_later([take.take_id])
+            return
+        if reply.paused:  # nothing taken: look again in a tick (a pause lasts minutes, not milliseconds)
+            lane.next_check = now + self.tick
             return
         answered = time.monotonic()
         if reply.dead:

@@ -45,8 +45,9 @@ from servers import RedisServer
 # contract supports) with the options used (checked below). A new one must be added here on purpose.
 REDIS_6_2_COMMANDS = frozenset(
     ("PING", "EVAL", "EVALSHA", "SET", "GET", "DEL", "SMEMBERS", "SADD", "SCARD", "PEXPIRE", "TIME", "INCRBY",
-     "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD",
-     "HSET", "HGET", "HMGET", "HDEL", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LREM", "LLEN")
+     "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD", "ZCOUNT", "ZRANK",
+     "HSET", "HSETNX", "HGET", "HMGET", "HDEL", "HINCRBY", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LLEN", "LPOS",
+     "LSET", "LPOP")
 )  # fmt: skip
 
 
