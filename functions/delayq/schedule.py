@@ -73,9 +73,10 @@ def backoff_ms(backoff_ms_list: Sequence[int], failures: int) -> int:
     return backoff_ms_list[min(max(failures, 1), len(backoff_ms_list)) - 1]
 
 
-def encode_backoff(backoff_s: Sequence[float]) -> str:
-    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read."""
-    return ",".join(str(seconds_to_ms(s)) for s in backoff_s)
+def encode_backoff(backoff_s: Sequence[float], *, floor_s: float = 0.0) -> str:
+    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read, each entry
+    raised to ``floor_s`` at least."""
+    return ",".join(str(seconds_to_ms(max(s, floor_s))) for s in backoff_s)
 
 
 def sleep_for(tick: float, *next_in_ms: int | None) -> float:
