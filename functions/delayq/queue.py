@@ -334,13 +334,14 @@ class Queue:
         return cast(list[dict[str, Any]], results)  # every job is answered by now
 
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
-        self.topic_config(topic)
+        config = self.topic_config(topic)
         when, value = job.when()
         overrides = NO_OVERRIDES
         if job.retries is not None or job.timeout is not None or job.backoff is not None:
             retries = "" if job.retries is None else str(job.retries)
             timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
-            overrides = f"{retries}|{timeout_ms}|{'' if job.backoff is None else encode_backoff(job.backoff)}"
+            backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
+            overrides = f"{retries}|{timeout_ms}|{backoff}"
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
     def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> list[tuple[int, int]]:
