@@ -84,6 +84,22 @@ def namespace(redis_client: redis.Redis) -> Iterator[str]:
         redis_client.delete(*keys)
 
 
+@pytest.fixture
+def connection_attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every TCP connection redis-py tries from now on, as (host, port), in order. A call that gives
+    up at once on a Redis that refuses tries once; one that retried would try again (and wait in
+    between): counting tries tells "quickly" apart without timing anything."""
+    attempts: list[tuple[str, int]] = []
+    connect = redis.connection.Connection._connect
+
+    def counted(connection: redis.connection.Connection) -> Any:
+        attempts.append((connection.host, connection.port))
+        return connect(connection)
+
+    monkeypatch.setattr(redis.connection.Connection, "_connect", counted)
+    return attempts
+
+
 @pytest.fixture(autouse=True)
 def _clean_recorder() -> Iterator[None]:
     recorder.reset()
