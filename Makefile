@@ -26,17 +26,17 @@ $(SAM):
 	test -x .venv-sam/bin/python || $(PYTHON) -m venv .venv-sam
 	.venv-sam/bin/python -m pip install -q '$(SAM_CLI)'
 
-test-deps:             ## redis-server, nutcracker, faketime, valkey-server, chromium; a Redis on 127.0.0.1:6379
+test-deps:             ## python3-venv, redis-server, nutcracker, faketime, valkey-server, chromium; a Redis on 6379
 	@bash tests/setup.sh
 
-test: $(READY) $(SAM) test-deps  ## every tier but the fault tier on Redis, then the server's tiers on Valkey
+test: test-deps $(READY) $(SAM)  ## every tier but the fault tier on Redis, then the server's tiers on Valkey
 	DELAYQ_SAM=$(abspath $(SAM)) SAM_CLI_TELEMETRY=0 $(BIN)/python -m pytest
 	@$(MAKE) --no-print-directory test-valkey
 
-test-valkey: $(READY) test-deps  ## the tiers that talk to a server, on a private valkey-server
+test-valkey: test-deps $(READY)  ## the tiers that talk to a server, on a private valkey-server
 	DELAYQ_TEST_SERVER=valkey $(BIN)/python -m pytest $(VALKEY_TIERS)
 
-faults: $(READY) test-deps  ## the fault tier: kill -9, Redis restarts and outages, skewed clocks, 20,000 jobs
+faults: test-deps $(READY)  ## the fault tier: kill -9, Redis restarts and outages, skewed clocks, 20,000 jobs
 	$(BIN)/python -m pytest -m fault
 
 lint: $(READY)

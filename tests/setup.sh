@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # What the test tiers need on a Debian machine, set up before `make test` and `make faults`:
+#   python3-venv              the venvs, when there is none yet and Python lacks its venv module
 #   redis-server, redis-cli   private servers, and the shared Redis at 127.0.0.1:6379 (or at the local
 #                             DELAYQ_TEST_REDIS_URL), started when nothing answers there
 #   nutcracker                twemproxy, for the compatibility tier
@@ -12,6 +13,7 @@
 # For its own tests (tests/infra/test_infra_setup.py): DELAYQ_SETUP_UID stands for the user id, and
 # DELAYQ_SETUP_APT for /etc/apt (where a backports source is looked for and added).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 me="tests/setup.sh"
 apt_dir="${DELAYQ_SETUP_APT:-/etc/apt}"
@@ -28,6 +30,8 @@ has() { PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null; }  # nutcracker
 
 missing_packages() {
   local entry
+  # The venvs (make's first step) need Python's venv module, a package of its own on Debian.
+  [ -x .venv/bin/python ] || python3 -c "import ensurepip, venv" 2>/dev/null || echo python3-venv
   for entry in "${needed[@]}"; do
     has "${entry%%:*}" || echo "${entry#*:}"
   done
