@@ -65,8 +65,10 @@ STATE_NAMES = {"l": "reserved", "x": "dead"}
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
 _REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
-# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
-_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
+# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
+# any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
+# failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
+_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script can't|no permissions to", re.I)
 
 
 def new_ids(count: int) -> list[str]:

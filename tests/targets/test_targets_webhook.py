@@ -67,8 +67,8 @@ class Received:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Answers by path: ``/status/<code>``, ``/redirect``, ``/sleep/<seconds>``, ``/drip``,
-    ``/big``; anything else is 200."""
+    """Answers by path: ``/status/<code>``, ``/redirect``, ``/hold`` (never: it holds the request
+    until the server stops), ``/drip``, ``/big``; anything else is 200."""
 
     server: LocalServer
     protocol_version = "HTTP/1.1"
@@ -90,11 +90,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(int(route[1]), f"status {route[1]} body".encode())
         elif route[0] == "redirect":
             self._answer(301, b"moved", location=self.server.url("/status/200?token=hush-hush"))
-        elif route[0] == "sleep":
-            self.server.stopping.wait(float(route[1]))
-            self._answer(200, b"late")
-        elif route[0] == "drip":  # a byte every 50 ms, for up to 5 s: each read is quick, the whole is not
-            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
+        elif route[0] == "hold":
+            self.server.stopping.wait()
+        elif route[0] == "drip":  # a byte every 50 ms until the server stops: each read is quick, the whole never ends
+            for byte in itertools.chain(b"HTTP/1.1 200 OK\r\nX-Slow: ", itertools.repeat(ord("a"))):
                 if self.server.stopping.wait(0.05):
                     return
                 self.wfile.write(bytes([byte]))
@@ -530,22 +529,23 @@ def test_error_text_is_short_and_keeps_secrets_out(server: LocalServer) -> None:
 
 
 def test_a_server_that_does_not_answer_times_out(server: LocalServer) -> None:
+    """The server never answers: only the delivery's own deadline ends the call (no timing asserted
+    beyond the wait itself: a loaded machine may end it late)."""
     started = time.monotonic()
-    exc = failure(target(server.url("/sleep/5")), timeout=0.5)
-    took = time.monotonic() - started
+    exc = failure(target(server.url("/hold")), timeout=0.5)
+    assert time.monotonic() - started >= 0.45
     assert retryable(exc)
     assert "timed out after 0.5s" in str(exc)
-    assert 0.45 <= took < 1.5
 
 
 def test_a_server_that_trickles_bytes_is_cut_at_the_deadline(server: LocalServer) -> None:
-    # each byte comes well within any per-read timeout: only a deadline on the whole exchange ends it
+    # each byte comes well within any per-read timeout, and they never end: only a deadline on the
+    # whole exchange ends the call
     started = time.monotonic()
     exc = failure(target(server.url("/drip")), timeout=0.6)
-    took = time.monotonic() - started
+    assert time.monotonic() - started >= 0.55
     assert retryable(exc)
     assert "timed out after 0.6s" in str(exc)
-    assert 0.55 <= took < 1.5
 
 
 def test_connection_refused_is_retried() -> None:
@@ -592,11 +592,11 @@ def test_https_connects_to_the_vetted_ip_with_sni_and_host_of_the_name(
 
 def test_https_server_that_does_not_answer_times_out(https_server: LocalServer) -> None:
     started = time.monotonic()
-    exc = failure(target(https_server.url("/sleep/5")), timeout=0.5)
+    exc = failure(target(https_server.url("/hold")), timeout=0.5)
+    assert time.monotonic() - started >= 0.45
     assert retryable(exc)
     assert "timed out after 0.5s" in str(exc)
-    assert time.monotonic() - started < 1.5
-    assert [r.path for r in https_server.requests()] == ["/sleep/5"]  # TLS went through; the answer did not
+    assert [r.path for r in https_server.requests()] == ["/hold"]  # TLS went through; no answer ever comes
 
 
 def test_https_refuses_a_certificate_for_another_host(pki: Pki, monkeypatch: pytest.MonkeyPatch) -> None:
