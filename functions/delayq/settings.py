@@ -36,6 +36,7 @@ class ENV:
     TICK = "DELAYQ_TICK"
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
 
 
 class TopicConfig(BaseModel):
@@ -145,6 +146,7 @@ class Settings:
     tick: float = 1.0
     loop_seconds: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
+    ui_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.redis_mode not in ("standalone", "cluster"):
@@ -182,6 +184,8 @@ class Settings:
             values["loop_seconds"] = _number(env, ENV.LOOP_SECONDS, float)
         if env.get(ENV.WEBHOOK_SECRET):
             values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
+        if env.get(ENV.UI_TOKEN):
+            values["ui_token"] = env[ENV.UI_TOKEN]
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)
