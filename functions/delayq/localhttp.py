@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from waitress import wasyncore
@@ -92,16 +92,16 @@ def request_event(method: str, target: str, headers: dict[str, str], body: bytes
     """An HTTP request as the API Gateway REST proxy event the Lambda would receive. ``target`` is the
     request target as sent (path and query, still percent-encoded); the event's path is decoded and
     kept whole, control characters included, for the router to refuse."""
-    url = urlsplit(target)
+    raw_path, _, query = target.partition("#")[0].partition("?")  # not urlsplit: "//x" is a path here
     multi: dict[str, list[str]] = {}
-    for name, value in parse_qsl(url.query, keep_blank_values=True):
+    for name, value in parse_qsl(query, keep_blank_values=True):
         multi.setdefault(name, []).append(value)
     try:
         text: str | None = body.decode("utf-8") if body else None
         encoded = False
     except UnicodeDecodeError:
         text, encoded = base64.b64encode(body).decode(), True
-    path = unquote(url.path) or "/"
+    path = unquote(raw_path) or "/"
     return {
         "resource": "/{proxy+}",
         "path": path,
@@ -173,13 +173,13 @@ def _respond(start_response: StartResponse, response: dict[str, Any], *, head: b
 
 
 def _request_target(environ: WSGIEnvironment) -> str:
-    """The path and query as the client sent them, still percent-encoded. Waitress and werkzeug keep
-    the raw target (``PATH_INFO`` is decoded and has its leading slashes merged: not what was sent)."""
+    """The path as the client sent it, still percent-encoded, and the query. Waitress and werkzeug keep
+    the raw path (``PATH_INFO`` is decoded, and has its leading slashes merged: not what was sent);
+    only ``QUERY_STRING`` is sure to hold the query."""
     raw = environ.get("REQUEST_URI") or environ.get("RAW_URI")
-    if raw:
-        return _unwsgi(raw)
-    query = environ.get("QUERY_STRING", "")
-    return quote(_unwsgi(environ.get("PATH_INFO", ""))) + (f"?{_unwsgi(query)}" if query else "")
+    path = _unwsgi(raw).partition("?")[0] if raw else quote(_unwsgi(environ.get("PATH_INFO", "")))
+    query = _unwsgi(environ.get("QUERY_STRING", ""))
+    return path + (f"?{query}" if query else "")
 
 
 def _headers(environ: WSGIEnvironment) -> dict[str, str]:

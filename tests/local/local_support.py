@@ -58,7 +58,9 @@ def send(
         connection.endheaders(data)
         response = connection.getresponse()
         raw = response.read()
-        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, raw)
+        names = {name.lower() for name in response.headers}
+        headers = {name: ", ".join(response.headers.get_all(name) or []) for name in names}
+        return Answer(response.status, headers, raw)
     finally:
         connection.close()
 
