@@ -95,7 +95,7 @@ class Stack:
             self.lines.put(line)
 
     def output(self) -> str:
-        """Everything the stack printed so far."""
+        """Everything the stack printed so far (``wait_for`` looks only at what comes after)."""
         while not self.lines.empty():
             self.seen.append(self.lines.get_nowait())
         return "".join(self.seen)
