@@ -48,8 +48,9 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 SAME_ORIGIN_FETCHES = ("same-origin", "none")  # Sec-Fetch-Site: "none" is a user's own navigation
 POLL_S = 0.2  # how often the serving loop looks whether it was told to stop
-# Hop-by-hop headers are the server's business: WSGI forbids an application to set them.
-HOP_BY_HOP = frozenset(
+# Headers the server sets itself: the hop-by-hop ones (WSGI forbids an application to set them), and
+# the length, counted from the body actually sent.
+SERVER_HEADERS = frozenset(
     {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers", "transfer-encoding"}
     | {"upgrade", "content-length"}
 )
@@ -141,7 +142,8 @@ def lambda_app(resolve: Resolve) -> WSGIApplication:
             response = resolve(event, None)
         except Exception:  # any failure is one JSON 500, whatever raised it
             log.exception("%s %.256r failed", method, event["path"])
-            return answer(start_response, Internal("the request could not be answered; see the server's log"))
+            failed = Internal("the request could not be answered; see the server's log")
+            return answer(start_response, failed, head=method == "HEAD")
         return _respond(start_response, response, head=method == "HEAD")
 
     return app
@@ -165,7 +167,7 @@ def _respond(start_response: StartResponse, response: dict[str, Any], *, head: b
     headers = {name.lower(): (name, [value]) for name, value in (response.get("headers") or {}).items()}
     for name, values in (response.get("multiValueHeaders") or {}).items():
         headers[name.lower()] = (name, list(values))
-    out = [(name, str(value)) for key, (name, values) in headers.items() if key not in HOP_BY_HOP for value in values]
+    out = [(name, str(v)) for key, (name, values) in headers.items() if key not in SERVER_HEADERS for v in values]
     out.append(("Content-Length", str(len(raw))))
     status = int(response["statusCode"])
     start_response(f"{status} {_phrase(status)}", out)
@@ -388,10 +390,11 @@ class Server:
         self.binding = Binding(host, _bound_port(self._server))  # the port given, or the one chosen for port 0
         if not self.binding.loopback:
             log.warning(
-                "listening on %s:%d, reachable from other machines; every request needs %s",
+                "listening on %s:%d, reachable from other machines; every request needs %s; Host names: %s",
                 host or "*",
                 self.binding.port,
                 ENV.UI_TOKEN,
+                ", ".join(sorted(self.binding.names)),
             )
 
     def _dispatch(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
