@@ -190,9 +190,7 @@ def main(argv: list[str] | None = None) -> None:
             thread.start()
 
         def shutdown(signum: int, frame: Any) -> None:
-            sweeper.request_stop()
-            consumer.request_stop()
-            server.stop()
+            server.stop()  # nothing that takes a lock here: the loops are stopped once serve returns
 
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)

@@ -23,7 +23,6 @@ import ipaddress
 import json
 import logging
 import socket
-import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -377,7 +376,7 @@ class Server:
         self.token = token
         self._map: dict[int, Any] = {}
         self._app: WSGIApplication | None = None  # set by serve, before the first request is read
-        self._stopping = threading.Event()
+        self._stopping = False  # a plain flag, not an Event: see stop
         self._server = create_server(
             self._dispatch,
             map=self._map,
@@ -406,14 +405,16 @@ class Server:
         self._app = Guard(app, self.binding, self.token)
         use_poll = self._server.adj.asyncore_use_poll
         try:
-            while not self._stopping.is_set():
+            while not self._stopping:
                 wasyncore.loop(timeout=POLL_S, use_poll=use_poll, map=self._map, count=1)
         finally:
             self.close()
 
     def stop(self) -> None:
-        """Ends ``serve`` within ``POLL_S``; safe from any thread and from a signal handler."""
-        self._stopping.set()
+        """Ends ``serve`` within ``POLL_S``. Safe from any thread and from a signal handler, because it
+        takes no lock: a handler that waits for a lock its own thread holds (an Event's, when a second
+        signal lands inside the first one's ``set``) never returns."""
+        self._stopping = True
 
     def close(self) -> None:
         """Stop the worker threads and close the listening socket and every connection."""
