@@ -260,13 +260,17 @@ def test_make_dev_takes_the_port_and_host(redis_url: str, namespace: str) -> Non
         assert answer.status == 201, answer
         stack.wait_for(f"delivered example/{answer.json['id']} attempt 1")
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGTERM)  # make passes it on too: the stack gets two, and must stop once
         try:
             process.wait(30)
-        finally:
-            stack.reader.join(5)
-            assert process.stdout is not None
-            process.stdout.close()
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        stack.reader.join(30)
+        assert process.stdout is not None
+        process.stdout.close()
+    assert not stack.reader.is_alive(), "the stack outlived make: it still holds its output open"
+    assert "stopped" in stack.output()
 
 
 @pytest.mark.parametrize("command", [[sys.executable, "-m", "delayq"], [str(Path(sys.executable).parent / "delayq")]])
