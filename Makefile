@@ -19,8 +19,11 @@ $(READY): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
 
-dev: $(READY)          ## the API on http://127.0.0.1:8000 with the sweep and consume loops
-	$(BIN)/python -m delayq.local
+# make dev HOST=... PORT=...: on the command line only (a shell's own HOST or PORT is not taken)
+HOST = 127.0.0.1
+PORT = 8000
+dev: $(READY)          ## the API on http://$(HOST):$(PORT) with the sweep and consume loops (make dev PORT=8001)
+	$(BIN)/python -m delayq.local --host '$(HOST)' --port '$(PORT)'
 
 $(SAM):
 	test -x .venv-sam/bin/python || $(PYTHON) -m venv .venv-sam

@@ -42,6 +42,7 @@ class ENV:
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
     WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
+    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
 
 
 def is_webhook(target: str) -> bool:
@@ -178,6 +179,7 @@ class Settings:
     loop_seconds: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
     webhook_secret_id: str | None = None
+    ui_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
@@ -220,6 +222,8 @@ class Settings:
             values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
         if env.get(ENV.WEBHOOK_SECRET_ID):
             values["webhook_secret_id"] = env[ENV.WEBHOOK_SECRET_ID]
+        if env.get(ENV.UI_TOKEN):
+            values["ui_token"] = env[ENV.UI_TOKEN]
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)
