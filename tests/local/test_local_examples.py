@@ -27,7 +27,7 @@ import pytest
 from local_support import ROOT, Stack, base_env, eventually, local_stack, send
 from servers import free_port
 
-EXAMPLES_DOC = ROOT / "docs" / "_incoming" / "local.md"  # where the local stack's examples live
+EXAMPLES_DOC = ROOT / "docs" / "local.md"  # where the local stack's examples live
 DOC_ADDRESS = "127.0.0.1:8000"
 FENCED = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
