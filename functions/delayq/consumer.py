@@ -174,7 +174,7 @@ class Consumer:
     def run(self, budget: Budget) -> dict[str, Any]:
         """Takes work until the budget's stop time (one pass if it asks for one), then finishes what it
         started and settles it."""
-        self._run_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - budget.started) * 1000))
+        self._run_ms = budget.run_ms
         for topic in self._topics.values():
             self._check_timeout(topic)
         try:

@@ -87,8 +87,10 @@ STATE_NAMES = {"l": "reserved", "x": "dead"}
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
 _REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
-# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
-_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
+# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
+# any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
+# failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
+_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script can't|no permissions to", re.I)
 
 
 def new_ids(count: int) -> list[str]:
@@ -356,13 +358,14 @@ class Queue:
         return cast(list[dict[str, Any]], results)  # every job is answered by now
 
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
-        self.topic_config(topic)
+        config = self.topic_config(topic)
         when, value = job.when()
         overrides = NO_OVERRIDES
         if job.retries is not None or job.timeout is not None or job.backoff is not None:
             retries = "" if job.retries is None else str(job.retries)
             timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
-            overrides = f"{retries}|{timeout_ms}|{'' if job.backoff is None else encode_backoff(job.backoff)}"
+            backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
+            overrides = f"{retries}|{timeout_ms}|{backoff}"
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
     def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> list[tuple[int, int]]:

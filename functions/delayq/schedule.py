@@ -64,9 +64,10 @@ def _iso_second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def encode_backoff(backoff_s: Sequence[float]) -> str:
-    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read."""
-    return ",".join(str(seconds_to_ms(s)) for s in backoff_s)
+def encode_backoff(backoff_s: Sequence[float], *, floor_s: float = 0.0) -> str:
+    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read, each entry
+    raised to ``floor_s`` at least."""
+    return ",".join(str(seconds_to_ms(max(s, floor_s))) for s in backoff_s)
 
 
 def sleep_for(tick: float, *next_in_ms: int | None) -> float:

@@ -18,9 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError
 from .models import TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
+from .urls import parse_redis_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 WILDCARD = "*"
+WEBHOOK_SCHEMES = ("https://", "http://")
+# The least wait between two attempts of a webhook job, whatever its topic's or its own backoff says:
+# a job with `retries: 25, backoff: [0]` must not become 26 POSTs at once at someone's server.
+WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -36,10 +41,21 @@ class ENV:
     TICK = "DELAYQ_TICK"
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+    WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
+    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
+
+
+def is_webhook(target: str) -> bool:
+    """Whether a topic's ``target`` is a webhook URL (``https://...``, or ``http://...``)."""
+    return target.startswith(WEBHOOK_SCHEMES)
 
 
 class TopicConfig(BaseModel):
-    """How one topic's jobs are delivered. ``timeout`` and ``backoff`` are seconds."""
+    """How one topic's jobs are delivered. ``timeout`` and ``backoff`` are seconds.
+
+    ``error_detail`` (webhooks): a failed delivery's last error shows the URL's path and the start of
+    the answer's body. Off by default, since every API caller can read a job's last error, and a
+    webhook URL's path (or its server's answer) may hold a token."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -51,6 +67,7 @@ class TopicConfig(BaseModel):
     concurrency: int = Field(default=8, ge=1, le=1024)
     allow_http: bool = False
     allow_private: bool = False
+    error_detail: bool = False
 
     @field_validator("backoff")
     @classmethod
@@ -65,9 +82,16 @@ class TopicConfig(BaseModel):
         return seconds_to_ms(self.timeout)
 
     @property
+    def min_backoff_s(self) -> float:
+        """The least wait between two attempts, whatever a backoff says: ``WEBHOOK_MIN_BACKOFF_S``
+        for a webhook topic, none for others."""
+        return WEBHOOK_MIN_BACKOFF_S if is_webhook(self.target) else 0.0
+
+    @property
     def backoff_csv(self) -> str:
-        """The backoff as the Lua scripts read it: comma-separated milliseconds."""
-        return encode_backoff(self.backoff)
+        """The backoff as the Lua scripts read it: comma-separated milliseconds, no entry below
+        ``min_backoff_s``."""
+        return encode_backoff(self.backoff, floor_s=self.min_backoff_s)
 
 
 _UNCONFIGURED = TopicConfig(target="-")  # the defaults, for a topic whose config is gone
@@ -154,8 +178,13 @@ class Settings:
     tick: float = 1.0
     loop_seconds: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
+    webhook_secret_id: str | None = None
+    ui_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
+        if self.webhook_secret and self.webhook_secret_id:
+            raise ConfigError(f"set {ENV.WEBHOOK_SECRET} or {ENV.WEBHOOK_SECRET_ID}, not both")
         if self.redis_mode not in ("standalone", "cluster"):
             raise ConfigError(f"{ENV.REDIS_MODE} must be 'standalone' or 'cluster', not {self.redis_mode!r}")
         if not NAMESPACE_RE.fullmatch(self.namespace):
@@ -191,6 +220,10 @@ class Settings:
             values["loop_seconds"] = _number(env, ENV.LOOP_SECONDS, float)
         if env.get(ENV.WEBHOOK_SECRET):
             values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
+        if env.get(ENV.WEBHOOK_SECRET_ID):
+            values["webhook_secret_id"] = env[ENV.WEBHOOK_SECRET_ID]
+        if env.get(ENV.UI_TOKEN):
+            values["ui_token"] = env[ENV.UI_TOKEN]
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)

@@ -9,7 +9,7 @@ one place its state says); a refused request (4xx) leaves every key and value as
 one changes exactly the jobs the response names, and ``GET`` agrees with it.
 
 ``wsgi_app`` serves the same handler as a WSGI application (each HTTP request becomes the API Gateway
-event ``delayq.local`` builds), so schemathesis can call it in-process, without a network.
+event the local stack builds, ``delayq.localhttp``), so schemathesis can call it in-process, without a network.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import base64
 import importlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import redis
 from hypothesis import HealthCheck, settings
@@ -31,7 +30,7 @@ import enqueue
 from delayq import calls
 from delayq.calls import Failure
 from delayq.keys import Keyspace
-from delayq.local import request_event
+from delayq.localhttp import lambda_app
 from delayq.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
 from delayq.schedule import parse_run_at, seconds_to_ms
 
@@ -437,47 +436,10 @@ class Accepted:
 
 # ------------------------------------------------------------------------------------------ WSGI
 
-
-def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-    """The enqueue handler as a WSGI application: each request becomes the API Gateway event the
-    local stack builds (``delayq.local.request_event``), and the handler's answer the response."""
-    raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    # The path as sent, before percent-decoding (werkzeug and gunicorn give it), else re-escaped.
-    path = _unwsgi(raw_uri).split("?", 1)[0] if raw_uri else quote(_unwsgi(environ.get("PATH_INFO", "")))
-    query = _unwsgi(environ.get("QUERY_STRING", ""))
-    target = path + (f"?{query}" if query else "")
-    headers = {name[5:].replace("_", "-").title(): value for name, value in environ.items() if name.startswith("HTTP_")}
-    for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        if environ.get(name):
-            headers[name.replace("_", "-").title()] = environ[name]
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = environ["wsgi.input"].read(length) if length else b""
-    event = request_event(environ["REQUEST_METHOD"], target, headers, body)
-    response = enqueue.lambda_handler(event, FakeContext())
-    payload = response.get("body") or ""
-    raw = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
-    out: dict[str, str] = dict(response.get("headers") or {})
-    for name, values in (response.get("multiValueHeaders") or {}).items():
-        out[name] = ", ".join(values)
-    out = {name: value for name, value in out.items() if name.lower() != "content-length"}
-    out["Content-Length"] = str(len(raw))
-    status = int(response["statusCode"])
-    start_response(f"{status} {_reason(status)}", list(out.items()))
-    return [raw]
-
-
-def _unwsgi(text: str) -> str:
-    """A WSGI environ string (bytes as latin-1, PEP 3333) as the UTF-8 text it carries."""
-    return text.encode("latin-1").decode("utf-8", "replace")
-
-
-def _reason(status: int) -> str:
-    from http import HTTPStatus  # noqa: PLC0415
-
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
+# The enqueue handler as a WSGI application, through the local stack's adapter (each request becomes
+# the API Gateway event ``delayq.localhttp.request_event`` builds). The handler is looked up at each
+# request: tests reload ``enqueue`` for their namespace.
+wsgi_app = lambda_app(lambda event, _context: enqueue.lambda_handler(event, FakeContext()))
 
 
 # ------------------------------------------------------------------------------------------ strategies

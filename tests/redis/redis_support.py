@@ -5,6 +5,7 @@ Not a test module (no ``test_`` prefix); the test files of this folder import it
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -24,6 +25,12 @@ def server_ms(client: redis.Redis) -> int:
     """Redis server time in ms (what the scripts use)."""
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
+
+
+def sleep_until_server_ms(client: redis.Redis, ms: int) -> None:
+    """Until Redis' clock reads ``ms`` (the scripts' clock, not ours): a job due then is due now."""
+    while (left := ms - server_ms(client)) > 0:
+        time.sleep(left / 1000)
 
 
 def dump(client: redis.Redis, namespace: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from delayq.calls import Failure
 from delayq.job import Meta
 from delayq.models import ID_PATTERN
 
-from redis_support import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms
+from redis_support import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms, sleep_until_server_ms
 
 
 def wait_until_due(seconds: float = 0.08) -> None:
@@ -264,9 +264,9 @@ def test_cancel(queue: Queue, redis_client: redis.Redis, namespace: str) -> None
 
 
 def test_a_job_becomes_due_after_its_delay(queue: Queue, redis_client: redis.Redis) -> None:
-    queue.enqueue("orders", 1, id="a", delay=0.05)
+    run_at_ms = queue.enqueue("orders", 1, id="a", delay=0.5).run_at_ms  # room for a slow machine's next call
     assert lua_for(redis_client, queue, "orders", "a").take("orders").ids == []
-    wait_until_due()
+    sleep_until_server_ms(redis_client, run_at_ms)
     assert lua_for(redis_client, queue, "orders", "a").take("orders").ids == ["a"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from delayq.errors import ConfigError
 from delayq.job import Job
-from delayq.settings import Settings, TopicConfig
+from delayq.settings import Settings, TopicConfig, is_webhook
 
 from .aws import eventbridge_target, is_queue_url, lambda_target, sns_target, sqs_target
 from .payload import payload
@@ -27,7 +27,7 @@ def resolve_target(config: TopicConfig, settings: Settings) -> Target:
         return sns_target(spec)
     if spec.startswith("arn:aws:events:"):
         return eventbridge_target(spec)
-    if spec.startswith(("https://", "http://")):
+    if is_webhook(spec):
         return webhook_target(spec, config, settings)
     raise ConfigError(
         f"target {spec!r}: unknown kind (expected python:module:function, https://..., the ARN of a "
