@@ -21,6 +21,7 @@ from .errors import (
 from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
+from .version import VERSION as __version__
 
 __all__ = [
     "ConfigError",
@@ -43,4 +44,5 @@ __all__ = [
     "TopicStats",
     "Topics",
     "UnknownTopic",
+    "__version__",
 ]
