@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from delayq import Queue, Settings, Topics
+from delayq.job import EnqueueResult, Refused, Scheduled
 
 import recorder
 
@@ -161,6 +162,18 @@ def api_event(
         event["headers"].update(headers)
         event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
     return event
+
+
+def created(result: EnqueueResult) -> Scheduled:
+    """An answer of ``Queue.enqueue_many`` that must be a job written."""
+    assert isinstance(result, Scheduled), result
+    return result
+
+
+def refusal(result: EnqueueResult) -> tuple[int, str | None]:
+    """``(status, field)`` of an answer of ``Queue.enqueue_many`` that must be a refusal."""
+    assert isinstance(result, Refused), result
+    return result.status, result.error.field
 
 
 def response_json(response: dict[str, Any]) -> Any:

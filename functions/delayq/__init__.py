@@ -18,7 +18,7 @@ from .errors import (
     TooLarge,
     UnknownTopic,
 )
-from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
 from .version import VERSION as __version__
@@ -27,6 +27,7 @@ __all__ = [
     "ConfigError",
     "DeadJob",
     "DelayqError",
+    "EnqueueResult",
     "InvalidField",
     "Job",
     "JobDead",
@@ -37,6 +38,7 @@ __all__ = [
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
+    "Refused",
     "Scheduled",
     "Settings",
     "TooLarge",

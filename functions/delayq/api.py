@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, Field
 
 from .errors import DelayqError, InvalidField, MalformedRequest, NotAnObject, RedisUnavailable, TooLarge
+from .job import EnqueueResult, Scheduled
 from .models import (
     ID_PATTERN,
     MAX_BATCH,
@@ -150,6 +151,13 @@ def _json(status: int, body: Any) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
 
+def _batch_item(result: EnqueueResult) -> dict[str, Any]:
+    """One result of ``POST /jobs/batch``: ``status`` and the job, or ``status``, ``id`` and ``error``."""
+    if isinstance(result, Scheduled):
+        return {"status": result.status, **result.to_dict()}
+    return {"status": result.status, "id": result.id, "error": result.error.to_dict() | {"status": result.status}}
+
+
 # ---------------------------------------------------------------------------- the app
 
 
@@ -228,7 +236,7 @@ def create_app(queue: Queue | Callable[[], Queue]) -> APIGatewayRestResolver:
     def create_batch(batch: Annotated[Batch, Body()]) -> Response[Any]:
         if len(batch.jobs) > MAX_BATCH:
             raise TooLarge("jobs", f"{len(batch.jobs)} jobs; at most {MAX_BATCH} per batch")
-        return _json(200, {"results": get_queue().enqueue_many(batch.jobs)})
+        return _json(200, {"results": [_batch_item(result) for result in get_queue().enqueue_many(batch.jobs)]})
 
     @app.put(
         "/jobs/<topic>/<id>",

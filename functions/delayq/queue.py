@@ -35,7 +35,7 @@ from .errors import (
     UnknownTopic,
     code_error,
 )
-from .job import DeadJob, JobInfo, Meta, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, JobInfo, Meta, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
 from .models import (
     ID_PATTERN,
@@ -49,7 +49,7 @@ from .models import (
     validate_new_job,
 )
 from .observability import Telemetry
-from .schedule import encode_backoff, iso_utc, seconds_to_ms
+from .schedule import encode_backoff, seconds_to_ms
 from .scripts import Call, Scripts, run_many
 from .settings import ENV, Settings, TopicConfig, Topics
 
@@ -133,7 +133,7 @@ class _Batch:
     """A chunk of ``enqueue_many``, validated: the writes of its valid jobs and their positions in
     the chunk; ``results`` holds the answers of the invalid ones, ``None`` where a write's will be."""
 
-    results: list[dict[str, Any] | None]
+    results: list[EnqueueResult | None]
     writes: list[_Write] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
 
@@ -268,10 +268,11 @@ class Queue:
         self.telemetry.count("Enqueued", topic)
         return Scheduled(topic, job_id, run_at_ms, created=code == Code.CREATED)
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
         """Create many jobs, each validated and written on its own: valid ones are written even when
-        others are not. Answers like ``POST /jobs/batch``, in order: ``{"status": 201, "id", "run_at_ms",
-        "run_at"}``, or ``{"status": 409 | 422 | 413, "id", "error": {...}}``.
+        others are not. One answer per job, in order, as ``POST /jobs/batch`` answers: a ``Scheduled``
+        (``status`` 201) for a job written, a ``Refused`` (``status`` 409 or 422, ``error`` the
+        ``DelayqError`` that ``enqueue`` would raise) for one that was not.
 
         Jobs are written 1000 per Lua call. With more than that, a writer thread sends each chunk while
         the next is validated, so Redis runs one while Python prepares the other. If Redis fails,
@@ -296,7 +297,7 @@ class Queue:
                 failed.set()
                 raise
 
-        results: list[dict[str, Any]] = []
+        results: list[EnqueueResult] = []
         in_flight: deque[tuple[_Batch, Future[list[tuple[int, int]]]]] = deque()
         with ThreadPoolExecutor(1, thread_name_prefix="delayq-writer") as writer:
             for chunk in chain((first, second), chunks):
@@ -319,30 +320,23 @@ class Queue:
                 job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
                 batch.writes.append(self._prepare(job, job.topic, job.id or next(fresh)))
                 batch.positions.append(i)
-            except InvalidField as exc:  # a body too large is a 422 here too: one status per invalid item
-                batch.results[i] = {"status": 422, "id": _item_id(item), "error": exc.to_dict() | {"status": 422}}
+            except InvalidField as exc:
+                batch.results[i] = Refused(_item_id(item), exc)
         return batch
 
-    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[EnqueueResult]:
         """The batch's answers, in order, with what the script answered for each write."""
         results = batch.results
         created: Counter[str] = Counter()
         for i, write, (code, run_at_ms) in zip(batch.positions, batch.writes, codes, strict=True):
             if code < 0:
-                error = code_error(code, write.topic, write.id)
-                results[i] = {"status": error.status, "id": write.id, "error": error.to_dict()}
+                results[i] = Refused(write.id, code_error(code, write.topic, write.id))
             else:
                 created[write.topic] += 1
-                results[i] = {
-                    "status": 201,
-                    "topic": write.topic,
-                    "id": write.id,
-                    "run_at": iso_utc(run_at_ms),
-                    "run_at_ms": run_at_ms,
-                }
+                results[i] = Scheduled(write.topic, write.id, run_at_ms, created=True)
         for topic, count in created.items():
             self.telemetry.count("Enqueued", topic, count)
-        return cast(list[dict[str, Any]], results)  # every job is answered by now
+        return cast(list[EnqueueResult], results)  # every job is answered by now
 
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> _Write:
         self.topic_config(topic)
