@@ -12,7 +12,7 @@ import re
 import secrets
 import threading
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,11 +20,12 @@ from itertools import chain, islice
 from typing import Any, cast
 
 from pydantic import ValidationError
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection import RedisClient, connect
+from .connection import RedisClient, connect, redact
 from .errors import (
     Code,
     ConfigError,
@@ -63,7 +64,7 @@ _ID_RE = re.compile(ID_PATTERN)
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
-_REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see the README)"
+_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see the README)"
 # How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
 _REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
 
@@ -86,22 +87,32 @@ def new_id() -> str:
 
 
 @contextmanager
-def redis_errors() -> Iterator[None]:
-    """Turns Redis being down, loading, out of memory or failing over into ``RedisUnavailable``."""
+def redis_errors(server: Callable[[], str] = lambda: "Redis") -> Iterator[None]:
+    """Turns Redis being down, loading, out of memory or failing over into ``RedisUnavailable``, whose
+    message starts with ``server()``: which Redis (``Queue`` names its host and port)."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-        raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc
+        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
     except NoPermissionError as exc:
-        raise RedisUnavailable(_REFUSED) from exc
+        raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
     except ResponseError as exc:
         if str(exc).startswith(_UNAVAILABLE_PREFIXES):
-            raise RedisUnavailable(f"Redis is unavailable: {str(exc).split(' ', 1)[0]}") from exc
+            raise RedisUnavailable(f"{server()} is unavailable: {str(exc).split(' ', 1)[0]}") from exc
         if _REFUSED_IN_SCRIPT.search(str(exc)):
-            raise RedisUnavailable(_REFUSED) from exc
+            raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
         raise
     except RedisError as exc:
-        raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc
+        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
+
+
+def server_address(client: RedisClient) -> str:
+    """Where ``client`` connects: host and port, or a socket's path (never a password)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"{node.host}:{node.port}" if node is not None else "a Redis Cluster"
+    options = client.connection_pool.connection_kwargs
+    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
 
 
 def check_topic(topic: str) -> str:
@@ -188,7 +199,7 @@ class Queue:
         """Records the partition count at the namespace's first use, and refuses another one after:
         jobs written with one count are found only by clients with the same count."""
         partitions = self.settings.partitions
-        with redis_errors():
+        with redis_errors(self._server):
             recorded = int(Scripts.layout(client, [self.keys.layout], [partitions]))
         if recorded != partitions:
             raise ConfigError(
@@ -197,6 +208,14 @@ class Queue:
                 "is fixed; use a new namespace for another)"
             )
         self._layout_checked = True
+
+    def _server(self) -> str:
+        """Which Redis this queue uses, for error messages: its host and port, never a password."""
+        if self._redis is not None:
+            return f"Redis at {server_address(self._redis)}"
+        if self.settings.redis_secret:
+            return f"Redis (the URL in {ENV.REDIS_SECRET})"
+        return f"Redis at {redact(self.settings.redis_url)}"
 
     def topic_config(self, topic: str) -> TopicConfig:
         config = self.settings.topics.for_topic(topic)
@@ -290,7 +309,7 @@ class Queue:
 
         def write(writes: list[_Write]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
             if failed.is_set():
-                raise RedisUnavailable("Redis is unavailable: an earlier chunk failed")
+                raise RedisUnavailable(f"{self._server()} is unavailable: an earlier chunk failed")
             try:
                 return self._write(writes)
             except BaseException:
@@ -360,7 +379,7 @@ class Queue:
                 chunk = indexes[start : start + WRITE_CHUNK]
                 calls.append((chunk, _enqueue_call(partition, mode, [writes[i] for i in chunk])))
         answers: list[tuple[int, int]] = [(0, 0)] * len(writes)
-        with redis_errors():
+        with redis_errors(self._server):
             for start in range(0, len(calls), PIPELINE_CALLS):
                 batch = calls[start : start + PIPELINE_CALLS]
                 replies = run_many(self.redis, [call for _, call in batch])
@@ -374,7 +393,7 @@ class Queue:
     def get(self, topic: str, id: str) -> JobInfo:  # noqa: A002 - the contract's name
         """A job in any state; ``JobNotFound`` when there is none."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors():
+        with redis_errors(self._server):
             reply = Scripts.inspect(self.redis, partition.topic_keys(topic), [id])
         if not reply:
             raise JobNotFound(topic, id)
@@ -412,7 +431,7 @@ class Queue:
     def reschedule_to(self, topic: str, job_id: str, when: Reschedule) -> Scheduled:
         partition = self.keys.for_job(check_topic(topic), check_id(job_id))
         kind, value = when.when()
-        with redis_errors():
+        with redis_errors(self._server):
             code, run_at_ms = Scripts.reschedule(self.redis, partition.topic_keys(topic), [job_id, kind, value])
         if code < 0:
             raise code_error(code, topic, job_id)
@@ -421,7 +440,7 @@ class Queue:
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors():
+        with redis_errors(self._server):
             code = Scripts.cancel(self.redis, partition.topic_keys(topic), [id])
         if code < 0:
             raise code_error(code, topic, id)
@@ -474,7 +493,7 @@ class Queue:
         for job_id in ids:
             by_partition[self.keys.for_job(topic, check_id(job_id))].append(job_id)
         calls = [Call(Scripts.replay, p.topic_keys(topic), ["ids", *chunk]) for p, chunk in by_partition.items()]
-        with redis_errors():
+        with redis_errors(self._server):
             return sum(int(n) for n in run_many(self.redis, calls)) if calls else 0
 
     def purge(self, topic: str) -> int:
@@ -486,7 +505,7 @@ class Queue:
         pipe = self.redis.pipeline(transaction=False)
         for partition in self.keys.partitions:
             pipe.smembers(partition.topics)
-        with redis_errors():
+        with redis_errors(self._server):
             return set().union(*pipe.execute())
 
     def close(self) -> None:
@@ -496,18 +515,18 @@ class Queue:
 
     def ping(self) -> bool:
         """True when every partition's Redis answers."""
-        with redis_errors():
+        with redis_errors(self._server):
             return bool(self.redis.ping())
 
     def _each_partition(self, script: Any, topic: str, args: Sequence[Any] = ()) -> list[Any]:
         calls = [Call(script, partition.topic_keys(topic), args) for partition in self.keys.partitions]
-        with redis_errors():
+        with redis_errors(self._server):
             return run_many(self.redis, calls)
 
     def _drain(self, script: Any, topic: str, args: Sequence[Any]) -> int:
         """Calls a bounded script on every partition until each answers 0; the total."""
         total = 0
-        with redis_errors():
+        with redis_errors(self._server):
             for partition in self.keys.partitions:
                 while n := int(script(self.redis, partition.topic_keys(topic), args)):
                     total += n

@@ -181,6 +181,31 @@ def test_every_route_answers_503_json_quickly_when_redis_is_down(
     assert elapsed < 3, elapsed
 
 
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("redis://127.0.0.1:1/0", "127.0.0.1:1"),
+        ("redis://:hunter2-Secret@127.0.0.1:1/0", "127.0.0.1:1"),
+        ("redis://delayq:hunter2-Secret@localhost:1/3", "localhost:1"),
+    ],
+)
+def test_redis_down_names_host_and_port_never_the_password(
+    handler_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_client: redis.Redis,
+    namespace: str,
+    *,
+    url: str,
+    address: str,
+):
+    monkeypatch.setenv("DELAYQ_REDIS_URL", url)
+    api = Api.start(redis_client, namespace)
+    reply = api.post("/jobs", {"topic": "orders", "id": "a"})
+    assert (reply.status, reply.json["error"]) == (503, "unavailable"), reply
+    assert reply.json["message"] == f"Redis at {address} is unavailable: ConnectionError", reply
+    assert "hunter2" not in (reply.text or "")
+
+
 def test_every_sample_answers_json_without_a_trace_when_redis_is_down(down: Api):
     started = time.monotonic()
     for path in sorted((EVENTS / "api").glob("*.json")):
