@@ -16,6 +16,7 @@ from .errors import (
     PermanentFailure,
     RedisUnavailable,
     TooLarge,
+    TopicNotFound,
     UnknownTopic,
 )
 from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
@@ -43,6 +44,7 @@ __all__ = [
     "Settings",
     "TooLarge",
     "TopicConfig",
+    "TopicNotFound",
     "TopicStats",
     "Topics",
     "UnknownTopic",

@@ -162,6 +162,11 @@ class TopicStats:
     dead: int
     next_run_at_ms: int | None
 
+    @property
+    def jobs(self) -> int:
+        """Every job the topic holds, in any state."""
+        return self.delayed + self.ready + self.reserved + self.dead
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "topic": self.topic,

@@ -33,6 +33,7 @@ from .errors import (
     InvalidField,
     JobNotFound,
     RedisUnavailable,
+    TopicNotFound,
     UnknownTopic,
     code_error,
 )
@@ -448,10 +449,11 @@ class Queue:
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
-        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at."""
+        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at.
+        ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
         replies = self._each_partition(Scripts.stats, check_topic(topic))
         nexts = [int(reply[4]) for reply in replies if int(reply[4]) >= 0]
-        return TopicStats(
+        stats = TopicStats(
             topic=topic,
             delayed=sum(int(reply[0]) for reply in replies),
             ready=sum(int(reply[1]) for reply in replies),
@@ -459,6 +461,9 @@ class Queue:
             dead=sum(int(reply[3]) for reply in replies),
             next_run_at_ms=min(nexts) if nexts else None,
         )
+        if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
+            raise TopicNotFound(topic)
+        return stats
 
     def dead(self, topic: str, limit: int = 100) -> list[DeadJob]:
         """The most recent dead jobs of ``topic``, newest first."""
