@@ -48,6 +48,7 @@ from .models import (
     Reschedule,
     body_json,
     invalid,
+    same_as_path,
     validate_new_job,
 )
 from .observability import Telemetry
@@ -278,9 +279,8 @@ class Queue:
 
     def replace(self, topic: str, job_id: str, job: PutJob) -> Scheduled:
         """Create or replace a validated job (the API's ``PUT /jobs/{topic}/{id}``)."""
-        for name, given, path in (("topic", job.topic, topic), ("id", job.id, job_id)):
-            if given is not None and given != path:
-                raise InvalidField(name, f"{given!r} differs from the path's {path!r}")
+        same_as_path("topic", job.topic, topic)
+        same_as_path("id", job.id, job_id)
         write = self._prepare(job, topic, job_id)
         code, run_at_ms = self._write([write], "r")[0]
         if code < 0:

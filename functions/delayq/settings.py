@@ -22,6 +22,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 WILDCARD = "*"
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
+BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
 
 class ENV:
@@ -36,6 +38,7 @@ class ENV:
     TICK = "DELAYQ_TICK"
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+    API_BASE_PATH = "DELAYQ_API_BASE_PATH"
 
 
 class TopicConfig(BaseModel):
@@ -145,6 +148,7 @@ class Settings:
     tick: float = 1.0
     loop_seconds: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
+    api_base_path: str = ""  # stripped from request paths before routing: "/delayq" for a custom domain's mapping
 
     def __post_init__(self) -> None:
         if self.redis_mode not in ("standalone", "cluster"):
@@ -157,6 +161,8 @@ class Settings:
             raise ConfigError(f"{ENV.TICK} must be between 0.001 and 60 seconds")
         if not 0 <= self.loop_seconds <= 900:
             raise ConfigError(f"{ENV.LOOP_SECONDS} must be between 0 and 900 seconds")
+        if not BASE_PATH_RE.fullmatch(self.api_base_path):
+            raise ConfigError(f"{ENV.API_BASE_PATH} must be a path such as /delayq, not {self.api_base_path!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -182,6 +188,8 @@ class Settings:
             values["loop_seconds"] = _number(env, ENV.LOOP_SECONDS, float)
         if env.get(ENV.WEBHOOK_SECRET):
             values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
+        if env.get(ENV.API_BASE_PATH):
+            values["api_base_path"] = base_path(env[ENV.API_BASE_PATH])
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)
@@ -190,6 +198,13 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+def base_path(text: str) -> str:
+    """A base path as the environment gives it, written one way: ``delayq``, ``/delayq`` and
+    ``/delayq/`` are ``/delayq``; ``/`` is none (``""``)."""
+    inner = text.strip().strip("/")
+    return f"/{inner}" if inner else ""
 
 
 def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:

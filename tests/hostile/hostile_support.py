@@ -9,7 +9,7 @@ one place its state says); a refused request (4xx) leaves every key and value as
 one changes exactly the jobs the response names, and ``GET`` agrees with it.
 
 ``wsgi_app`` serves the same handler as a WSGI application (each HTTP request becomes the API Gateway
-event ``delayq.local`` builds), so schemathesis can call it in-process, without a network.
+event ``api_http.rest_event`` builds), so schemathesis can call it in-process, without a network.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ import base64
 import importlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import redis
 from hypothesis import HealthCheck, settings
@@ -29,11 +28,11 @@ from hypothesis import strategies as st
 
 import enqueue
 from delayq.keys import Keyspace
-from delayq.local import request_event
 from delayq.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
 from delayq.schedule import parse_run_at, seconds_to_ms
 from delayq.scripts import Scripts
 
+import api_http
 from api_support import Reply, check_reply
 from conftest import DEFAULT_TOPICS, FakeContext, api_event
 from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
@@ -81,22 +80,24 @@ def strict_json(text: str) -> Any:
     return data
 
 
-def judge(response: Any) -> Reply:
-    """The checks every answer must pass, whatever was asked: the reply."""
-    reply = check_reply(response)
+def judge(response: Any, *, head: bool = False) -> Reply:
+    """The checks every answer must pass, whatever was asked (``head``: a HEAD, answered without a
+    body): the reply."""
+    reply = check_reply(response, head=head)
     assert reply.status < 500, f"a server error while Redis is up: {reply}"
     assert reply.status in KNOWN_STATUSES, reply
     if reply.text:
         strict_json(reply.text)
-    if reply.status >= 400:
+    if reply.status >= 400 and not head:
         assert reply.json["error"] in ERRORS_BY_STATUS[reply.status], reply
     return reply
 
 
-KNOWN_STATUSES = {200, 201, 204, 400, 404, 409, 413, 422}
+KNOWN_STATUSES = {200, 201, 204, 400, 404, 405, 409, 413, 422}
 ERRORS_BY_STATUS = {
     400: {"malformed"},
     404: {"not_found"},
+    405: {"method_not_allowed"},
     409: {"exists", "reserved", "dead"},
     413: {"too_large"},
     422: {"invalid"},
@@ -196,7 +197,8 @@ class Hostile:
 
     def raw(self, event: dict[str, Any]) -> Reply:
         """The handler's answer to ``event``, judged; no state checks (the seed, the oracle's reads)."""
-        return judge(enqueue.lambda_handler(event, FakeContext()))
+        head = str(event.get("httpMethod")).upper() == "HEAD"
+        return judge(enqueue.lambda_handler(event, FakeContext()), head=head)
 
     def send(self, event: dict[str, Any]) -> Reply:
         """``event`` through the handler, with the state checks: the namespace keeps its invariant
@@ -274,6 +276,7 @@ ROUTE_JOB = re.compile(r"^/jobs/([^/]+)/([^/]+)$")
 ROUTE_TOPIC = re.compile(r"^/topics/([^/]+)$")
 ROUTE_DEAD = re.compile(r"^/topics/([^/]+)/dead$")
 ROUTE_REPLAY = re.compile(r"^/topics/([^/]+)/dead/replay$")
+ROUTE_TOPIC_JOBS = re.compile(r"^/topics/([^/]+)/jobs$")
 
 
 def _topic_retries(topic: str) -> int:
@@ -298,12 +301,14 @@ class Accepted:
         method = str(self.event["httpMethod"]).upper()
         path = str(self.event["path"])
         self.partition_keys_kept()
-        if method == "GET":
-            assert self.after == self.before, f"a GET changed Redis: {path}"
+        if method in ("GET", "HEAD", "OPTIONS"):
+            assert self.after == self.before, f"a {method} changed Redis: {path}"
             return
         document = self.document()
         if (method, path) == ("POST", "/jobs"):
             self.created([(document, self.reply.json)], status=201)
+        elif method == "POST" and (match := ROUTE_TOPIC_JOBS.match(path)):
+            self.created([({**document, "topic": match.group(1)}, self.reply.json)], status=201)
         elif (method, path) == ("POST", "/jobs/batch"):
             results = self.reply.json["results"]
             assert len(results) == len(document["jobs"]), "one result per job, in order"
@@ -435,47 +440,8 @@ class Accepted:
 
 # ------------------------------------------------------------------------------------------ WSGI
 
-
-def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-    """The enqueue handler as a WSGI application: each request becomes the API Gateway event the
-    local stack builds (``delayq.local.request_event``), and the handler's answer the response."""
-    raw_uri = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    # The path as sent, before percent-decoding (werkzeug and gunicorn give it), else re-escaped.
-    path = _unwsgi(raw_uri).split("?", 1)[0] if raw_uri else quote(_unwsgi(environ.get("PATH_INFO", "")))
-    query = _unwsgi(environ.get("QUERY_STRING", ""))
-    target = path + (f"?{query}" if query else "")
-    headers = {name[5:].replace("_", "-").title(): value for name, value in environ.items() if name.startswith("HTTP_")}
-    for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-        if environ.get(name):
-            headers[name.replace("_", "-").title()] = environ[name]
-    length = int(environ.get("CONTENT_LENGTH") or 0)
-    body = environ["wsgi.input"].read(length) if length else b""
-    event = request_event(environ["REQUEST_METHOD"], target, headers, body)
-    response = enqueue.lambda_handler(event, FakeContext())
-    payload = response.get("body") or ""
-    raw = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
-    out: dict[str, str] = dict(response.get("headers") or {})
-    for name, values in (response.get("multiValueHeaders") or {}).items():
-        out[name] = ", ".join(values)
-    out = {name: value for name, value in out.items() if name.lower() != "content-length"}
-    out["Content-Length"] = str(len(raw))
-    status = int(response["statusCode"])
-    start_response(f"{status} {_reason(status)}", list(out.items()))
-    return [raw]
-
-
-def _unwsgi(text: str) -> str:
-    """A WSGI environ string (bytes as latin-1, PEP 3333) as the UTF-8 text it carries."""
-    return text.encode("latin-1").decode("utf-8", "replace")
-
-
-def _reason(status: int) -> str:
-    from http import HTTPStatus  # noqa: PLC0415
-
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
+# The enqueue handler (as reloaded by the test running) as a WSGI application, for schemathesis.
+wsgi_app = api_http.wsgi_app(lambda event, context: enqueue.lambda_handler(event, FakeContext()))
 
 
 # ------------------------------------------------------------------------------------------ strategies
