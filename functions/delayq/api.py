@@ -347,6 +347,7 @@ class DelayqResolver(APIGatewayRestResolver):
         super().__init__(enable_validation=True)
         self._make_queue: Callable[[], Queue] = (lambda: queue) if isinstance(queue, Queue) else queue
         self._queue: Queue | None = None
+        self._read: DelayqEvent | None = None  # the event being resolved, as ``_answer`` read it
         self.include_router(router)
 
     @property
@@ -379,13 +380,20 @@ class DelayqResolver(APIGatewayRestResolver):
         if problem is not None:
             return self._built(proxy, delayq_error(problem))
         self.context[APP] = self
-        return super().resolve(proxy.raw_event, context)
+        self._read = proxy
+        try:
+            return super().resolve(proxy.raw_event, context)
+        finally:
+            self._read = None
 
     def _built(self, proxy: DelayqEvent, response: Response[Any]) -> dict[str, Any]:
         """``response`` as the Lambda returns it in ``proxy``'s payload format, outside routing."""
         return ResponseBuilder[DelayqEvent](response, serializer=self._serializer).build(proxy)
 
     def _to_proxy_event(self, event: dict[str, Any]) -> BaseProxyEvent:
+        """The event as ``_answer`` read it (its body parsed once), for Powertools' routing."""
+        if self._read is not None and self._read.raw_event is event:
+            return self._read
         return proxy_event(event, self.queue.settings.api_base_path)
 
     @staticmethod
