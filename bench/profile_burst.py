@@ -10,7 +10,7 @@ the due time to the last ack, into:
 - Redis: the server's own time running the consumer's take and ack scripts (``INFO commandstats``
   before and after), and within it the commands those scripts call;
 - client: the rest of each round trip (packing the calls, the socket, parsing the replies);
-- replies to jobs: turning each take's reply into jobs handed to the workers;
+- replies to jobs: turning each take's reply into jobs (``calls._taken``) handed to the workers;
 - waiting: the loop asleep until the handlers of a batch are done;
 - the rest of the loop.
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from delayq import Job, Queue, Settings, Topics, consumer
+from delayq import Job, Queue, Settings, Topics, calls, consumer
 from delayq.consumer import Consumer
 from delayq.loop import Budget
 
@@ -66,9 +66,12 @@ def record(job: Job) -> None:
 
 @contextmanager
 def timing(spent: dict[str, float]) -> Iterator[None]:
-    """Wraps the consumer's round trip, reply handling and sleep with timers, for the ``with`` block."""
+    """Wraps the consumer's round trip, reply handling and sleep with timers, for the ``with`` block.
+    A take's reply is decoded inside the round trip (``calls._taken``): timed apart, and counted with
+    the replies to jobs, not the round trip."""
     wrapped = [
         (consumer, "run_many", "round trips"),
+        (calls, "_taken", "decoding takes"),
         (Consumer, "_taken", "replies to jobs"),
         (Consumer, "_sleep", "waiting"),
     ]
@@ -141,8 +144,8 @@ def report(run: dict[str, Any], jobs: int) -> None:
     scripts_s = redis_us.pop("evalsha", 0) / 1e6
     rows = [
         ("Redis running take and ack", scripts_s),
-        ("client side of the round trips", spent["round trips"] - scripts_s),
-        ("replies to jobs", spent["replies to jobs"]),
+        ("client side of the round trips", spent["round trips"] - spent["decoding takes"] - scripts_s),
+        ("replies to jobs", spent["decoding takes"] + spent["replies to jobs"]),
         ("waiting for handlers", spent["waiting"]),
     ]
     rows.append(("the rest of the loop", drain - sum(seconds for _, seconds in rows)))

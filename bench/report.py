@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/report.py bench/results/<run>.json    rewrites <run>.md from the JSON
 
-Standard library only: ``run.py`` imports it; it runs with any Python 3.11.
+Standard library only: ``run.py`` and ``scenarios.py`` import it; it runs with any Python 3.11.
 """
 
 from __future__ import annotations

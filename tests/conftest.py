@@ -3,6 +3,11 @@
 Tests run against the real Redis at ``DELAYQ_TEST_REDIS_URL`` (default 127.0.0.1:6379, database 0),
 each in its own namespace, removed afterwards. A Redis that does not answer fails the run: nothing
 is skipped.
+
+With ``DELAYQ_TEST_SERVER=valkey`` they run on Valkey: on a private valkey-server started for the
+session (or the one at ``DELAYQ_TEST_REDIS_URL``), and the tests that start servers of their own
+start valkey-server (tests/servers.py). The session checks that the server it was given is the one
+it was asked for.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from delayq import Queue, Settings, Topics
 from delayq.job import EnqueueResult, Refused, Scheduled
 
 import recorder
+from servers import SERVER_ENV, RedisServer, Server, server_kind
 
-REDIS_URL = os.environ.get("DELAYQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = os.environ.get("DELAYQ_TEST_REDIS_URL")
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 RECORDER = "python:recorder:deliver"
 
@@ -38,13 +44,28 @@ DEFAULT_TOPICS: dict[str, Any] = {
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.fail(f"the tests need Redis at {REDIS_URL}: {exc}")
-    return REDIS_URL
+def redis_url() -> Iterator[str]:
+    """The server every test shares: ``DELAYQ_TEST_REDIS_URL``; else the Redis at 127.0.0.1:6379, or a
+    private valkey-server for the session under ``DELAYQ_TEST_SERVER=valkey``."""
+    kind = server_kind()
+    if REDIS_URL is None and kind == "valkey":
+        with RedisServer() as server:
+            yield check_server(server.url, kind)
+        return
+    yield check_server(REDIS_URL or "redis://127.0.0.1:6379/0", kind)
+
+
+def check_server(url: str, kind: Server) -> str:
+    """``url``, once a PING answers there and the server is of ``kind`` (Valkey says so in INFO)."""
+    with redis.Redis.from_url(url) as client:
+        try:
+            info = client.info("server")
+        except redis.ConnectionError as exc:
+            pytest.fail(f"the tests need {kind} at {url}: {exc}")
+    found = str(info.get("server_name") or "redis")
+    if found != kind:
+        pytest.fail(f"{url} is {found} {info.get(f'{found}_version')}, not {kind} ({SERVER_ENV}={kind})")
+    return url
 
 
 @pytest.fixture
@@ -62,6 +83,22 @@ def namespace(redis_client: redis.Redis) -> Iterator[str]:
     keys = list(redis_client.scan_iter(match=f"{name}:*", count=1000))
     if keys:
         redis_client.delete(*keys)
+
+
+@pytest.fixture
+def connection_attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every TCP connection redis-py tries from now on, as (host, port), in order. A call that gives
+    up at once on a Redis that refuses tries once; one that retried would try again (and wait in
+    between): counting tries tells "quickly" apart without timing anything."""
+    attempts: list[tuple[str, int]] = []
+    connect = redis.connection.Connection._connect
+
+    def counted(connection: redis.connection.Connection) -> Any:
+        attempts.append((connection.host, connection.port))
+        return connect(connection)
+
+    monkeypatch.setattr(redis.connection.Connection, "_connect", counted)
+    return attempts
 
 
 @pytest.fixture(autouse=True)

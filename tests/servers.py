@@ -1,7 +1,11 @@
 """Private servers for the tests that need their own: a redis-server (with AOF, TLS or ACL users), a
 3-master Redis Cluster, twemproxy (nutcracker) in front of a Redis, and a TCP proxy that breaks
 connections on purpose. Each starts on free ports in a temporary directory and is stopped by its pid
-(the proxy: its threads) when the ``with`` block ends, whatever happened."""
+(the proxy: its threads) when the ``with`` block ends, whatever happened. A start that fails (no such
+program, a server that never answers) leaves nothing behind either: no process, no directory.
+
+``DELAYQ_TEST_SERVER`` chooses the server program: ``redis`` (redis-server, the default) or ``valkey``
+(valkey-server, and valkey-cli to make a cluster)."""
 
 from __future__ import annotations
 
@@ -17,11 +21,31 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from delayq.connection import client_options
+
+Server = Literal["redis", "valkey"]
+SERVER_ENV = "DELAYQ_TEST_SERVER"
+
+
+def server_kind() -> Server:
+    """The server the tests run on, from ``DELAYQ_TEST_SERVER`` (default ``redis``)."""
+    kind = os.environ.get(SERVER_ENV) or "redis"
+    if kind not in get_args(Server):
+        raise ValueError(f"{SERVER_ENV}={kind!r}: must be one of {', '.join(get_args(Server))}")
+    return kind  # type: ignore[return-value]
+
+
+def server_program(part: Literal["server", "cli"] = "server") -> str:
+    """The path of the chosen server's program (``redis-server``) or its client (``valkey-cli``), or
+    its bare name when it is not on PATH (starting it then fails with FileNotFoundError, naming it)."""
+    bare = f"{server_kind()}-{part}"
+    return shutil.which(bare) or bare
 
 
 def free_port(*, also_free: int | None = None) -> int:
@@ -46,7 +70,9 @@ def _is_free(port: int) -> bool:
         return True
 
 
-def _wait(predicate: Any, what: str, timeout: float = 15.0) -> None:
+def _wait(predicate: Any, what: str, log: Path, process: subprocess.Popen[bytes] | None, timeout: float = 15.0) -> None:
+    """Until ``predicate()`` succeeds; a RuntimeError with the log's last lines if ``process`` exits
+    or ``timeout`` passes first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -54,15 +80,28 @@ def _wait(predicate: Any, what: str, timeout: float = 15.0) -> None:
                 return
         except (redis.RedisError, OSError):
             pass
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}; its log ends:\n{_tail(log)}")
         time.sleep(0.05)
-    raise RuntimeError(f"{what} did not come up within {timeout} s")
+    raise RuntimeError(f"{what} did not come up within {timeout} s; its log ends:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 10) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 class RedisServer:
-    """A redis-server on a free port. ``args`` are extra command-line options (``--appendonly yes``)."""
+    """A redis-server (or valkey-server: ``program``, by default ``DELAYQ_TEST_SERVER``'s) on a free
+    port. ``args`` are extra command-line options (``--appendonly yes``)."""
 
-    def __init__(self, *args: str, port: int | None = None, directory: Path | None = None) -> None:
+    def __init__(
+        self, *args: str, port: int | None = None, directory: Path | None = None, program: str | None = None
+    ) -> None:
         self.args = list(args)
+        self.program = program or server_program()
         self.port = port or free_port(also_free=10000)
         self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="delayq-test-redis-")
         self.dir = directory or Path(self._tmp.name)  # type: ignore[union-attr]
@@ -81,19 +120,29 @@ class RedisServer:
     def client(self, **options: Any) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True, **options)
 
-    def start(self, *, ready: Any = None) -> RedisServer:
+    def start(self, *, ready: Any = None, timeout: float = 15.0) -> RedisServer:
+        """Starts the server and waits until ``ready()`` succeeds (by default, a PING answers). If it
+        fails to start, however, the process is killed and the temporary directory removed."""
         command = [
-            shutil.which("redis-server") or "redis-server",
+            self.program,
             "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
             "--save", "", "--logfile", str(self.log), "--protected-mode", "no", *self.args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            _wait(ready or (lambda: self.client().ping()), f"redis-server on port {self.port}")
-        except RuntimeError:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            what = f"{self.program} on port {self.port}"
+            _wait(ready or self._answers, what, self.log, self.process, timeout)
+        except BaseException:
             self.kill()
+            self.close()
             raise
         return self
+
+    def _answers(self) -> bool:
+        """A PING answers, on a client that does not retry (redis-py's default one spends seconds
+        retrying a refused connection, and a server that exited is seen only after that)."""
+        with self.client(retry=Retry(NoBackoff(), 0), socket_connect_timeout=2) as client:
+            return bool(client.ping())
 
     def stop(self) -> None:
         """SIGTERM (Redis writes its AOF and exits), then SIGKILL if it lingers."""
@@ -128,11 +177,13 @@ class RedisServer:
 
 
 class RedisClusterServers:
-    """A Redis Cluster of ``masters`` masters, no replicas, made with ``redis-cli --cluster create``."""
+    """A Redis Cluster of ``masters`` masters, no replicas, made with ``redis-cli --cluster create``
+    (valkey-cli for valkey-server)."""
 
-    def __init__(self, masters: int = 3) -> None:
+    def __init__(self, masters: int = 3, *, program: str | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-cluster-")
-        self.nodes = [RedisServer(directory=Path(self._tmp.name)) for _ in range(masters)]
+        self.dir = Path(self._tmp.name)
+        self.nodes = [RedisServer(directory=self.dir, program=program) for _ in range(masters)]
         for node in self.nodes:
             node.args = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
                          "--cluster-node-timeout", "5000", "--appendonly", "no"]  # fmt: skip
@@ -153,12 +204,11 @@ class RedisClusterServers:
         for node in self.nodes:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
-        cli = shutil.which("redis-cli") or "redis-cli"
-        create = [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
+        create = [server_program("cli"), "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
         subprocess.run(create, check=True, capture_output=True, timeout=60)
         for node in self.nodes:
             _wait(lambda node=node: "cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"),
-                  f"cluster node {node.port}")  # fmt: skip
+                  f"cluster node {node.port}", node.log, node.process)  # fmt: skip
 
     def master_of_slot(self, slot: int) -> int:
         """The port of the master owning ``slot``."""
@@ -180,10 +230,11 @@ class RedisClusterServers:
 
 
 class Twemproxy:
-    """nutcracker (twemproxy) in front of the given Redis servers, with ``hash_tag: "{}"``."""
+    """nutcracker (twemproxy, or ``program``) in front of the given Redis servers, with ``hash_tag: "{}"``."""
 
-    def __init__(self, backends: Sequence[RedisServer]) -> None:
+    def __init__(self, backends: Sequence[RedisServer], *, program: str | None = None) -> None:
         self.backends = list(backends)
+        self.program = program or shutil.which("nutcracker") or "/usr/sbin/nutcracker"
         self.port = free_port()
         self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-twemproxy-")
         self.config = Path(self._tmp.name) / "nutcracker.yml"
@@ -195,6 +246,8 @@ class Twemproxy:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> Twemproxy:
+        """Starts nutcracker and waits until a SET goes through it. If it fails to start, however, the
+        process is stopped and the temporary directory removed."""
         servers = "\n".join(f"    - 127.0.0.1:{b.port}:1 node{i}" for i, b in enumerate(self.backends))
         self.config.write_text(
             "delayq:\n"
@@ -209,16 +262,18 @@ class Twemproxy:
             "  servers:\n"
             f"{servers}\n"
         )
-        binary = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
-        command = [binary, "-c", str(self.config), "-s", str(free_port()), "-o", str(self.log)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = [self.program, "-c", str(self.config), "-s", str(free_port()), "-o", str(self.log)]
         # A proxy-safe client: redis-py's default one sends CLIENT SETINFO, and twemproxy hangs up on it.
         probe = redis.Redis(port=self.port, **client_options())
         try:
-            _wait(lambda: probe.set("delayq-probe", "1", ex=5), f"nutcracker on {self.port}")
-        except RuntimeError:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            what = f"{self.program} on port {self.port}"
+            _wait(lambda: probe.set("delayq-probe", "1", ex=5), what, self.log, self.process)
+        except BaseException:
             self.close()
             raise
+        finally:
+            probe.close()
         return self
 
     def close(self) -> None:

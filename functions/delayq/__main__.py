@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sys
+from importlib.metadata import version
 from typing import Any
 
 from .consumer import Consumer
@@ -26,7 +27,8 @@ from .sweeper import Sweeper
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m delayq", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="delayq", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"delayq {version('delayq')}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("sweep", "consume"):
         command = commands.add_parser(name, help=f"the {name} loop")
@@ -66,6 +68,11 @@ def exit_now() -> None:
     os._exit(0)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The ``delayq`` command (and ``python -m delayq``)."""
     main()
     exit_now()
+
+
+if __name__ == "__main__":
+    run()

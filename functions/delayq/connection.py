@@ -23,10 +23,14 @@ does it when it hands out a connection:
   ``SECRET_REFRESH_S``) and, when its username or password changed, connects again with them: a
   rotated password reaches warm containers. Until the secret holds the new password, calls fail (503).
 
-With ``DELAYQ_REDIS_SECRET``, the URL is the value of that Secrets Manager secret (the URL itself, or
-JSON ``{"url": ...}``), read through Powertools Parameters once per container and cached; its
-credentials go through ``SecretCredentials``. The URL, which may hold a password, is never logged:
-``redact`` it first.
+With ``DELAYQ_REDIS_SECRET``, the URL is the value of that Secrets Manager secret (the URL itself,
+JSON ``{"url": ...}``, or JSON ``{"username": ..., "password": ...}`` for the server of
+``DELAYQ_REDIS_URL``), read through Powertools Parameters once per container and cached; its
+credentials go through ``SecretCredentials``.
+
+Every URL is read by ``delayq.urls`` before redis-py sees one, so a password redis-py would misread
+(one holding ``/``, ``?`` or ``#``) never reaches its error messages. A URL, which may hold a
+password, is never logged: ``redact`` it first.
 """
 
 from __future__ import annotations
@@ -37,21 +41,21 @@ import logging
 import threading
 import time
 from typing import Any, TypeAlias
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from aws_lambda_powertools.utilities import parameters
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.connection import AbstractConnection, parse_url
+from redis.connection import AbstractConnection
 from redis.credentials import CredentialProvider
 from redis.exceptions import AuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from . import aws_secrets
 from .errors import ConfigError, RedisUnavailable
-from .settings import ENV, Settings
+from .settings import DEFAULT_REDIS_URL, ENV, Settings
+from .urls import SCHEMES, parse_redis_url
 
 RedisClient: TypeAlias = "redis.Redis | RedisCluster"
 Credentials: TypeAlias = tuple[str] | tuple[str, str]  # AUTH's arguments: (password,) or (username, password)
@@ -65,9 +69,7 @@ _NO_SETINFO: dict[str, Any] = (
 CONNECT_TIMEOUT_S = 2.0
 SOCKET_TIMEOUT_S = 5.0
 HEALTH_CHECK_S = 30.0  # a connection idle this long is sent a PING before its next command
-SECRET_MAX_AGE_S = 24 * 3600  # once per container, in practice: containers rarely live a day
 SECRET_REFRESH_S = 10.0  # refused credentials re-read the secret at most this often
-URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 log = logging.getLogger("delayq.connection")
 
@@ -85,24 +87,27 @@ def client_options() -> dict[str, Any]:
 
 
 def redis_url(settings: Settings) -> str:
-    """The URL to connect to: from the secret when the settings name one, else the settings' URL."""
+    """The URL to connect to, as redis-py gets it: from the secret when the settings name one, else
+    the settings' URL."""
     if not settings.redis_secret:
-        return settings.redis_url
-    return read_secret(settings.redis_secret)
+        return parse_redis_url(settings.redis_url, ENV.REDIS_URL).url
+    return read_secret(settings.redis_secret, base=settings.redis_url)
 
 
-def read_secret(secret: str, *, force_fetch: bool = False) -> str:
-    """The Redis URL in the secret ``secret``: cached for ``SECRET_MAX_AGE_S``, or read anew."""
+def read_secret(secret: str, *, base: str = DEFAULT_REDIS_URL, force_fetch: bool = False) -> str:
+    """The Redis URL the secret ``secret`` makes (see ``url_from_secret``): cached for
+    ``aws_secrets.MAX_AGE_S``, or read anew."""
     try:
-        value = parameters.get_secret(secret, max_age=SECRET_MAX_AGE_S, force_fetch=force_fetch)
-    except parameters.GetParameterError as exc:
-        cause = type(exc.__cause__ or exc).__name__
-        raise RedisUnavailable(f"cannot read the Redis URL from {ENV.REDIS_SECRET} ({cause})") from None
-    return url_from_secret(value)
+        value = aws_secrets.read(secret, fresh=force_fetch)
+    except aws_secrets.SecretUnreadable as exc:
+        raise RedisUnavailable(f"cannot read the Redis URL from {ENV.REDIS_SECRET} ({exc})") from None
+    return url_from_secret(value, base)
 
 
-def url_from_secret(value: str | bytes | dict[str, Any] | None) -> str:
-    """A secret's value (the URL, or JSON with a ``url`` key) -> the URL. Errors never quote the value."""
+def url_from_secret(value: str | bytes | dict[str, Any] | None, base: str = DEFAULT_REDIS_URL) -> str:
+    """A secret's value -> the URL, as redis-py gets it. The value is the URL, or JSON with a ``url``
+    key, or JSON with a ``password`` (and a ``username``) for the server of ``base`` (the settings'
+    URL): the shape Secrets Manager generates and rotates. Errors never quote the value."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     if isinstance(value, str) and value.strip().startswith("{"):
@@ -110,37 +115,35 @@ def url_from_secret(value: str | bytes | dict[str, Any] | None) -> str:
             value = json.loads(value)
         except json.JSONDecodeError:
             raise ConfigError(f"{ENV.REDIS_SECRET}: the secret is neither a URL nor JSON") from None
+    if isinstance(value, dict) and "url" not in value and "password" in value:
+        username, password = value.get("username"), value["password"]
+        if not isinstance(password, str) or not isinstance(username, str | None):
+            raise ConfigError(f'{ENV.REDIS_SECRET}: the secret\'s "username" and "password" must be strings')
+        return parse_redis_url(base, ENV.REDIS_URL).with_credentials(username, password).url
     if isinstance(value, dict):
         value = value.get("url")
-    if not isinstance(value, str) or not value.strip().startswith(URL_SCHEMES):
-        raise ConfigError(f'{ENV.REDIS_SECRET}: the secret must be a Redis URL or JSON {{"url": "rediss://..."}}')
-    return value.strip()
+    if not isinstance(value, str):
+        raise ConfigError(
+            f'{ENV.REDIS_SECRET}: the secret must be a Redis URL, JSON {{"url": "rediss://..."}}, or JSON '
+            f'{{"username": ..., "password": ...}} for the server of {ENV.REDIS_URL}'
+        )
+    return parse_redis_url(value, ENV.REDIS_SECRET).url
 
 
 def split_credentials(url: str) -> tuple[str, Credentials | None]:
     """``url`` without its username and password (in the address or the query), and them as AUTH
     arguments: ``(password,)`` or ``(username, password)``; ``None`` without a password."""
-    options = parse_url(url)  # type: ignore[no-untyped-call]
-    username, password = options.get("username"), options.get("password")
-    parts = urlsplit(url)
-    query = parts.query
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if any(name in ("username", "password") for name, _ in pairs):
-        query = urlencode([(name, value) for name, value in pairs if name not in ("username", "password")])
-    bare = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"  # unix:// keeps its empty host
-    bare += f"?{query}" if query else ""
-    bare += f"#{parts.fragment}" if parts.fragment else ""
-    if not password:
-        return bare, None
-    return bare, (username, password) if username else (password,)
+    parsed = parse_redis_url(url, ENV.REDIS_URL)
+    return parsed.address, parsed.credentials
 
 
 class SecretCredentials(CredentialProvider):
     """The username and password of the URL in ``DELAYQ_REDIS_SECRET``, given to each new connection,
     and read again from Secrets Manager when Redis refuses them (``refresh``)."""
 
-    def __init__(self, secret: str, credentials: Credentials, address: str) -> None:
+    def __init__(self, secret: str, credentials: Credentials, address: str, base: str = DEFAULT_REDIS_URL) -> None:
         self.secret = secret
+        self._base = base  # the settings' URL: the server of a secret that holds only credentials
         self.version = 0  # how many times the credentials changed
         self._credentials = credentials
         self._address = address  # the URL without credentials
@@ -162,7 +165,7 @@ class SecretCredentials(CredentialProvider):
                 return False
             self._fetched_at = now
             try:
-                address, credentials = split_credentials(read_secret(self.secret, force_fetch=True))
+                address, credentials = split_credentials(read_secret(self.secret, base=self._base, force_fetch=True))
             except (RedisUnavailable, ConfigError) as exc:
                 log.warning("Redis refused the credentials; reading %s again failed: %s", ENV.REDIS_SECRET, exc)
                 return False
@@ -171,7 +174,7 @@ class SecretCredentials(CredentialProvider):
                     "Redis refused the credentials, and %s now names another server (%s): this container "
                     "keeps its server until it is replaced",
                     ENV.REDIS_SECRET,
-                    address,
+                    redact(address),
                 )
                 return False
             if credentials is None or credentials == self._credentials:
@@ -246,8 +249,10 @@ def connect(settings: Settings, url: str | None = None) -> RedisClient:
     if url is None and settings.redis_secret:
         url, credentials = split_credentials(redis_url(settings))
         if credentials:
-            options["credential_provider"] = SecretCredentials(settings.redis_secret, credentials, url)
-    url = url or settings.redis_url
+            options["credential_provider"] = SecretCredentials(
+                settings.redis_secret, credentials, url, base=settings.redis_url
+            )
+    url = parse_redis_url(url or settings.redis_url, ENV.REDIS_URL).url  # never a URL redis-py would misread
     if settings.redis_mode == "cluster":  # the cluster client runs on_connect itself, then this
         return RedisCluster.from_url(
             url, redis_connect_func=read_past_tls_handshake, connection_pool_class=Pool, **options
@@ -258,12 +263,10 @@ def connect(settings: Settings, url: str | None = None) -> RedisClient:
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+    """``url`` for logs: its password, and any other secret in it, as ``***``; a URL that cannot be
+    read shows only its scheme."""
+    try:
+        return parse_redis_url(url, ENV.REDIS_URL).redacted
+    except ConfigError:
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        return f"{scheme if scheme in SCHEMES else '?'}://(a URL that cannot be read)"

@@ -25,47 +25,48 @@ a later pass. A take whose reply never came may have run, or may still run when 
 take carries an id of its own, and the next passes undo it (``untake.lua``: the jobs it leased go back
 to the head of the ready list, their attempt not counted), rather than leave them leased to nobody
 until the leases expire as failed attempts.
+
+Its rooms: this module is the loop (what to take and when, and the verdicts of the handlers);
+``workers.py`` runs the handlers, a pool per topic; ``settlement.py`` sends the verdicts and undoes
+lost takes; ``calls.py`` packs each script call and reads its reply.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from . import calls
+from .calls import Failure, Taken
 from .errors import ConfigError, DelayqError, PermanentFailure
 from .job import Job
 from .keys import Partition
 from .loop import Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
-from .scripts import Arg, Call, Scripts, run_many
+from .scripts import Call, run_many
 from .settings import TopicConfig
+from .settlement import Pending, Settlement
 from .targets import Target, failing_target, resolve_target
+from .workers import SPREAD_S, Workers
 
 log = logging.getLogger("delayq.consume")
 
+# Tuning of the loop (the pool's SPREAD_S is in workers.py, settlement's chunks in settlement.py).
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
-MAX_ERROR_CHARS = 2000
-TOPICS_REFRESH_S = 1.0
-SETTLE_CHUNK = 1000
-RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
-SPREAD_S = 0.002  # deliveries left waiting this long while a topic's threads are all busy get threads of their own
+TOPICS_REFRESH_S = 1.0  # with a ``*`` entry: how often to look for topics that have jobs
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
-MAX_UNTAKES = 256  # per lane: take ids kept for untake while Redis stays away (the oldest are dropped)
+MAX_ERROR_CHARS = 2000  # of a failure, as the job's last error
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
-# A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
-# around it, which cost more than the decoding of a small body.
-_decode_body = json.JSONDecoder().raw_decode
 
 
 def _describe(exc: BaseException) -> str:
@@ -88,95 +89,12 @@ def _log_context(job: Job, lateness_ms: float, started: float) -> dict[str, Any]
     }
 
 
-class _Workers:
-    """A topic's worker threads, started as they are needed, up to its concurrency, running the
-    deliveries queued for the topic.
-
-    A thread that finishes a delivery takes the next one waiting itself, and a batch wakes one thread:
-    quick handlers are run one after another by the thread already awake, with no context switch and
-    hand-over of the GIL per job (those cost more than a quick handler, and every blocking call a
-    handler makes, even a write to a file, would hand the GIL to another thread that wants it). The
-    loop calls ``spread`` every ``SPREAD_S`` while deliveries wait: if none was taken up since, each
-    still waiting gets a thread, so handlers that wait (I/O, sleep) run together, the later ones about
-    ``SPREAD_S`` late.
-
-    Daemon threads: a handler hung past its timeout does not hold the process at exit."""
-
-    def __init__(self, name: str, size: int, run: Callable[[_Delivery], None]) -> None:
-        self._name = name
-        self._size = size
-        self._run = run
-        self._queued: deque[_Delivery] = deque()
-        self._ready = threading.Condition(threading.Lock())
-        self._threads: list[threading.Thread] = []
-        self._idle = 0  # threads waiting for work
-        self._woken = 0  # threads woken or started that have not looked at the queue yet
-        self._moved = 0.0  # when a thread last took a delivery (monotonic)
-        self._closed = False
-
-    @property
-    def waiting(self) -> bool:
-        """Whether deliveries wait for a thread (read without the lock: a hint for the loop's sleep)."""
-        return bool(self._queued)
-
-    def submit(self, deliveries: list[_Delivery]) -> None:
-        with self._ready:
-            self._queued.extend(deliveries)
-            self._wake(1)
-
-    def spread(self, now: float) -> None:
-        """If deliveries have waited ``SPREAD_S`` with none taken up (the threads awake are all in
-        handlers that take their time), wakes or starts a thread for each, up to the concurrency."""
-        with self._ready:
-            if self._queued and now - max(self._moved, self._queued[0].taken) >= SPREAD_S:
-                self._wake(len(self._queued))
-
-    def shutdown(self) -> None:
-        """Each thread ends when it is done with what it runs (a hung handler's thread, never)."""
-        with self._ready:
-            self._closed = True
-            self._ready.notify_all()
-
-    def _wake(self, wanted: int) -> None:
-        """With the lock held: threads on their way for ``wanted`` deliveries, woken or started."""
-        wanted -= self._woken
-        while wanted > 0 and self._idle > self._woken:
-            self._ready.notify()
-            self._woken += 1
-            wanted -= 1
-        while wanted > 0 and len(self._threads) < self._size:
-            thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-            self._threads.append(thread)
-            self._woken += 1
-            wanted -= 1
-            thread.start()
-
-    def _work(self) -> None:
-        with self._ready:
-            self._woken -= 1  # started: looks at the queue now
-        while True:
-            with self._ready:
-                while not self._queued:
-                    if self._closed:
-                        return
-                    self._idle += 1
-                    self._ready.wait()
-                    self._idle -= 1
-                    self._woken = max(0, self._woken - 1)
-                delivery = self._queued.popleft()
-                self._moved = time.monotonic()
-            try:
-                self._run(delivery)
-            except Exception:  # a bug, not a handler's failure (_deliver catches those): the lease expires
-                log.exception("delivery of %s/%s failed", delivery.job.topic, delivery.job.id)
-
-
 @dataclass(eq=False)
 class _Topic:
     name: str
     config: TopicConfig
     target: Target
-    workers: _Workers
+    workers: Workers[_Delivery]
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
 
@@ -191,22 +109,16 @@ class _Lane:
 
     topic: _Topic
     partition: Partition
+    pending: Pending
     next_check: float = 0.0
-    acks: list[str] = field(default_factory=list)  # id, token, id, token ...
-    fails: list[str] = field(default_factory=list)  # id, token, error, 'r' or 'p' (permanent), ...
-    untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
-
-    def undo_later(self, take_ids: list[str]) -> None:
-        """Takes to undo at the next passes, after those already waiting; the newest ``MAX_UNTAKES`` kept."""
-        self.untakes = (self.untakes + take_ids)[-MAX_UNTAKES:]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Take:
     """A take call of one pass, for the lane it takes from."""
 
     lane: _Lane
-    call: Call
+    call: Call[Taken]
     count: int
     take_id: str
 
@@ -221,6 +133,9 @@ class _Delivery:
     taken: float  # monotonic time the take was answered
     deadline: float = 0.0
     settled: bool = False  # the first verdict wins: the handler's result or the timeout
+
+    def __str__(self) -> str:
+        return f"the delivery of {self.job.topic}/{self.job.id}"
 
 
 class Consumer:
@@ -248,6 +163,7 @@ class Consumer:
         self._wake = threading.Event()  # set when a handler finishes, or a stop is requested
         self._idle = threading.Event()  # set while no handler runs
         self._idle.set()
+        self._settlement = Settlement(self._lock, self.counts, queue.telemetry, self._redis_error)
         self._topics_checked = -float("inf")
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
@@ -258,7 +174,7 @@ class Consumer:
     def run(self, budget: Budget) -> dict[str, Any]:
         """Takes work until the budget's stop time (one pass if it asks for one), then finishes what it
         started and settles it."""
-        self._run_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - budget.started) * 1000))
+        self._run_ms = budget.run_ms
         for topic in self._topics.values():
             self._check_timeout(topic)
         try:
@@ -280,16 +196,16 @@ class Consumer:
         """Waits for the handlers still running (each ends or times out), and settles them. Settling
         is given a few tries: if Redis stays away, the leases expire and the jobs are retried."""
         failed_settles = 0
-        while self._unsettled() or self._pending():
+        while self._unsettled() or self._settlement.waiting():
             errors = self.counts["redis_errors"]
             self._pass(budget, take=False)
             if self.counts["redis_errors"] > errors and not self._unsettled():
                 failed_settles += 1
             if failed_settles >= FINISH_TRIES or (budget.finish_by is not None and time.monotonic() > budget.finish_by):
-                if self._unsettled() or self._pending():
+                if self._unsettled() or self._settlement.waiting():
                     log.warning("stopping with jobs unsettled: their leases will expire and they will be retried")
                 return
-            if self._unsettled() or self._pending():
+            if self._unsettled() or self._settlement.waiting():
                 self._sleep(self._wait(budget, taking=False))
 
     def summary(self) -> dict[str, Any]:
@@ -344,21 +260,21 @@ class Consumer:
         self._expire(now)
         if take:
             self._refresh_topics(now)
-        settle = self._settlements()
+        settles = self._settlement.calls()
         takes = self._takes(budget, now) if take else []
-        calls = [call for _, call in settle] + [sent.call for sent in takes]
-        if not calls:
+        sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes]
+        if not sends:
             return
         try:
             with redis_errors():
-                replies = run_many(self.queue.redis, calls, return_exceptions=True)
+                replies = run_many(self.queue.redis, sends, return_exceptions=True)
         except ConfigError:  # another partition count than the namespace's: nothing here can help
             raise
         except DelayqError as exc:
-            replies = [exc] * len(calls)
-        for (lane_and_kind, call), reply in zip(settle, replies[: len(settle)], strict=True):
-            self._settled(lane_and_kind, call, reply)
-        for sent, reply in zip(takes, replies[len(settle) :], strict=True):
+            replies = [exc] * len(sends)
+        for settle, reply in zip(settles, replies[: len(settles)], strict=True):
+            self._settlement.settled(settle, reply)
+        for sent, reply in zip(takes, replies[len(settles) :], strict=True):
             self._taken(sent, reply, now)
 
     # --------------------------------------------------------------------------------- topics
@@ -372,9 +288,10 @@ class Consumer:
         except ConfigError as exc:
             log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
             target = failing_target(exc.message)
-        topic = _Topic(name, config, target, _Workers(f"delayq-{name}", config.concurrency, self._deliver))
+        topic = _Topic(name, config, target, Workers(f"delayq-{name}", config.concurrency, self._deliver))
         self._topics[name] = topic
-        self._lanes += [_Lane(topic, partition) for partition in self.queue.keys.partitions]
+        for partition in self.queue.keys.partitions:
+            self._lanes.append(_Lane(topic, partition, self._settlement.lane(partition, name, config)))
         self._check_timeout(topic)
 
     def _check_timeout(self, topic: _Topic) -> None:
@@ -428,45 +345,40 @@ class Consumer:
                     break
                 free -= count
                 take_id = "t" + secrets.token_hex(8)  # never a number: those are the counter's tokens
-                args: list[Arg] = [
-                    count,
-                    topic.config.timeout_ms,
-                    self.lease_grace_ms,
-                    longest_ms,
-                    self._run_ms,
-                    take_id,
-                ]
-                keys = [*lane.partition.topic_keys(topic.name), lane.partition.seq, lane.partition.untaken]
-                takes.append(_Take(lane, Call(Scripts.take, keys, args), count, take_id))
+                call = calls.take(
+                    lane.partition,
+                    topic.name,
+                    count=count,
+                    timeout_ms=topic.config.timeout_ms,
+                    grace_ms=self.lease_grace_ms,
+                    longest_ms=longest_ms,
+                    run_ms=self._run_ms,
+                    take_id=take_id,
+                )
+                takes.append(_Take(lane, call, count, take_id))
         return takes
 
-    def _taken(self, take: _Take, reply: Any, now: float) -> None:
-        lane, count = take.lane, take.count
+    def _taken(self, take: _Take, reply: Taken | Exception, now: float) -> None:
+        lane = take.lane
         if isinstance(reply, Exception):
-            self._redis_error("take", lane, reply)
+            self._redis_error("take", lane.partition, lane.topic.name, reply)
             lane.next_check = now + self.tick
             # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
-            lane.undo_later([take.take_id])
+            with self._lock:
+                lane.pending.undo_later([take.take_id])
             return
-        server_now, next_in, dead = int(reply[0]), int(reply[1]), int(reply[2])
         answered = time.monotonic()
-        if dead:
-            self._dead_for_timeout(lane, reply[-dead:])
-            jobs = reply[3:-dead]
-        else:
-            jobs = reply[3:]
-        taken = len(jobs) // 7
-        self.counts["taken"] += taken
+        if reply.dead:
+            self._dead_for_timeout(lane, reply.dead)
+        self.counts["taken"] += len(reply.jobs)
         # A full batch means more may be due: take again as soon as workers are free.
-        lane.next_check = now if taken + dead >= count else now + sleep_for(self.tick, next_in)
-        deliveries = []
-        topic = lane.topic.name
-        for i in range(0, len(jobs), 7):
-            job_id, body, attempt, run_at, enqueued_at, token, timeout_ms = jobs[i : i + 7]
-            run_at_ms = int(run_at)
-            body = _decode_body(body)[0] if body is not None else None
-            job = Job(topic, job_id, body, int(attempt), run_at_ms, int(enqueued_at))
-            deliveries.append(_Delivery(job, token, lane, int(timeout_ms) / 1000, server_now - run_at_ms, answered))
+        full = len(reply.jobs) + len(reply.dead) >= take.count
+        lane.next_check = now if full else now + sleep_for(self.tick, reply.next_in_ms)
+        server_now = reply.now_ms
+        deliveries = [
+            _Delivery(job, token, lane, timeout_ms / 1000, server_now - job.run_at_ms, answered)
+            for job, token, timeout_ms in zip(reply.jobs, reply.tokens, reply.timeouts_ms, strict=True)
+        ]
         if deliveries:
             self._start(lane.topic, deliveries)
 
@@ -490,6 +402,8 @@ class Consumer:
         """Whether the lane's topic has a free worker and time to finish a job before the deadline."""
         return lane.topic.free > 0 and budget.fits(lane.topic.config.timeout, now)
 
+    # --------------------------------------------------------------------------------- deliveries and verdicts
+
     def _start(self, topic: _Topic, deliveries: list[_Delivery]) -> None:
         now = time.monotonic()
         with self._lock:
@@ -507,13 +421,13 @@ class Consumer:
         job = delivery.job
         started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
-        kind = RETRY
+        permanent = False
         try:
             try:
                 delivery.lane.topic.target(job, delivery.timeout_s)
                 error = None
             except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
-                kind = PERMANENT if isinstance(exc, PermanentFailure) else RETRY
+                permanent = isinstance(exc, PermanentFailure)
                 error = _describe(exc)
         finally:
             with self._lock:
@@ -527,42 +441,40 @@ class Consumer:
                     self.counts["late_results"] += 1
                 elif error is None:
                     self.counts["succeeded"] += 1
-                    delivery.lane.acks += [job.id, delivery.token]
+                    delivery.lane.pending.acks.append((job.id, delivery.token))
                 else:
                     self.counts["failed"] += 1
-                    delivery.lane.fails += [job.id, delivery.token, error, kind]
+                    delivery.lane.pending.fails.append(Failure(job.id, delivery.token, error, permanent))
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
-            telemetry = self.queue.telemetry
-            telemetry.lateness(job.topic, lateness_ms)
+            self.queue.telemetry.lateness(job.topic, lateness_ms)
             if error is None and not late:  # the common case: a line only when DEBUG is on
-                telemetry.count("Delivered", job.topic)
+                self.queue.telemetry.count("Delivered", job.topic)
                 if log.isEnabledFor(logging.DEBUG):
                     context = _log_context(job, lateness_ms, started)
                     log.debug("%s/%s attempt %d delivered", job.topic, job.id, job.attempt, extra=context)
-            elif late:
-                log.warning(
-                    "%s/%s attempt %d finished after its timeout; result dropped",
-                    job.topic,
-                    job.id,
-                    job.attempt,
-                    extra=_log_context(job, lateness_ms, started),
-                )
             else:
-                telemetry.count("Failed", job.topic)
-                log.warning(
-                    "%s/%s attempt %d failed: %s",
-                    job.topic,
-                    job.id,
-                    job.attempt,
-                    error,
-                    extra=_log_context(job, lateness_ms, started) | {"error": error, "permanent": kind == PERMANENT},
-                )
+                self._report(job, _log_context(job, lateness_ms, started), error, permanent=permanent, late=late)
         finally:
             # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
             if not self._wake.is_set():
                 self._wake.set()
+
+    def _report(self, job: Job, context: dict[str, Any], error: str | None, *, permanent: bool, late: bool) -> None:
+        """A delivery that did not simply succeed: its late result dropped, or its failure."""
+        if late:
+            log.warning(
+                "%s/%s attempt %d finished after its timeout; result dropped",
+                job.topic,
+                job.id,
+                job.attempt,
+                extra=context,
+            )
+            return
+        self.queue.telemetry.count("Failed", job.topic)
+        extra = context | {"error": error, "permanent": permanent}
+        log.warning("%s/%s attempt %d failed: %s", job.topic, job.id, job.attempt, error, extra=extra)
 
     def _expire(self, now: float) -> None:
         """Handlers past their timeout are failed attempts now; their threads are left to finish."""
@@ -571,81 +483,24 @@ class Consumer:
                 if not delivery.settled and delivery.deadline <= now:
                     delivery.settled = True
                     error = f"timed out after {delivery.timeout_s:g}s"
-                    delivery.lane.fails += [delivery.job.id, delivery.token, error, RETRY]
+                    delivery.lane.pending.fails.append(Failure(delivery.job.id, delivery.token, error))
                     self.counts["timed_out"] += 1
                     job = delivery.job
                     self.queue.telemetry.count("TimedOut", job.topic)
                     context = {"topic": job.topic, "id": job.id, "attempt": job.attempt, "error": error}
                     log.warning("%s/%s attempt %d %s", job.topic, job.id, job.attempt, error, extra=context)
 
-    # --------------------------------------------------------------------------------- settle
-
     def _unsettled(self) -> bool:
         with self._lock:
             return any(not delivery.settled for delivery in self._running)
 
-    def _pending(self) -> bool:
-        with self._lock:
-            return any(lane.acks or lane.fails or lane.untakes for lane in self._lanes)
+    # --------------------------------------------------------------------------------- Redis errors
 
-    def _settlements(self) -> list[tuple[tuple[_Lane, str, list[str]], Call]]:
-        """The ack and fail calls for what finished since the last pass, and the untake calls for takes
-        whose reply never came (taken off the lanes)."""
-        calls = []
-        with self._lock:
-            for lane in self._lanes:
-                keys = lane.partition.topic_keys(lane.topic.name)
-                if lane.untakes:
-                    untakes, lane.untakes = lane.untakes, []
-                    calls.append(
-                        ((lane, "untake", untakes), Call(Scripts.untake, [*keys, lane.partition.untaken], untakes))
-                    )
-                acks, lane.acks = lane.acks, []
-                fails, lane.fails = lane.fails, []
-                for start in range(0, len(acks), 2 * SETTLE_CHUNK):
-                    chunk = acks[start : start + 2 * SETTLE_CHUNK]
-                    calls.append(((lane, "ack", chunk), Call(Scripts.ack, keys, chunk)))
-                config = lane.topic.config
-                for start in range(0, len(fails), 4 * SETTLE_CHUNK):
-                    chunk = fails[start : start + 4 * SETTLE_CHUNK]
-                    args: list[Any] = [config.retries, config.backoff_csv, *chunk]
-                    calls.append(((lane, "fail", chunk), Call(Scripts.fail, keys, args)))
-        return calls
-
-    def _settled(self, what: tuple[_Lane, str, list[str]], call: Call, reply: Any) -> None:
-        lane, kind, items = what
-        if isinstance(reply, Exception):
-            self._redis_error(kind, lane, reply)
-            with self._lock:  # keep them for the next pass; a lease that expires meanwhile is retried
-                if kind == "ack":
-                    lane.acks = items + lane.acks
-                elif kind == "fail":
-                    lane.fails = items + lane.fails
-                else:
-                    lane.undo_later(items)
-            return
-        if kind == "ack":
-            self.counts["acked"] += int(reply)
-        elif kind == "untake":
-            self.counts["untaken"] += int(reply)
-            if int(reply):
-                log.warning(
-                    "%s (partition %d): %d jobs of takes whose reply was lost are back in the ready list",
-                    lane.topic.name,
-                    lane.partition.index,
-                    int(reply),
-                    extra={"topic": lane.topic.name, "untaken": int(reply)},
-                )
-        else:
-            retried, dead = int(reply[0]), int(reply[1])
-            self.counts.update(retried=retried, dead=dead)
-            self.queue.telemetry.count("Retried", lane.topic.name, retried)
-            self.queue.telemetry.count("Dead", lane.topic.name, dead)
-
-    def _redis_error(self, what: str, lane: _Lane, exc: Exception) -> None:
+    def _redis_error(self, what: str, partition: Partition, topic: str, exc: Exception) -> None:
+        """A take or settle call that failed: counted and logged; anything but Redis failing is raised."""
         self.counts["redis_errors"] += 1
-        self.queue.telemetry.count("RedisErrors", lane.topic.name)
+        self.queue.telemetry.count("RedisErrors", topic)
         message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
-        log.warning("%s on %s (partition %d) failed: %s", what, lane.topic.name, lane.partition.index, message)
+        log.warning("%s on %s (partition %d) failed: %s", what, topic, partition.index, message)
         if not isinstance(exc, (RedisError, DelayqError)):
             raise exc

@@ -1,17 +1,17 @@
 """The local stack: the HTTP API on http://127.0.0.1:8000, with the sweep and consume loops, in one
 process. ``python -m delayq.local`` (``make dev``).
 
-The API is the same resolver the Lambda runs, behind a real HTTP server that turns each request into
-an API Gateway REST proxy event. Redis is, in this order: ``DELAYQ_REDIS_URL`` (or the default URL)
-when it answers; a private ``redis-server`` on a free port when one is on PATH; an embedded
-in-process Redis (fakeredis with Lua), with a warning. Without ``DELAYQ_TOPICS``, the topic
-``example`` (and any other) is delivered to ``log_delivery``, which logs each job.
+The API is the same resolver the Lambda runs, behind a real HTTP server (``delayq.localhttp``:
+waitress, safe by default) that turns each request into an API Gateway REST proxy event. Redis is,
+in this order: ``DELAYQ_REDIS_URL`` (or the default URL) when it answers; a private ``redis-server``
+on a free port when one is on PATH; an embedded in-process Redis (fakeredis with Lua), with a
+warning. Without ``DELAYQ_TOPICS``, the topics are ``EXAMPLE_TOPICS``: ``example`` (and any other
+topic) logs each delivery, ``example-fails`` fails each one, so that dead letters can be seen.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import logging
 import shutil
@@ -21,29 +21,27 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from contextlib import ExitStack
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
 
 from .api import create_app
 from .connection import RedisClient, client_options, connect, redact
 from .consumer import Consumer
+from .errors import ConfigError
 from .job import Job
+from .localhttp import Server, lambda_app
 from .loop import Budget
 from .queue import Queue
-from .settings import Settings, Topics
+from .settings import ENV, Settings, Topics
 from .sweeper import Sweeper
 
 log = logging.getLogger("delayq.local")
 
-MAX_REQUEST_BYTES = 10 * 1024 * 1024  # API Gateway's limit
 EXAMPLE_TOPICS = {
     "example": {"target": "python:delayq.local:log_delivery", "retries": 2, "backoff": [1, 5, 30]},
+    "example-fails": {"target": "python:delayq.local:fail_delivery", "retries": 1, "backoff": [2]},
     "*": {"target": "python:delayq.local:log_delivery"},
 }
 
@@ -59,6 +57,12 @@ def log_delivery(job: Job) -> None:
         late_ms,
         json.dumps(job.body),
     )
+
+
+def fail_delivery(job: Job) -> None:
+    """The failing example topic's target: every delivery fails, so the job is retried once, then
+    dead, and the dead-letter routes have something to show."""
+    raise RuntimeError(f"example-fails fails every delivery: see GET /topics/{job.topic}/dead, then replay or purge")
 
 
 # ----------------------------------------------------------------------------------- Redis
@@ -135,102 +139,27 @@ def choose_redis(settings: Settings, stack: ExitStack) -> tuple[RedisClient, str
     return embedded_redis(), "an embedded in-process Redis (fakeredis)"
 
 
-# ----------------------------------------------------------------------------------- HTTP
-
-
-def request_event(method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
-    """An HTTP request as the API Gateway REST proxy event the Lambda would receive."""
-    url = urlsplit(target)
-    pairs = parse_qsl(url.query, keep_blank_values=True)
-    multi: dict[str, list[str]] = {}
-    for name, value in pairs:
-        multi.setdefault(name, []).append(value)
-    try:
-        text: str | None = body.decode("utf-8") if body else None
-        encoded = False
-    except UnicodeDecodeError:
-        text, encoded = base64.b64encode(body).decode(), True
-    path = unquote(url.path) or "/"
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": {name: values[-1] for name, values in multi.items()} or None,
-        "multiValueQueryStringParameters": multi or None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {
-            "requestId": str(uuid.uuid4()),
-            "stage": "local",
-            "path": path,
-            "httpMethod": method,
-            "resourcePath": "/{proxy+}",
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": text,
-        "isBase64Encoded": encoded,
-    }
-
-
-def make_handler(resolve: Callable[[dict[str, Any], Any], dict[str, Any]]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "delayq-local"
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_REQUEST_BYTES:
-                error = {"status": 413, "error": "too_large", "field": None, "message": "request over 10 MiB"}
-                self._send(413, {"Content-Type": "application/json"}, json.dumps(error).encode())
-                return
-            body = self.rfile.read(length) if length else b""
-            event = request_event(self.command, self.path, dict(self.headers.items()), body)
-            response = resolve(event, None)
-            payload = response.get("body") or ""
-            raw = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
-            headers = dict(response.get("headers") or {})
-            for name, values in (response.get("multiValueHeaders") or {}).items():
-                headers[name] = ", ".join(values)
-            self._send(int(response["statusCode"]), headers, raw)
-
-        def _send(self, status: int, headers: dict[str, str], raw: bytes) -> None:
-            self.send_response(status)
-            for name, value in headers.items():
-                if name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            log.debug("%s %s", self.address_string(), format % args)
-
-    return Handler
-
-
 # ----------------------------------------------------------------------------------- main
 
 
-def listen(host: str, port: int) -> ThreadingHTTPServer:
-    """The HTTP server, bound to ``host:port`` (requests are answered once a handler is set). Exits
-    with one line naming the address when it is taken, before anything else has started."""
+def listen(host: str, port: int, token: str | None) -> Server:
+    """The HTTP server, bound to ``host:port`` (requests are answered once it serves). Exits with one
+    line when the address is taken, or reaches beyond this machine without a token, before anything
+    else has started."""
     try:
-        server = ThreadingHTTPServer((host, port), BaseHTTPRequestHandler)
+        return Server(host, port, token=token)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SystemExit(
             f"delayq local: cannot listen on {host}:{port}: {reason} (another `make dev`? pick one with --port)"
         ) from None
-    server.daemon_threads = True
-    return server
+    except ConfigError as exc:
+        raise SystemExit(f"delayq local: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m delayq.local", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1", help=f"anything but loopback needs {ENV.UI_TOKEN}")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s [%(threadName)s]: %(message)s")
@@ -238,12 +167,11 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if not settings.topics:
         settings = settings.with_(topics=Topics.parse(EXAMPLE_TOPICS))
-    server = listen(args.host, args.port)  # first: a busy port stops here, with nothing to undo
+    server = listen(args.host, args.port, settings.ui_token)  # first: a busy port stops here, with nothing to undo
     with ExitStack() as stack:
-        stack.callback(server.server_close)
+        stack.callback(server.close)
         client, where = choose_redis(settings, stack)
         queue = Queue(settings, redis=client)
-        server.RequestHandlerClass = make_handler(create_app(queue).resolve)
         sweeper, consumer = Sweeper(queue), Consumer(queue)
         loops = [
             threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep", daemon=True),
@@ -262,20 +190,20 @@ def main(argv: list[str] | None = None) -> None:
             thread.start()
 
         def shutdown(signum: int, frame: Any) -> None:
-            sweeper.request_stop()
-            consumer.request_stop()
-            threading.Thread(target=server.shutdown).start()
+            server.stop()  # nothing that takes a lock here: the loops are stopped once serve returns
 
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
-        base = f"http://{args.host}:{args.port}"
+        base = server.binding.url
         log.info("delayq local stack on %s, on %s; topics: %s", base, where, ", ".join(settings.topics))
+        auth = f' -H "authorization: Bearer ${ENV.UI_TOKEN}"' if settings.ui_token else ""
         log.info(
-            "try: curl -s -X POST %s/jobs -H 'content-type: application/json' "
+            "try: curl -s -X POST %s/jobs -H 'content-type: application/json'%s "
             """-d '{"topic": "example", "delay": 3, "body": {"hello": "world"}}'""",
             base,
+            auth,
         )
-        server.serve_forever()
+        server.serve(lambda_app(create_app(queue).resolve))
     log.info("stopped")
 
 

@@ -80,5 +80,11 @@ class Budget:
             return True
         return (time.monotonic() if now is None else now) + seconds <= self.finish_by
 
+    @property
+    def run_ms(self) -> int:
+        """The longest a job can run in this budget (``finish_by`` minus the start), in ms; -1 without
+        a deadline. Rounded: in floats 58 s can come out 57.99999... s, which must not read as 57."""
+        return -1 if self.finish_by is None else max(0, round((self.finish_by - self.started) * 1000))
+
     def left(self, now: float | None = None) -> float:
         return self.stop_at - (time.monotonic() if now is None else now)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from typing import Annotated, Any, cast
 
@@ -25,8 +26,13 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from .errors import InvalidField, TooLarge
 from .schedule import MAX_DELAY_MS, parse_run_at, seconds_to_ms
 
+# What a topic name and a job id may be: checked here for the API, by ``Queue`` for the Python
+# client, and by ``Topics.parse`` for configured topics. A topic never starts with ``_``, so its
+# keys never collide with a partition's own (``keys.py``).
 TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+TOPIC_RE = re.compile(TOPIC_PATTERN)
+ID_RE = re.compile(ID_PATTERN)
 MAX_BODY_BYTES = 256 * 1024
 MAX_BODY_DEPTH = 64  # arrays and objects in a body, one inside another
 MAX_BATCH = 1000
@@ -46,6 +52,13 @@ RunAt = Annotated[
         description="When the job is due: epoch seconds, or ISO-8601 with a zone; a past time means now",
         examples=["2026-11-22T18:30:00Z", 1795372200],
     ),
+]
+# A job's overrides of its topic's config (None: the topic's); a schedule's occurrences take the same.
+Retries = Annotated[int | None, Field(ge=0, le=25, description="Retries after the first attempt")]
+Timeout = Annotated[float | None, Field(ge=1, le=900, description="Seconds a handler may take")]
+Backoff = Annotated[
+    list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None,
+    Field(min_length=1, max_length=64, description="Seconds before retry n; the last repeats"),
 ]
 
 MAX_EPOCH_S = 10**15  # run_at numbers beyond this are out of range, whatever the clock says
@@ -178,11 +191,9 @@ class JobOptions(When):
 
     # Checked where it is encoded (``body_json``), once: the queue's writes all go through it.
     body: Any = Field(default=None, description=f"Any JSON, at most 256 KiB, nested at most {MAX_BODY_DEPTH} deep")
-    retries: int | None = Field(default=None, ge=0, le=25, description="Retries after the first attempt")
-    timeout: float | None = Field(default=None, ge=1, le=900, description="Seconds a handler may take")
-    backoff: list[Annotated[float, Field(ge=0, le=MAX_DELAY_S)]] | None = Field(
-        default=None, min_length=1, max_length=64, description="Seconds before retry n; the last repeats"
-    )
+    retries: Retries = None
+    timeout: Timeout = None
+    backoff: Backoff = None
 
 
 class NewJob(JobOptions):

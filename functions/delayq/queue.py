@@ -7,7 +7,6 @@ Every write is one Lua call per partition, so it is whole or absent.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import threading
@@ -25,6 +24,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from . import calls
+from .calls import JobWrite
 from .connection import RedisClient, connect, redact
 from .errors import (
     Code,
@@ -37,11 +38,13 @@ from .errors import (
     UnknownTopic,
     code_error,
 )
-from .job import DeadJob, EnqueueResult, JobInfo, Meta, Refused, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
 from .models import (
     ID_PATTERN,
+    ID_RE,
     TOPIC_PATTERN,
+    TOPIC_RE,
     JobOptions,
     NewJob,
     PutJob,
@@ -53,7 +56,7 @@ from .models import (
 )
 from .observability import Telemetry
 from .schedule import encode_backoff, seconds_to_ms
-from .scripts import Call, Scripts, run_many
+from .scripts import Call, run_many
 from .settings import ENV, Settings, TopicConfig, Topics
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
@@ -61,14 +64,14 @@ PIPELINE_CALLS = 16  # script calls per round trip
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
-_TOPIC_RE = re.compile(TOPIC_PATTERN)
-_ID_RE = re.compile(ID_PATTERN)
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
-_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see the README)"
-# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code).
-_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|user executing the script can't|no permissions to")
+_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
+# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
+# any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
+# failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
+_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script can't|no permissions to", re.I)
 
 
 def new_ids(count: int) -> list[str]:
@@ -118,27 +121,15 @@ def server_address(client: RedisClient) -> str:
 
 
 def check_topic(topic: str) -> str:
-    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
+    if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
         raise InvalidField("topic", f"must match {TOPIC_PATTERN}")
     return topic
 
 
 def check_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _ID_RE.fullmatch(job_id):
+    if not isinstance(job_id, str) or not ID_RE.fullmatch(job_id):
         raise InvalidField("id", f"must match {ID_PATTERN}")
     return job_id
-
-
-@dataclass(slots=True)
-class _Write:
-    """One validated job, ready for the enqueue script (not frozen: a frozen dataclass is slower to
-    make, and one is made per job)."""
-
-    topic: str
-    id: str
-    body: str
-    at: str  # 'd<ms>' a delay, 'a<ms>' epoch ms
-    overrides: str  # 'retries|timeout_ms|backoff_csv', '' where the topic's applies
 
 
 @dataclass(slots=True)
@@ -147,7 +138,7 @@ class _Batch:
     the chunk; ``results`` holds the answers of the invalid ones, ``None`` where a write's will be."""
 
     results: list[EnqueueResult | None]
-    writes: list[_Write] = field(default_factory=list)
+    writes: list[JobWrite] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
 
 
@@ -202,7 +193,7 @@ class Queue:
         jobs written with one count are found only by clients with the same count."""
         partitions = self.settings.partitions
         with redis_errors(self._server):
-            recorded = int(Scripts.layout(client, [self.keys.layout], [partitions]))
+            recorded = calls.layout(self.keys).run(client)
         if recorded != partitions:
             raise ConfigError(
                 f"{ENV.PARTITIONS} is {partitions}, but namespace {self.settings.namespace!r} has {recorded} "
@@ -282,7 +273,7 @@ class Queue:
         same_as_path("topic", job.topic, topic)
         same_as_path("id", job.id, job_id)
         write = self._prepare(job, topic, job_id)
-        code, run_at_ms = self._write([write], "r")[0]
+        code, run_at_ms = self._write([write], replace=True)[0]
         if code < 0:
             raise code_error(code, topic, job_id)
         self.telemetry.count("Enqueued", topic)
@@ -308,7 +299,7 @@ class Queue:
             return self._answers(batch, self._write(batch.writes))
         failed = threading.Event()
 
-        def write(writes: list[_Write]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
+        def write(writes: list[JobWrite]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
             if failed.is_set():
                 raise RedisUnavailable(f"{self._server()} is unavailable: an earlier chunk failed")
             try:
@@ -358,35 +349,36 @@ class Queue:
             self.telemetry.count("Enqueued", topic, count)
         return cast(list[EnqueueResult], results)  # every job is answered by now
 
-    def _prepare(self, job: JobOptions, topic: str, job_id: str) -> _Write:
-        self.topic_config(topic)
+    def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
+        config = self.topic_config(topic)
         when, value = job.when()
         overrides = NO_OVERRIDES
         if job.retries is not None or job.timeout is not None or job.backoff is not None:
             retries = "" if job.retries is None else str(job.retries)
             timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
-            overrides = f"{retries}|{timeout_ms}|{'' if job.backoff is None else encode_backoff(job.backoff)}"
-        return _Write(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
+            backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
+            overrides = f"{retries}|{timeout_ms}|{backoff}"
+        return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
-    def _write(self, writes: Sequence[_Write], mode: str = "c") -> list[tuple[int, int]]:
-        """Run the enqueue script for ``writes``: one call per partition and chunk. Codes in order.
-        ``mode``: 'c' creates, refusing existing jobs; 'r' creates or replaces."""
+    def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> list[tuple[int, int]]:
+        """Run the enqueue script for ``writes``: one call per partition and chunk. (code, run-at ms)
+        of each, in order. ``replace``: create or replace, else create, refusing existing jobs."""
         by_partition: dict[Partition, list[int]] = defaultdict(list)
         for i, write in enumerate(writes):
             by_partition[self.keys.for_job(write.topic, write.id)].append(i)
-        calls: list[tuple[list[int], Call]] = []
+        sends: list[tuple[list[int], Call[calls.Enqueued]]] = []
         for partition, indexes in by_partition.items():
             for start in range(0, len(indexes), WRITE_CHUNK):
                 chunk = indexes[start : start + WRITE_CHUNK]
-                calls.append((chunk, _enqueue_call(partition, mode, [writes[i] for i in chunk])))
+                sends.append((chunk, calls.enqueue(partition, [writes[i] for i in chunk], replace=replace)))
         answers: list[tuple[int, int]] = [(0, 0)] * len(writes)
         with redis_errors(self._server):
-            for start in range(0, len(calls), PIPELINE_CALLS):
-                batch = calls[start : start + PIPELINE_CALLS]
-                replies = run_many(self.redis, [call for _, call in batch])
-                for (indexes, _), reply in zip(batch, replies, strict=True):
+            for start in range(0, len(sends), PIPELINE_CALLS):
+                batch = sends[start : start + PIPELINE_CALLS]
+                replies: list[calls.Enqueued] = run_many(self.redis, [call for _, call in batch])
+                for (indexes, _), (codes, run_at_ms) in zip(batch, replies, strict=True):
                     for n, i in enumerate(indexes):
-                        answers[i] = (int(reply[2 * n]), int(reply[2 * n + 1]))
+                        answers[i] = (codes[n], run_at_ms[n])
         return answers
 
     # ----------------------------------------------------------------------------------- one job
@@ -395,23 +387,21 @@ class Queue:
         """A job in any state; ``JobNotFound`` when there is none."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
         with redis_errors(self._server):
-            reply = Scripts.inspect(self.redis, partition.topic_keys(topic), [id])
-        if not reply:
+            found = calls.inspect(partition, topic, id).run(self.redis)
+        if found is None:
             raise JobNotFound(topic, id)
-        state, raw_meta, body, last_error = reply
-        meta = Meta.decode(raw_meta)
-        config = self.settings.topics.for_topic(topic)
-        retries = meta.retries if meta.retries is not None else (config.retries if config else 2)
+        meta = found.meta
+        retries = meta.retries if meta.retries is not None else self.settings.topics.retrying(topic).retries
         return JobInfo(
             topic=topic,
             id=id,
-            state=state,
+            state=found.state,
             run_at_ms=meta.run_at_ms,
             enqueued_at_ms=meta.enqueued_at_ms,
             attempts=meta.attempts,
             retries=retries,
-            body=json.loads(body) if body is not None else None,
-            last_error=last_error,
+            body=found.body,
+            last_error=found.last_error,
         )
 
     def reschedule(
@@ -433,16 +423,16 @@ class Queue:
         partition = self.keys.for_job(check_topic(topic), check_id(job_id))
         kind, value = when.when()
         with redis_errors(self._server):
-            code, run_at_ms = Scripts.reschedule(self.redis, partition.topic_keys(topic), [job_id, kind, value])
+            code, run_at_ms = calls.reschedule(partition, topic, job_id, kind, value).run(self.redis)
         if code < 0:
             raise code_error(code, topic, job_id)
-        return Scheduled(topic, job_id, int(run_at_ms))
+        return Scheduled(topic, job_id, run_at_ms)
 
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
         with redis_errors(self._server):
-            code = Scripts.cancel(self.redis, partition.topic_keys(topic), [id])
+            code = calls.cancel(partition, topic, id).run(self.redis)
         if code < 0:
             raise code_error(code, topic, id)
 
@@ -451,14 +441,14 @@ class Queue:
     def stats(self, topic: str) -> TopicStats:
         """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at.
         ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
-        replies = self._each_partition(Scripts.stats, check_topic(topic))
-        nexts = [int(reply[4]) for reply in replies if int(reply[4]) >= 0]
+        parts: list[TopicStats] = self._each_partition(calls.stats, check_topic(topic))
+        nexts = [part.next_run_at_ms for part in parts if part.next_run_at_ms is not None]
         stats = TopicStats(
             topic=topic,
-            delayed=sum(int(reply[0]) for reply in replies),
-            ready=sum(int(reply[1]) for reply in replies),
-            reserved=sum(int(reply[2]) for reply in replies),
-            dead=sum(int(reply[3]) for reply in replies),
+            delayed=sum(part.delayed for part in parts),
+            ready=sum(part.ready for part in parts),
+            reserved=sum(part.reserved for part in parts),
+            dead=sum(part.dead for part in parts),
             next_run_at_ms=min(nexts) if nexts else None,
         )
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
@@ -469,23 +459,8 @@ class Queue:
         """The most recent dead jobs of ``topic``, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidField("limit", "must be an integer from 1 to 1000")
-        jobs: list[DeadJob] = []
-        for reply in self._each_partition(Scripts.dead, check_topic(topic), [limit]):
-            for i in range(0, len(reply), 5):
-                job_id, died_at, raw_meta, body, last_error = reply[i : i + 5]
-                meta = Meta.decode(raw_meta)
-                jobs.append(
-                    DeadJob(
-                        topic=topic,
-                        id=job_id,
-                        died_at_ms=int(float(died_at)),
-                        attempts=meta.attempts,
-                        run_at_ms=meta.run_at_ms,
-                        enqueued_at_ms=meta.enqueued_at_ms,
-                        body=json.loads(body) if body is not None else None,
-                        last_error=last_error,
-                    )
-                )
+        parts: list[list[DeadJob]] = self._each_partition(calls.dead, check_topic(topic), limit)
+        jobs = [job for part in parts for job in part]
         jobs.sort(key=lambda job: job.died_at_ms, reverse=True)
         return jobs[:limit]
 
@@ -493,17 +468,17 @@ class Queue:
         """Dead jobs become due now with fresh attempts: ``ids``, or all of them. Returns how many."""
         check_topic(topic)
         if ids is None:
-            return self._drain(Scripts.replay, topic, ["oldest", WRITE_CHUNK])
+            return self._drain(calls.replay_oldest, topic)
         by_partition: dict[Partition, list[str]] = defaultdict(list)
         for job_id in ids:
             by_partition[self.keys.for_job(topic, check_id(job_id))].append(job_id)
-        calls = [Call(Scripts.replay, p.topic_keys(topic), ["ids", *chunk]) for p, chunk in by_partition.items()]
+        replays = [calls.replay(partition, topic, chunk) for partition, chunk in by_partition.items()]
         with redis_errors(self._server):
-            return sum(int(n) for n in run_many(self.redis, calls)) if calls else 0
+            return sum(run_many(self.redis, replays)) if replays else 0
 
     def purge(self, topic: str) -> int:
         """Delete every dead job of ``topic``. Returns how many."""
-        return self._drain(Scripts.purge, check_topic(topic), [WRITE_CHUNK])
+        return self._drain(calls.purge, check_topic(topic))
 
     def known_topics(self) -> set[str]:
         """Every topic that ever had a job in this namespace."""
@@ -523,31 +498,19 @@ class Queue:
         with redis_errors(self._server):
             return bool(self.redis.ping())
 
-    def _each_partition(self, script: Any, topic: str, args: Sequence[Any] = ()) -> list[Any]:
-        calls = [Call(script, partition.topic_keys(topic), args) for partition in self.keys.partitions]
+    def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any) -> list[Any]:
+        """``call(partition, topic, *args)`` on every partition, in one round trip; the results."""
         with redis_errors(self._server):
-            return run_many(self.redis, calls)
+            return run_many(self.redis, [call(partition, topic, *args) for partition in self.keys.partitions])
 
-    def _drain(self, script: Any, topic: str, args: Sequence[Any]) -> int:
-        """Calls a bounded script on every partition until each answers 0; the total."""
+    def _drain(self, call: Callable[[Partition, str, int], Call[int]], topic: str) -> int:
+        """A bounded call, ``WRITE_CHUNK`` at a time, on every partition until each answers 0; the total."""
         total = 0
         with redis_errors(self._server):
             for partition in self.keys.partitions:
-                while n := int(script(self.redis, partition.topic_keys(topic), args)):
+                while n := call(partition, topic, WRITE_CHUNK).run(self.redis):
                     total += n
         return total
-
-
-def _enqueue_call(partition: Partition, mode: str, writes: Sequence[_Write]) -> Call:
-    topics: dict[str, int] = {}
-    keys = [partition.topics]
-    args: list[Any] = []
-    for write in writes:
-        if write.topic not in topics:
-            topics[write.topic] = len(topics) + 1
-            keys.extend(partition.topic_keys(write.topic))
-        args += [topics[write.topic], write.id, write.body, write.at, write.overrides]
-    return Call(Scripts.enqueue, keys, [len(topics), mode, *topics, *args])
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

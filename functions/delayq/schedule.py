@@ -1,7 +1,8 @@
-"""Pure time math: run-at parsing, backoff, how long a loop may sleep.
+"""Pure time math: run-at parsing, backoff lists, how long a loop may sleep.
 
 Nothing here reads a clock. Due-ness is decided by Redis server time inside Lua; these functions
-only turn user input into milliseconds and decide waits from durations Redis reported.
+only turn user input into milliseconds and decide waits from durations Redis reported. Which
+backoff entry a failed attempt waits is decided in Lua too (``lua/includes/backoff.lua``).
 """
 
 from __future__ import annotations
@@ -63,19 +64,10 @@ def _iso_second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def backoff_ms(backoff_ms_list: Sequence[int], failures: int) -> int:
-    """Wait before the next attempt after the ``failures``-th failure: the n-th entry, the last repeated.
-
-    Mirrors ``backoff_ms`` in ``lua/includes/backoff.lua``.
-    """
-    if not backoff_ms_list:
-        return 0
-    return backoff_ms_list[min(max(failures, 1), len(backoff_ms_list)) - 1]
-
-
-def encode_backoff(backoff_s: Sequence[float]) -> str:
-    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read."""
-    return ",".join(str(seconds_to_ms(s)) for s in backoff_s)
+def encode_backoff(backoff_s: Sequence[float], *, floor_s: float = 0.0) -> str:
+    """A backoff list in seconds -> the comma-separated milliseconds the Lua scripts read, each entry
+    raised to ``floor_s`` at least."""
+    return ",".join(str(seconds_to_ms(max(s, floor_s))) for s in backoff_s)
 
 
 def sleep_for(tick: float, *next_in_ms: int | None) -> float:

@@ -1,7 +1,9 @@
-"""The Lua scripts in ``lua/``, and how they are called.
+"""The Lua scripts in ``lua/``, and how they are sent.
 
 Each script is one atomic operation; its header documents KEYS, ARGV and what it returns. A line
 ``-- @include name`` pulls in ``lua/includes/name.lua`` (once, wherever it is first asked for).
+``calls.py`` has one typed function per script that packs its arguments and reads its reply: callers
+use those, and this module sends what they build (``Call.run``, or ``run_many`` for one round trip).
 
 Calls go out as EVALSHA; when the server answers NOSCRIPT (a restart, a ``SCRIPT FLUSH``, another node
 behind a proxy) the same call is repeated as EVAL, which runs the script and caches it. Never
@@ -12,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from redis.cluster import RedisCluster
 from redis.exceptions import AskError, NoScriptError, RedisClusterException, RedisError, ResponseError, TryAgainError
@@ -27,6 +29,7 @@ from .connection import RedisClient
 
 INCLUDE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
 Arg = str | int | float | bytes
+R = TypeVar("R")
 
 
 def _read(path: str) -> str:
@@ -35,6 +38,11 @@ def _read(path: str) -> str:
 
 def build_source(name: str) -> str:
     """The source of ``lua/<name>.lua`` with its includes (and theirs) pulled in, each once."""
+    return expand_includes(_read(f"{name}.lua"))
+
+
+def expand_includes(text: str) -> str:
+    """``text`` with its ``-- @include`` lines (and theirs) replaced by ``lua/includes/``, each once."""
     seen: set[str] = set()
 
     def expand(text: str) -> str:
@@ -47,7 +55,7 @@ def build_source(name: str) -> str:
 
         return INCLUDE.sub(include, text)
 
-    return expand(_read(f"{name}.lua"))
+    return expand(text)
 
 
 @dataclass(frozen=True)
@@ -68,17 +76,29 @@ class Script:
             return client.eval(self.source, len(keys), *keys, *args)
 
 
-@dataclass(frozen=True)
-class Call:
-    """One script call, for ``run_many``."""
+def _as_sent(reply: Any) -> Any:
+    """A reply as Redis sent it: the decoder of a call built without one (tests of the sending)."""
+    return reply
+
+
+@dataclass(slots=True)
+class Call(Generic[R]):
+    """One script call, and how its reply reads (``decode``): ``run`` sends it alone, ``run_many``
+    sends several in one round trip. Built by the functions of ``calls.py``; not changed after (not
+    frozen only because a frozen dataclass takes three times as long to make, and every pass makes some)."""
 
     script: Script
     keys: Sequence[str]
     args: Sequence[Arg] = ()
+    decode: Callable[[Any], R] = _as_sent
+
+    def run(self, client: RedisClient) -> R:
+        return self.decode(self.script(client, self.keys, self.args))
 
 
-def run_many(client: RedisClient, calls: Sequence[Call], *, return_exceptions: bool = False) -> list[Any]:
-    """Run several script calls in one round trip (a pipeline without MULTI); results in call order.
+def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
+    """Run several script calls in one round trip (a pipeline without MULTI); their decoded replies
+    in call order.
 
     Calls answered NOSCRIPT are repeated one by one as EVAL; in cluster mode, calls answered MOVED,
     ASK or TRYAGAIN (refused, not run) are repeated one by one through the cluster client, which
@@ -86,7 +106,7 @@ def run_many(client: RedisClient, calls: Sequence[Call], *, return_exceptions: b
     ``return_exceptions``, returned in its call's place (an error of the connection itself is raised).
     """
     if len(calls) == 1 and not return_exceptions:
-        return [calls[0].script(client, calls[0].keys, calls[0].args)]
+        return [calls[0].run(client)]
     if isinstance(client, RedisCluster):
         results = _run_per_node(client, calls)
     else:
@@ -94,24 +114,31 @@ def run_many(client: RedisClient, calls: Sequence[Call], *, return_exceptions: b
         for call in calls:
             pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
         results = pipe.execute(raise_on_error=False)
-    for i, result in enumerate(results):
-        call = calls[i]
+    for i, (call, result) in enumerate(zip(calls, results, strict=True)):
         if isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
             try:
-                if isinstance(result, NoScriptError):
-                    results[i] = client.eval(call.script.source, len(call.keys), *call.keys, *call.args)
-                else:
-                    results[i] = call.script(client, call.keys, call.args)
+                results[i] = _send_again(client, call, result)
             except ResponseError as exc:
                 if not return_exceptions:
                     raise
                 results[i] = exc
-        elif isinstance(result, Exception) and not return_exceptions:
-            raise result
+        elif isinstance(result, Exception):
+            if not return_exceptions:
+                raise result
+        else:
+            results[i] = call.decode(result)
     return results
 
 
-def _run_per_node(client: RedisCluster, calls: Sequence[Call]) -> list[Any]:
+def _send_again(client: RedisClient, call: Call[R], refusal: Exception) -> R:
+    """A call refused without being run, sent again alone: as EVAL after NOSCRIPT (which caches the
+    script), through the cluster client after a redirect (which follows it)."""
+    if isinstance(refusal, NoScriptError):
+        return call.decode(client.eval(call.script.source, len(call.keys), *call.keys, *call.args))
+    return call.run(client)
+
+
+def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]]) -> list[Any]:
     """Cluster mode: each node's calls in one plain pipeline on that node's connection, nodes one
     after the other. Not redis-py's cluster pipeline: when a connection fails while the answers are
     read, it sends the unanswered calls again one by one, and a script that did run would run twice.

@@ -16,12 +16,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .models import TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
+from .urls import parse_redis_url
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 WILDCARD = "*"
+WEBHOOK_SCHEMES = ("https://", "http://")
+# The least wait between two attempts of a webhook job, whatever its topic's or its own backoff says:
+# a job with `retries: 25, backoff: [0]` must not become 26 POSTs at once at someone's server.
+WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-TOPIC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
 BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
@@ -38,11 +43,22 @@ class ENV:
     TICK = "DELAYQ_TICK"
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
+    WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
+    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
     API_BASE_PATH = "DELAYQ_API_BASE_PATH"
 
 
+def is_webhook(target: str) -> bool:
+    """Whether a topic's ``target`` is a webhook URL (``https://...``, or ``http://...``)."""
+    return target.startswith(WEBHOOK_SCHEMES)
+
+
 class TopicConfig(BaseModel):
-    """How one topic's jobs are delivered. ``timeout`` and ``backoff`` are seconds."""
+    """How one topic's jobs are delivered. ``timeout`` and ``backoff`` are seconds.
+
+    ``error_detail`` (webhooks): a failed delivery's last error shows the URL's path and the start of
+    the answer's body. Off by default, since every API caller can read a job's last error, and a
+    webhook URL's path (or its server's answer) may hold a token."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -54,6 +70,7 @@ class TopicConfig(BaseModel):
     concurrency: int = Field(default=8, ge=1, le=1024)
     allow_http: bool = False
     allow_private: bool = False
+    error_detail: bool = False
 
     @field_validator("backoff")
     @classmethod
@@ -68,9 +85,19 @@ class TopicConfig(BaseModel):
         return seconds_to_ms(self.timeout)
 
     @property
+    def min_backoff_s(self) -> float:
+        """The least wait between two attempts, whatever a backoff says: ``WEBHOOK_MIN_BACKOFF_S``
+        for a webhook topic, none for others."""
+        return WEBHOOK_MIN_BACKOFF_S if is_webhook(self.target) else 0.0
+
+    @property
     def backoff_csv(self) -> str:
-        """The backoff as the Lua scripts read it: comma-separated milliseconds."""
-        return encode_backoff(self.backoff)
+        """The backoff as the Lua scripts read it: comma-separated milliseconds, no entry below
+        ``min_backoff_s``."""
+        return encode_backoff(self.backoff, floor_s=self.min_backoff_s)
+
+
+_UNCONFIGURED = TopicConfig(target="-")  # the defaults, for a topic whose config is gone
 
 
 @dataclass(frozen=True)
@@ -91,6 +118,12 @@ class Topics(Mapping[str, TopicConfig]):
     def for_topic(self, topic: str) -> TopicConfig | None:
         """The config that applies to ``topic``: its own, else the ``*`` entry, else None."""
         return self.configs.get(topic) or self.configs.get(WILDCARD)
+
+    def retrying(self, topic: str) -> TopicConfig:
+        """The config whose retries and backoff apply to ``topic``'s failed attempts: ``for_topic``'s,
+        or the defaults for a topic no longer configured (its jobs are still retried and dead-lettered,
+        as a topic with the default config would have them)."""
+        return self.for_topic(topic) or _UNCONFIGURED
 
     @property
     def named(self) -> tuple[str, ...]:
@@ -148,9 +181,14 @@ class Settings:
     tick: float = 1.0
     loop_seconds: float = 60.0
     webhook_secret: str | None = field(default=None, repr=False)
+    webhook_secret_id: str | None = None
+    ui_token: str | None = field(default=None, repr=False)
     api_base_path: str = ""  # stripped from request paths before routing: "/delayq" for a custom domain's mapping
 
     def __post_init__(self) -> None:
+        parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
+        if self.webhook_secret and self.webhook_secret_id:
+            raise ConfigError(f"set {ENV.WEBHOOK_SECRET} or {ENV.WEBHOOK_SECRET_ID}, not both")
         if self.redis_mode not in ("standalone", "cluster"):
             raise ConfigError(f"{ENV.REDIS_MODE} must be 'standalone' or 'cluster', not {self.redis_mode!r}")
         if not NAMESPACE_RE.fullmatch(self.namespace):
@@ -165,7 +203,7 @@ class Settings:
             raise ConfigError(f"{ENV.API_BASE_PATH} must be a path such as /delayq, not {self.api_base_path!r}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:  # noqa: PLR0912 - one branch a variable
         """Read the environment (``os.environ`` by default); keyword arguments override it. An empty
         variable is an unset one (templates often pass empty strings)."""
         env = os.environ if environ is None else environ
@@ -188,6 +226,10 @@ class Settings:
             values["loop_seconds"] = _number(env, ENV.LOOP_SECONDS, float)
         if env.get(ENV.WEBHOOK_SECRET):
             values["webhook_secret"] = env[ENV.WEBHOOK_SECRET]
+        if env.get(ENV.WEBHOOK_SECRET_ID):
+            values["webhook_secret_id"] = env[ENV.WEBHOOK_SECRET_ID]
+        if env.get(ENV.UI_TOKEN):
+            values["ui_token"] = env[ENV.UI_TOKEN]
         if env.get(ENV.API_BASE_PATH):
             values["api_base_path"] = base_path(env[ENV.API_BASE_PATH])
         if isinstance(overrides.get("topics"), (str, dict)):

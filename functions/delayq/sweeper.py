@@ -26,19 +26,17 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from .errors import Code, RedisUnavailable
+from . import calls
+from .errors import RedisUnavailable
 from .keys import Partition
 from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
-from .scripts import Scripts
-from .settings import TopicConfig
 
 log = logging.getLogger("delayq.sweep")
 
 SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
 TOPICS_PER_CALL = 64  # topics per Lua call (7 keys each)
-_FALLBACK = TopicConfig(target="-")  # retries and backoff for a topic no longer configured
 
 
 class _LockLost(Exception):
@@ -181,34 +179,29 @@ class Sweeper:
     def _sweep_topics(self, state: _PartitionState, topics: list[str]) -> tuple[int | None, bool]:
         """One sweep call for ``topics``: the ms until their next event (None: none), and whether more
         is due in them now (the call did as much as it may)."""
-        partition = state.partition
-        keys = [partition.lock, partition.topics]
-        args: list[Any] = [self.token, self.lock_ttl_ms, self.limit]
-        for topic in topics:
-            config = self.queue.settings.topics.for_topic(topic) or _FALLBACK
-            keys += partition.topic_keys(topic)
-            args += [config.retries, config.backoff_csv]
-        telemetry = self.queue.telemetry
-        code, next_in, more, known, *per_topic = (int(v) for v in Scripts.sweep(self.queue.redis, keys, args))
-        if code == Code.LOCK_LOST:
+        config = self.queue.settings.topics
+        rules = [(topic, config.retrying(topic)) for topic in topics]
+        call = calls.sweep(state.partition, rules, token=self.token, ttl_ms=self.lock_ttl_ms, limit=self.limit)
+        swept = call.run(self.queue.redis)
+        if not swept.held:
             raise _LockLost
-        groups = [per_topic[i : i + 3] for i in range(0, len(per_topic), 3)]
-        for topic, (moved, retried, dead) in zip(topics, groups, strict=True):
+        telemetry = self.queue.telemetry
+        for topic, (moved, retried, dead) in zip(topics, swept.per_topic, strict=True):
             self.counts.update(moved=moved, retried=retried, dead=dead)
             telemetry.count("Moved", topic, moved)
             telemetry.count("LeaseExpired", topic, retried + dead)
             telemetry.count("Retried", topic, retried)
             telemetry.count("Dead", topic, dead)
-        if known != len(state.topics):
+        if swept.topics_known != len(state.topics):
             state.topics_stale = True
-        return (next_in if next_in >= 0 else None), bool(more)
+        return swept.next_in_ms, swept.more
 
     def release(self) -> None:
         """Releases every lock this sweeper holds (only if it still holds it)."""
         for state in self._states:
             if state.held:
                 try:
-                    Scripts.unlock(self.queue.redis, [state.partition.lock], [self.token])
+                    calls.unlock(state.partition, self.token).run(self.queue.redis)
                 except RedisError as exc:
                     self._redis_error()
                     log.warning("could not release the lock of partition %d: %s", state.partition.index, exc)

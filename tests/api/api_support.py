@@ -19,10 +19,12 @@ import redis
 from pydantic import BaseModel
 
 import enqueue
+from delayq import calls
+from delayq.calls import Failure
 from delayq.keys import Keyspace
-from delayq.scripts import Scripts
 
 from conftest import FakeContext, api_event
+from redis_support import Rules
 
 ERROR_KEYS = {"status", "error", "field", "message"}
 TRACEBACK_MARKERS = ("Traceback", 'File "')
@@ -215,15 +217,15 @@ class Api:
     def lease(self, topic: str, job_id: str, timeout_ms: int = 30_000) -> str:
         """Take ``job_id`` as a consumer would (it must be the head of its topic's ready list)."""
         p = self.keys.for_job(topic, job_id)
-        reply = Scripts.take(self.r, [*p.topic_keys(topic), p.seq], [1, timeout_ms, 0])
-        assert len(reply) == 2 + 7, reply
-        assert reply[2] == job_id, f"took {reply[2]!r}, not {job_id!r}"
-        return str(reply[7])
+        taken = calls.take(p, topic, count=1, timeout_ms=timeout_ms, grace_ms=0).run(self.r)
+        assert taken.ids == [job_id], f"took {taken.ids!r}, not {job_id!r}"
+        return taken.tokens[0]
 
     def fail(self, topic: str, job_id: str, token: str, error: str, *, retries: int, backoff_ms: int = 60_000) -> str:
         """A failed attempt of a leased job: ``'retried'`` or ``'dead'``."""
         p = self.keys.for_job(topic, job_id)
-        retried, dead = Scripts.fail(self.r, p.topic_keys(topic), [retries, backoff_ms, job_id, token, error, "r"])
+        rules = Rules(retries, str(backoff_ms))
+        retried, dead = calls.fail(p, topic, rules, [Failure(job_id, token, error)]).run(self.r)
         assert retried + dead == 1, (retried, dead)
         return "dead" if dead else "retried"
 

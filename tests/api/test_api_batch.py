@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
@@ -136,9 +135,7 @@ def test_empty_batch_is_200_with_no_results(seeded: Api):
 
 
 def test_1000_items_are_accepted(api: Api):
-    started = time.monotonic()
     results = batch(api, [{"topic": "orders", "id": f"j{i}", "delay": 60, "body": {"i": i}} for i in range(1000)])
-    assert time.monotonic() - started < 10
     assert [r["id"] for r in results] == [f"j{i}" for i in range(1000)]
     assert all(r["status"] == 201 for r in results)
     assert api.stats("orders")["delayed"] == 1000

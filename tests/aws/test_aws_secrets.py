@@ -57,6 +57,56 @@ def test_url_from_secret(value: Any, url: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ({"username": "delayq", "password": "p/w#1?"}, "rediss://delayq:p%2Fw%231%3F@cache.example:6379/0"),
+        ('{"password": "pw", "engine": "valkey"}', "rediss://:pw@cache.example:6379/0"),
+        ({"username": "delayq", "password": "pw", "url": "redis://h:1/0"}, "redis://h:1/0"),  # a url wins
+    ],
+)
+def test_a_secret_of_credentials_is_for_the_server_of_the_settings_url(value: Any, url: str) -> None:
+    """The shape Secrets Manager generates (and its ElastiCache rotation keeps): the template's
+    created cache passes its address in DELAYQ_REDIS_URL, its user's password in the secret."""
+    assert url_from_secret(value, "rediss://old:gone@cache.example:6379/0") == url
+
+
+@pytest.mark.parametrize("value", [{"password": 5}, {"username": ["x"], "password": PASSWORD}])
+def test_credentials_of_the_wrong_type_are_refused_without_quoting_them(value: Any) -> None:
+    with pytest.raises(ConfigError) as info:
+        url_from_secret(value)
+    assert PASSWORD not in str(info.value)
+    assert "DELAYQ_REDIS_SECRET" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value", [f"redis://:{PASSWORD}/x@h:1/0?password=y@z", f'{{"url": "redis://:{PASSWORD}@h:S3c"}}']
+)
+def test_a_secret_url_that_cannot_be_read_is_refused_naming_the_secret_not_the_value(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        url_from_secret(value)
+    assert str(info.value).startswith("DELAYQ_REDIS_SECRET")
+    assert "s3cr3t" not in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+def test_a_created_cache_s_user_secret_connects(aws: Any, locked_redis: RedisServer, namespace: str) -> None:
+    """DELAYQ_REDIS_URL names the server, DELAYQ_REDIS_SECRET holds ``{"username", "password"}``."""
+    arn = aws.create_secret(Name="delayq/user", SecretString=json.dumps({"username": "app", "password": "old-app"}))
+    settings = Settings(
+        redis_url=f"redis://127.0.0.1:{locked_redis.port}/0",
+        redis_secret=arn["ARN"],
+        namespace=namespace,
+        topics=Topics.parse(DEFAULT_TOPICS),
+    )
+    queue = Queue(settings)
+    try:
+        queue.enqueue("orders", {"n": 1}, id="as-app", delay=60)
+        assert queue.redis.acl_whoami() == "app"
+    finally:
+        queue.close()
+
+
+@pytest.mark.parametrize(
     "value", [None, "", f"http://:{PASSWORD}@h/", f'{{"uri": "redis://:{PASSWORD}@h"}}', f"{{not json {PASSWORD}", 5]
 )
 def test_a_secret_that_is_not_a_url_is_refused_without_quoting_it(value: Any) -> None:
@@ -208,9 +258,9 @@ def test_a_secret_updated_after_the_password_is_picked_up_on_a_later_call(
     reads: list[bool] = []
     real_read = connection.read_secret
 
-    def counted_read(secret: str, *, force_fetch: bool = False) -> str:
+    def counted_read(secret: str, *, force_fetch: bool = False, **options: Any) -> str:
         reads.append(force_fetch)
-        return real_read(secret, force_fetch=force_fetch)
+        return real_read(secret, force_fetch=force_fetch, **options)
 
     monkeypatch.setattr(connection, "read_secret", counted_read)
     try:

@@ -224,9 +224,13 @@ class Monitor:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.address = "{}:{}".format(*self.sock.getsockname()[:2])
         self.marker_address = ""
-        self.sock.sendall(b"MONITOR\r\n")
         self._buffer = bytearray()
-        assert self._line() == "+OK"
+        try:
+            self.sock.sendall(b"MONITOR\r\n")
+            assert self._line() == "+OK"
+        except BaseException:
+            self.sock.close()
+            raise
         self.lines: list[str] = []
         self._thread = threading.Thread(target=self._read, name="compat-monitor", daemon=True)
         self._thread.start()

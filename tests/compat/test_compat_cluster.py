@@ -45,7 +45,7 @@ from compat_support import (
 from security_support import USER, acl_rules
 from servers import RedisClusterServers
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "redis.md"
 
 
 @pytest.fixture(scope="module")

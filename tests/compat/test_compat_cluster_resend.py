@@ -57,7 +57,7 @@ def proxied_node() -> Iterator[tuple[RedisServer, BreakingProxy, redis.Redis]]:
     node = cluster_node()
     proxy = BreakingProxy(node.port)
     node.args += ["--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", str(proxy.port)]
-    with node, proxy:
+    with proxy, node:  # the proxy first: it is closed too if the node fails to start
         admin = node.client()
         admin.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
         wait_for(lambda: cluster_ok(admin), "the one-node cluster")

@@ -9,7 +9,7 @@ one place its state says); a refused request (4xx) leaves every key and value as
 one changes exactly the jobs the response names, and ``GET`` agrees with it.
 
 ``wsgi_app`` serves the same handler as a WSGI application (each HTTP request becomes the API Gateway
-event ``api_http.rest_event`` builds), so schemathesis can call it in-process, without a network.
+event the local stack builds, ``delayq.localhttp``), so schemathesis can call it in-process, without a network.
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import enqueue
+from delayq import calls
+from delayq.calls import Failure
 from delayq.keys import Keyspace
+from delayq.localhttp import lambda_app
 from delayq.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
 from delayq.schedule import parse_run_at, seconds_to_ms
-from delayq.scripts import Scripts
 
-import api_http
 from api_support import Reply, check_reply
 from conftest import DEFAULT_TOPICS, FakeContext, api_event
 from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
+from redis_support import Rules
 
 # Reproducible in CI: the same examples on every run, nothing written to a .hypothesis directory.
 HOSTILE = settings(
@@ -253,16 +255,16 @@ class Hostile:
         keys = p.topic_keys(topic)
         assert self.r.lrem(keys[1], 1, job_id) == 1, f"{job_id} is not ready"
         self.r.lpush(keys[1], job_id)
-        reply = Scripts.take(self.r, [*keys, p.seq], [1, 3_600_000, 0])
-        assert reply[2] == job_id, reply
-        return str(reply[7])
+        taken = calls.take(p, topic, count=1, timeout_ms=3_600_000, grace_ms=0).run(self.r)
+        assert taken.ids == [job_id], taken
+        return taken.tokens[0]
 
     def kill(self, topic: str, job_id: str) -> None:
         """Lease the ready job ``job_id`` and fail it for good: a dead job (the consumer's scripts)."""
         token = self.lease(topic, job_id)
-        keys = self.keys.for_job(topic, job_id).topic_keys(topic)
-        retried, dead = Scripts.fail(self.r, keys, [0, 1000, job_id, token, "seeded failure", "p"])
-        assert (retried, dead) == (0, 1)
+        failure = Failure(job_id, token, "seeded failure", permanent=True)
+        failed = calls.fail(self.keys.for_job(topic, job_id), topic, Rules(0, "1000"), [failure]).run(self.r)
+        assert failed == (0, 1)
 
 
 def event_summary(event: dict[str, Any]) -> str:
@@ -440,8 +442,10 @@ class Accepted:
 
 # ------------------------------------------------------------------------------------------ WSGI
 
-# The enqueue handler (as reloaded by the test running) as a WSGI application, for schemathesis.
-wsgi_app = api_http.wsgi_app(lambda event, context: enqueue.lambda_handler(event, FakeContext()))
+# The enqueue handler as a WSGI application, through the local stack's adapter (each request becomes
+# the API Gateway event ``delayq.localhttp.request_event`` builds). The handler is looked up at each
+# request: tests reload ``enqueue`` for their namespace.
+wsgi_app = lambda_app(lambda event, _context: enqueue.lambda_handler(event, FakeContext()))
 
 
 # ------------------------------------------------------------------------------------------ strategies

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import Queue
+from delayq import Queue, calls
+from delayq.calls import Failure
 from delayq.keys import TOPIC_KEYS, Keyspace
-from delayq.scripts import Scripts
 
 from conftest import api_event
 from hostile_support import SEED_TOPIC, Hostile, server_ms
 from invariants import Broken, Snapshot, check, check_redis, problems, read_atomic, read_namespace
+from redis_support import Rules
 
 
 @pytest.fixture
@@ -29,8 +30,9 @@ def seeded(handler_env: dict[str, str], redis_client: redis.Redis, namespace: st
     assert api.raw(api_event("POST", "/jobs", None, raw_body=body)).status == 201
     assert api.raw(api_event("POST", "/jobs", None, raw_body='{"topic": "reminders", "id": "r1"}')).status == 201
     token = api.lease(SEED_TOPIC, "retried")
-    keys = api.keys.for_job(SEED_TOPIC, "retried").topic_keys(SEED_TOPIC)
-    assert Scripts.fail(redis_client, keys, [2, 60_000, "retried", token, "boom", "r"]) == [1, 0]
+    partition = api.keys.for_job(SEED_TOPIC, "retried")
+    failure = Failure("retried", token, "boom")
+    assert calls.fail(partition, SEED_TOPIC, Rules(2, "60000"), [failure]).run(redis_client) == (1, 0)
     return api, read_namespace(redis_client, namespace)
 
 

@@ -28,6 +28,8 @@ PACKAGES = (
     "aws_xray_sdk",
     "fastjsonschema",
     "pydantic",
+    "cronsim",
+    "tzdata",  # the zone rules of recurring schedules: a Lambda runtime promises none of its own
 )
 
 
@@ -79,5 +81,6 @@ def test_sam_build_packages_handlers_delayq_and_arm64_dependencies(tmp_path: Pat
         )
         for package in PACKAGES:
             assert (root / package).is_dir(), (function, package)
+        assert (root / "tzdata" / "zoneinfo" / "Europe" / "Paris").is_file(), function
         for compiled in ("hiredis", "pydantic_core"):
             assert list((root / compiled).glob("*aarch64-linux-gnu.so")), (function, compiled)

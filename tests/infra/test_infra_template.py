@@ -26,11 +26,17 @@ from cfnlint.api import ManualArgs, lint_file
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
+from delayq.api import create_app
 from delayq.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S
+from delayq.queue import Queue
 from delayq.settings import Settings, TopicConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "infra" / "template.yaml"
+TOPIC_POLICY = ROOT / "infra" / "policies" / "topic-caller.json"
+sys.path.insert(0, str(ROOT / "tests" / "security"))
+from security_support import ACL_COMMANDS  # noqa: E402 - the ACL the security tier proves sufficient
+
 FUNCTIONS = ROOT / "functions"
 EVENTS = ROOT / "events"
 
@@ -78,6 +84,9 @@ SCENARIOS: dict[str, dict[str, str]] = {
     "existing-secret": {"RedisSecretArn": REDIS_SECRET},
     "existing-secret-cluster-in-vpc": {"RedisSecretArn": REDIS_SECRET, "RedisMode": "cluster", **IN_VPC},
     "api-key": {"RedisSecretArn": REDIS_SECRET, "ApiAuth": "API_KEY"},
+    "http-api": {"RedisSecretArn": REDIS_SECRET, "ApiType": "HTTP"},
+    "http-api-created-cache-targets": {"ApiType": "HTTP", "WebhookSecretArn": WEBHOOK_SECRET, **IN_VPC},
+    "rest-existing-logs-role": {"RedisSecretArn": REDIS_SECRET, "RestApiCloudWatchRole": "existing"},
     "targets": {
         "RedisSecretArn": REDIS_SECRET,
         "WebhookSecretArn": WEBHOOK_SECRET,
@@ -248,6 +257,53 @@ def sub_placeholders(text: str, values: dict[str, Any] | None = None) -> str:
     return re.sub(r"\$\{([^}!]+)\}", replace, text)
 
 
+PSEUDO = {
+    "AWS::Partition": "aws",
+    "AWS::Region": "eu-west-1",
+    "AWS::AccountId": ACCOUNT,
+    "AWS::URLSuffix": "amazonaws.com",
+    "AWS::StackId": f"arn:aws:cloudformation:eu-west-1:{ACCOUNT}:stack/Shop-Q/51af3dc0-da77-11e4-872e-1234567db123",
+}
+
+
+def render(node: Any, stack: Stack) -> Any:  # noqa: PLR0911 - one return per intrinsic function
+    """``node`` as text: parameters and pseudo parameters by value, a resource's ``Ref`` as
+    ``<Name>``, a ``GetAtt`` as ``<Name.Attribute>``; ``Fn::Sub``, ``Join``, ``Split``, ``Select``
+    evaluated."""
+    if isinstance(node, list):
+        return [render(item, stack) for item in node]
+    if not isinstance(node, dict) or len(node) != 1:
+        return node
+    ((key, arg),) = node.items()
+    if key == "Ref":
+        return stack.values.get(arg, PSEUDO.get(arg, f"<{arg}>"))
+    if key == "Fn::GetAtt":
+        return f"<{'.'.join(arg)}>"
+    if key == "Fn::Sub":
+        text, names = (arg, {}) if isinstance(arg, str) else (arg[0], render(arg[1], stack))
+
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in names:
+                return str(names[name])
+            return str(render({"Fn::GetAtt": name.split(".")} if "." in name else {"Ref": name}, stack))
+
+        return re.sub(r"\$\{([^}!]+)\}", value, text)
+    if key == "Fn::Join":
+        return arg[0].join(render(arg[1], stack))
+    if key == "Fn::Split":
+        return render(arg[1], stack).split(arg[0])
+    if key == "Fn::Select":
+        return render(arg[1], stack)[int(arg[0])]
+    return {key: render(arg, stack)}
+
+
+def iam_allows(patterns: list[str], arn: str) -> bool:
+    """Whether an IAM resource list allows ``arn``: ``*`` matches any run of characters (``/`` too),
+    ``?`` one character."""
+    return any(re.fullmatch(re.escape(p).replace(r"\*", ".*").replace(r"\?", "."), arn) for p in patterns)
+
+
 def role_of(stack: Stack, function: str) -> str:
     role = stack.props(function)["Role"]
     assert role == {"Fn::GetAtt": [f"{function}Role", "Arn"]}
@@ -275,11 +331,15 @@ def test_resources_of_the_defaults(translate: Any) -> None:
     assert kinds.count("AWS::Scheduler::Schedule") == 3  # consume's second run among them, disabled
     assert kinds.count("AWS::Lambda::EventInvokeConfig") == 2
     assert kinds.count("AWS::ApiGateway::RestApi") == 1
-    assert kinds.count("AWS::Logs::LogGroup") == 3
+    assert kinds.count("AWS::ApiGatewayV2::Api") == 0
+    assert kinds.count("AWS::ApiGateway::Account") == 1
+    assert kinds.count("AWS::Logs::LogGroup") == 4  # the functions' and the API's access logs
     assert kinds.count("AWS::CloudWatch::Dashboard") == 1
     assert kinds.count("AWS::CloudWatch::Alarm") >= 5
     assert kinds.count("AWS::ElastiCache::ServerlessCache") == 1
-    assert kinds.count("AWS::SecretsManager::Secret") == 1
+    assert kinds.count("AWS::ElastiCache::User") == 2
+    assert kinds.count("AWS::ElastiCache::UserGroup") == 1
+    assert kinds.count("AWS::SecretsManager::Secret") == 2  # the functions' user's, the disabled default's
 
 
 def test_rules_refuse_a_cache_without_network(translate: Any) -> None:
@@ -297,6 +357,9 @@ def test_rules_refuse_a_cache_without_network(translate: Any) -> None:
     assert broken(translate(SubnetIds=IN_VPC["SubnetIds"])) != []
     for name in set(SCENARIOS) - {"defaults"}:
         assert broken(translate(**SCENARIOS[name])) == [], name
+    http_with_keys = broken(translate(RedisSecretArn=REDIS_SECRET, ApiType="HTTP", ApiAuth="API_KEY"))
+    assert len(http_with_keys) == 1
+    assert "ApiType REST" in http_with_keys[0]
 
 
 # ------------------------------------------------------------------------------------------ functions
@@ -405,6 +468,10 @@ def test_environment_matches_the_settings(scenario: tuple[str, Stack]) -> None:
     for function in FUNCTION_IDS:
         env = stack.props(function)["Environment"]["Variables"]
         assert env["DELAYQ_REDIS_SECRET"] == ({"Ref": "RedisSecret"} if creates_cache else REDIS_SECRET)
+        if creates_cache:  # the address here, the user and password in the secret
+            assert env["DELAYQ_REDIS_URL"] == {"Fn::Sub": "rediss://${Cache.Endpoint.Address}:${Cache.Endpoint.Port}/0"}
+        else:
+            assert "DELAYQ_REDIS_URL" not in env  # the URL is in the secret
         assert env["DELAYQ_REDIS_MODE"] == ("cluster" if creates_cache else given.get("RedisMode", "standalone"))
         assert env["DELAYQ_TOPICS"] == json.dumps(TOPICS)
         assert env["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
@@ -412,13 +479,16 @@ def test_environment_matches_the_settings(scenario: tuple[str, Stack]) -> None:
         assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"  # no job bodies in X-Ray traces
         assert env["LOG_LEVEL"] == "INFO"
         assert ("DELAYQ_LOOP_SECONDS" in env) == (function in LOOP_IDS)
-        webhook = env.get("DELAYQ_WEBHOOK_SECRET")
+        assert "DELAYQ_WEBHOOK_SECRET" not in env  # a key in the environment is readable by too many
+        assert "{{resolve:" not in json.dumps(env)  # nor any secret CloudFormation would resolve into it
+        webhook = env.get("DELAYQ_WEBHOOK_SECRET_ID")
         if function == "Consume" and "WebhookSecretArn" in given:
-            assert webhook == {"Fn::Sub": "{{resolve:secretsmanager:${WebhookSecretArn}:SecretString}}"}
+            assert webhook == WEBHOOK_SECRET  # the ARN: consume reads the key at run time
         else:
             assert webhook is None
         # Every value delayq reads is one its settings accept.
-        plain = {key: value if isinstance(value, str) else "x" for key, value in env.items()}
+        address = {"DELAYQ_REDIS_URL": "rediss://delayq-abc.serverless.euw1.cache.amazonaws.com:6379/0"}
+        plain = {key: value if isinstance(value, str) else address.get(key, "x") for key, value in env.items()}
         settings = Settings.from_env(plain)
         assert settings.namespace == "delayq"
         assert settings.partitions == 1
@@ -484,19 +554,34 @@ def _import_by_path(path: Path, name: str) -> ModuleType:
 # -------------------------------------------------------------------------------------------- the API
 
 
+API_KINDS = {"REST": "AWS::ApiGateway::RestApi", "HTTP": "AWS::ApiGatewayV2::Api"}
+
+
+def the_api(stack: Stack) -> tuple[str, dict[str, Any]]:
+    """The one API of the stack, as (name, resource)."""
+    apis = {name: r for kind in API_KINDS.values() for name, r in stack.of_type(kind).items()}
+    assert len(apis) == 1, sorted(apis)
+    return next(iter(apis.items()))
+
+
 def test_one_api_with_auth_on_every_method(scenario: tuple[str, Stack]) -> None:
     name, stack = scenario
     api_key = SCENARIOS[name].get("ApiAuth") == "API_KEY"
-    apis = stack.of_type("AWS::ApiGateway::RestApi")
-    assert list(apis) == (["KeyApi"] if api_key else ["IamApi"])
+    http = SCENARIOS[name].get("ApiType") == "HTTP"
+    api, resource = the_api(stack)
+    assert api == ("HttpApi" if http else "KeyApi" if api_key else "IamApi")
+    assert resource["Type"] == API_KINDS["HTTP" if http else "REST"]
     assert stack.of_type("AWS::ApiGateway::Method") == {}  # every route is in the OpenAPI body
-    body = next(iter(apis.values()))["Properties"]["Body"]
+    assert stack.of_type("AWS::ApiGatewayV2::Route") == {}
+    body = resource["Properties"]["Body"]
     schemes = body["components"]["securitySchemes"]
     assert list(body["paths"]) == ["/{proxy+}"]  # /health and /openapi.json included; "/" has no method
     operations = [op for path in body["paths"].values() for op in path.values()]
     assert len(operations) == 1
     for operation in operations:
-        assert operation["x-amazon-apigateway-integration"]["type"] == "aws_proxy"
+        integration = operation["x-amazon-apigateway-integration"]
+        assert integration["type"] == "aws_proxy"
+        assert integration.get("payloadFormatVersion") == ("2.0" if http else None)
         requirements = operation["security"]
         assert requirements
         for requirement in requirements:
@@ -508,9 +593,157 @@ def test_one_api_with_auth_on_every_method(scenario: tuple[str, Stack]) -> None:
     permissions = stack.of_type("AWS::Lambda::Permission")
     assert len(permissions) == 1
     source = next(iter(permissions.values()))["Properties"]["SourceArn"]["Fn::Sub"]
-    assert f"${{{next(iter(apis))}}}/prod/" in source
+    assert source.endswith(f"${{{api}}}/prod/*/*")
     assert ("ApiKeyId" in stack.outputs) == api_key
     assert ("ApiClientPolicyArn" in stack.outputs) == (not api_key)
+    assert ("ApiExecuteArn" in stack.outputs) == (not api_key)
+
+
+def test_the_http_api_type(translate: Any) -> None:
+    """ApiType HTTP: an API Gateway HTTP API, payload format 2.0, IAM auth, stage prod, throttled,
+    and nothing of the REST API (no account logging role either: HTTP APIs do not need one)."""
+    stack = translate(**SCENARIOS["http-api"])
+    assert stack.of_type("AWS::ApiGateway::RestApi") == {}
+    assert stack.of_type("AWS::ApiGateway::Account") == {}
+    assert "RestApiLogsRole" not in stack.of_type("AWS::IAM::Role")
+    [stage] = stack.of_type("AWS::ApiGatewayV2::Stage").values()
+    props = stage["Properties"]
+    assert (props["ApiId"], props["StageName"], props["AutoDeploy"]) == ({"Ref": "HttpApi"}, "prod", True)
+    assert props["DefaultRouteSettings"] == {"ThrottlingRateLimit": "100", "ThrottlingBurstLimit": "200"}
+    url = render(stack.outputs["ApiUrl"]["Value"], stack)
+    assert url == "https://<HttpApi>.execute-api.eu-west-1.amazonaws.com/prod"
+    assert render(stack.outputs["ApiExecuteArn"]["Value"], stack) == (
+        f"arn:aws:execute-api:eu-west-1:{ACCOUNT}:<HttpApi>/prod"
+    )
+
+
+def test_every_api_type_logs_each_request_and_nothing_of_its_content(scenario: tuple[str, Stack]) -> None:
+    name, stack = scenario
+    http = SCENARIOS[name].get("ApiType") == "HTTP"
+    stages = stack.of_type("AWS::ApiGatewayV2::Stage" if http else "AWS::ApiGateway::Stage")
+    assert len(stages) == 1
+    props = next(iter(stages.values()))["Properties"]
+    settings = props["AccessLogSettings" if http else "AccessLogSetting"]
+    assert render(settings["DestinationArn"], stack) == (
+        f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:<ApiAccessLogGroup>"  # no ":*" suffix
+    )
+    assert settings["Format"] == {"Fn::FindInMap": ["ApiAccessLog", "Format", "Json"]}
+    line = stack.template["Mappings"]["ApiAccessLog"]["Format"]["Json"]
+    fields = json.loads(re.sub(r"\$context\.[A-Za-z.]+", "x", line))
+    assert {"requestId", "caller", "method", "path", "status"} <= set(fields)
+    variables = set(re.findall(r"\$context\.([A-Za-z.]+)", line))
+    assert not {v for v in variables if re.search(r"body|header|querystring|authorization", v, re.I)}
+    [group] = [g for n, g in stack.of_type("AWS::Logs::LogGroup").items() if n == "ApiAccessLogGroup"]
+    assert group["Properties"]["RetentionInDays"] == "30"
+    assert group["Properties"]["LogGroupName"]["Fn::Sub"].startswith("/aws/vendedlogs/")
+    assert stack.outputs["ApiAccessLogGroupName"]["Value"] == {"Ref": "ApiAccessLogGroup"}
+
+
+def test_rest_api_access_logs_come_with_the_account_s_logging_role(translate: Any) -> None:
+    """REST APIs refuse access log settings until the account has API Gateway's CloudWatch role: the
+    stack sets one (kept on delete, since every REST API of the account and region logs through it),
+    unless told the account has one already. The APIs wait for it."""
+    stack = translate(RedisSecretArn=REDIS_SECRET)
+    role = stack.resources["RestApiLogsRole"]
+    account = stack.resources["RestApiLogsAccount"]
+    for resource in (role, account):
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert role["Properties"]["ManagedPolicyArns"] == [
+        {"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"}
+    ]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "apigateway.amazonaws.com"
+    }
+    assert account["Properties"]["CloudWatchRoleArn"] == {"Fn::GetAtt": ["RestApiLogsRole", "Arn"]}
+    ready = stack.resources["RestApiLogsRoleReady"]
+    assert ready["Metadata"]["AccountSetting"] == {"Ref": "RestApiLogsAccount"}
+    assert stack.resources["IamApi"]["DependsOn"] == "RestApiLogsRoleReady"
+    existing = translate(**SCENARIOS["rest-existing-logs-role"])
+    assert "RestApiLogsRole" not in existing.resources
+    assert "RestApiLogsAccount" not in existing.resources
+    assert existing.resources["RestApiLogsRoleReady"]["Metadata"]["AccountSetting"] == "existing"
+
+
+# Every route of the contract (CONTRACT.md), as a caller sends it: the client policy must allow each.
+CONTRACT_REQUESTS = (
+    "POST /jobs", "POST /jobs/batch", "PUT /jobs/orders/job-1", "GET /jobs/orders/job-1",
+    "PATCH /jobs/orders/job-1", "DELETE /jobs/orders/job-1", "GET /topics", "GET /topics/orders",
+    "POST /topics/orders/jobs", "GET /topics/orders/jobs", "DELETE /topics/orders/jobs", "GET /topics/orders/dead",
+    "POST /topics/orders/dead/replay", "DELETE /topics/orders/dead", "GET /topics/orders/forecast",
+    "POST /topics/orders/pause", "POST /topics/orders/resume", "PUT /schedules/orders/daily",
+    "GET /schedules/orders/daily", "DELETE /schedules/orders/daily", "GET /schedules", "GET /health",
+    "GET /openapi.json",
+)  # fmt: skip
+NOT_ROUTES = ("GET /", "GET /admin", "HEAD /jobs", "OPTIONS /jobs/orders/job-1", "POST /health", "PUT /jobs")
+
+
+def app_requests() -> list[str]:
+    """Every route the API serves now (its OpenAPI document), as a request with sample parameters."""
+    document = create_app(Queue(Settings())).get_openapi_schema().model_dump(by_alias=True)
+    samples = {"topic": "orders", "id": "job-1"}
+    requests = []
+    for path, item in document["paths"].items():
+        concrete = re.sub(r"\{(\w+)\}", lambda m: samples.get(m.group(1), "x"), path)
+        requests += [f"{method.upper()} {concrete}" for method in item if item[method] is not None]
+    return requests
+
+
+def client_policy(stack: Stack) -> list[str]:
+    [statement] = [s for _, s in statements(stack, ("ApiClientPolicy",))]
+    assert (statement["Effect"], statement["Action"]) == ("Allow", "execute-api:Invoke")
+    resources: list[str] = render(statement["Resource"], stack)
+    return resources
+
+
+@pytest.mark.parametrize("api_type", ["REST", "HTTP"])
+def test_the_client_policy_allows_every_route_and_nothing_else(translate: Any, api_type: str) -> None:
+    """Issue 15: ``prod/*/*`` granted any method on any path. Now: the API's routes by method and
+    path; the API's own OpenAPI document and the contract's route list are both covered."""
+    stack = translate(RedisSecretArn=REDIS_SECRET, ApiType=api_type)
+    api = "HttpApi" if api_type == "HTTP" else "IamApi"
+    prefix = f"arn:aws:execute-api:eu-west-1:{ACCOUNT}:<{api}>/prod/"
+    resources = client_policy(stack)
+    assert all(r.startswith(prefix) for r in resources)
+    assert not any(r.startswith(prefix + "*") for r in resources)  # every method named
+    served = app_requests()
+    assert "POST /jobs" in served
+    for request in {*served, *CONTRACT_REQUESTS}:
+        method, path = request.split(" ", 1)
+        assert iam_allows(resources, prefix + method + path), request
+    for request in NOT_ROUTES:
+        method, path = request.split(" ", 1)
+        assert not iam_allows(resources, prefix + method + path), request
+
+
+def test_the_documented_topic_policy_keeps_a_caller_to_its_topics(translate: Any) -> None:
+    """``infra/policies/topic-caller.json`` (the docs quote it): a caller limited to the topics
+    ``orders`` and ``refunds`` by path. It can create through ``POST /topics/{topic}/jobs``, not
+    through ``POST /jobs`` (the topic in the body, which IAM cannot see)."""
+    policy = json.loads(TOPIC_POLICY.read_text())
+    stack = translate(RedisSecretArn=REDIS_SECRET)
+    execute_arn = render(stack.outputs["ApiExecuteArn"]["Value"], stack)
+    resources = [
+        resource.replace("${ApiExecuteArn}", execute_arn)
+        for statement in policy["Statement"]
+        for resource in statement["Resource"]
+    ]
+    assert all(statement["Action"] == "execute-api:Invoke" for statement in policy["Statement"])
+    assert all(statement["Effect"] == "Allow" for statement in policy["Statement"])
+    for topic in ("orders", "refunds"):
+        for request in CONTRACT_REQUESTS:
+            if f"/{topic}" not in request.replace("orders", topic) or request.startswith("POST /jobs"):
+                continue
+            method, path = request.replace("orders", topic).split(" ", 1)
+            assert iam_allows(resources, f"{execute_arn}/{method}{path}"), request
+    refused = (
+        "POST /jobs", "POST /jobs/batch", "GET /topics", "GET /schedules", "POST /topics/payments/jobs",
+        "GET /jobs/payments/job-1", "DELETE /topics/payments/dead", "GET /topics/orders-eu",
+        "GET /topics/orders-eu/dead", "PUT /jobs/ordersX/job-1", "PUT /schedules/payments/daily",
+    )  # fmt: skip
+    for request in refused:
+        method, path = request.split(" ", 1)
+        assert not iam_allows(resources, f"{execute_arn}/{method}{path}"), request
+    assert iam_allows(resources, f"{execute_arn}/GET/health")
 
 
 def test_api_keys_come_with_a_throttled_usage_plan(translate: Any) -> None:
@@ -531,7 +764,7 @@ def test_no_method_is_open(scenario: tuple[str, Stack]) -> None:
         if resource["Type"] == "AWS::ApiGateway::Method":
             props = resource["Properties"]
             assert props.get("AuthorizationType", "NONE") != "NONE" or props.get("ApiKeyRequired") is True
-        if resource["Type"] == "AWS::ApiGateway::RestApi":
+        if resource["Type"] in API_KINDS.values():
             for path in resource["Properties"]["Body"]["paths"].values():
                 for operation in path.values():
                     assert operation.get("security"), "a method without auth"
@@ -554,15 +787,17 @@ def test_no_wildcard_resources_but_x_ray(scenario: tuple[str, Stack]) -> None:
         assert all("*" not in action for action in actions), (name, statement)
 
 
-def test_each_function_reads_only_its_redis_secret(scenario: tuple[str, Stack]) -> None:
+def test_each_function_reads_only_its_secrets(scenario: tuple[str, Stack]) -> None:
+    """Each function reads the Redis secret; consume also reads the webhook key's, when one is given,
+    and no other function can; nobody reads the cache's disabled default user's password."""
     name, stack = scenario
     secret = {"Ref": "RedisSecret"} if "RedisSecretArn" not in SCENARIOS[name] else REDIS_SECRET
     for function in FUNCTION_IDS:
         role = role_of(stack, function)
         reads = _granting(stack, role, "secretsmanager:")
-        assert len(reads) == 1
-        assert as_list(reads[0]["Action"]) == ["secretsmanager:GetSecretValue"]
-        assert reads[0]["Resource"] == secret
+        webhook = function == "Consume" and "WebhookSecretArn" in SCENARIOS[name]
+        assert [r["Resource"] for r in reads] == [secret, WEBHOOK_SECRET] if webhook else [secret]
+        assert all(as_list(r["Action"]) == ["secretsmanager:GetSecretValue"] for r in reads)
         logs = _granting(stack, role, "logs:")
         assert [s["Resource"] for s in logs] == [{"Fn::GetAtt": [f"{function}LogGroup", "Arn"]}]
 
@@ -606,18 +841,59 @@ def test_a_cache_and_its_secret_only_without_a_secret_arn(scenario: tuple[str, S
     creates_cache = "RedisSecretArn" not in SCENARIOS[name]
     caches = stack.of_type("AWS::ElastiCache::ServerlessCache")
     secrets = stack.of_type("AWS::SecretsManager::Secret")
-    assert len(caches) == len(secrets) == int(creates_cache)
+    assert len(caches) == int(creates_cache)
+    assert len(secrets) == 2 * int(creates_cache)
     if creates_cache:
         props = caches["Cache"]["Properties"]
         assert props["Engine"] == "valkey"
+        assert props["UserGroupId"] == {"Ref": "CacheUserGroup"}
         if "SubnetIds" in SCENARIOS[name]:
             assert props["SubnetIds"] == IN_VPC["SubnetIds"].split(",")
             assert props["SecurityGroupIds"] == IN_VPC["SecurityGroupIds"].split(",")
-        url = json.loads(sub_placeholders(secrets["RedisSecret"]["Properties"]["SecretString"]["Fn::Sub"]))["url"]
-        assert url == "rediss://XCache_Endpoint_Address:XCache_Endpoint_Port/0"
         assert stack.outputs["RedisSecretArn"]["Value"] == {"Ref": "RedisSecret"}
     else:
         assert stack.outputs["RedisSecretArn"]["Value"] == REDIS_SECRET
+        assert stack.of_type("AWS::ElastiCache::User") == {}
+
+
+def test_the_created_cache_admits_only_delayq_s_user_with_delayq_s_commands(translate: Any) -> None:
+    """Issue 15: the created cache had no user group. Now its default user is off (a connection that
+    does not authenticate can do nothing) and the functions' user runs only the commands of the ACL the
+    security tier proves sufficient (ACL_COMMANDS), on the namespace's keys; its password is generated
+    into the secret the functions read, and reaches the user by reference, never as text."""
+    stack = translate(**IN_VPC, Namespace="shop")
+    group = stack.props("CacheUserGroup")
+    assert group["Engine"] == "valkey"
+    assert group["UserIds"] == [{"Ref": "CacheDefaultUser"}, {"Ref": "CacheUser"}]
+    default, user = stack.props("CacheDefaultUser"), stack.props("CacheUser")
+    assert default["UserName"] == "default"
+    assert default["AccessString"].split() == ["off", "-@all"]
+    assert user["UserName"] == "delayq"
+    rules = render(user["AccessString"], stack).split()
+    assert rules[:3] == ["on", "~shop:*", "-@all"]
+    assert sorted(rule.removeprefix("+") for rule in rules[3:]) == sorted(ACL_COMMANDS)
+    assert all(rule.startswith("+") for rule in rules[3:])
+    for props, secret, key in ((user, "RedisSecret", ":password"), (default, "CacheDefaultUserSecret", "")):
+        assert props["Engine"] == "valkey"
+        assert props["AuthenticationMode"] == {
+            "Type": "password",
+            "Passwords": [{"Fn::Sub": f"{{{{resolve:secretsmanager:${{{secret}}}:SecretString{key}}}}}"}],
+        }
+        generated = stack.props(secret)["GenerateSecretString"]
+        assert "SecretString" not in stack.props(secret)
+        assert (generated["PasswordLength"], generated["ExcludePunctuation"]) == (64, True)
+    assert json.loads(stack.props("RedisSecret")["GenerateSecretString"]["SecretStringTemplate"]) == {
+        "username": "delayq"
+    }
+    assert stack.props("RedisSecret")["GenerateSecretString"]["GenerateStringKey"] == "password"
+    ids = {render(stack.props(name)[key], stack) for name, key in (
+        ("CacheUser", "UserId"), ("CacheDefaultUser", "UserId"), ("CacheUserGroup", "UserGroupId")
+    )}  # fmt: skip
+    # Lower case, as ElastiCache wants ids, whatever the case of the stack's name; unique to the stack.
+    assert ids == {"delayq-51af3dc0", "delayq-51af3dc0-default", "delayq-51af3dc0-users"}
+    # Kept with the cache when the stack goes: the cache cannot lose its users, nor they their password.
+    for name in ("Cache", "CacheUser", "CacheDefaultUser", "CacheUserGroup", "RedisSecret", "CacheDefaultUserSecret"):
+        assert stack.resources[name]["DeletionPolicy"] == "RetainExceptOnCreate", name
 
 
 # ----------------------------------------------------------------------------- alarms, dashboard, logs
@@ -675,23 +951,39 @@ def test_dashboard_shows_the_metrics(translate: Any) -> None:
     stack = translate()
     dashboards = stack.of_type("AWS::CloudWatch::Dashboard")
     assert len(dashboards) == 1
-    body = json.loads(sub_placeholders(dashboards["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"], stack.values))
+    body = json.loads(render(dashboards["Dashboard"]["Properties"]["DashboardBody"], stack))
     text = json.dumps(body)
     for metric in (*METRICS, "Errors", "Duration", "ConcurrentExecutions"):
         assert f'"{metric}"' in text, metric
     for function in FUNCTION_IDS:
-        assert f'"X{function}"' in text, function
+        assert f'"<{function}>"' in text, function
     (alarms,) = [widget for widget in body["widgets"] if widget["type"] == "alarm"]
     listed = alarms["properties"]["alarms"]
-    assert sorted(listed) == sorted(f"X{name}_Arn" for name in stack.of_type("AWS::CloudWatch::Alarm"))
-    redis_errors = ["delayq", "RedisErrors", "service", "XAWS__StackName"]
+    assert sorted(listed) == sorted(f"<{name}.Arn>" for name in stack.of_type("AWS::CloudWatch::Alarm"))
+    redis_errors = ["delayq", "RedisErrors", "service", "<AWS::StackName>"]
     assert any(row[:4] == redis_errors for widget in body["widgets"] for row in widget["properties"].get("metrics", []))
+
+
+@pytest.mark.parametrize(
+    ("api_type", "rows"),
+    [
+        ("REST", [["AWS/ApiGateway", "Count", "ApiName", "<AWS::StackName>", "Stage", "prod"], "4XXError", "5XXError"]),
+        ("HTTP", [["AWS/ApiGateway", "Count", "ApiId", "<HttpApi>", "Stage", "prod"], "4xx", "5xx"]),
+    ],
+)
+def test_the_dashboard_shows_the_api_s_own_metrics(translate: Any, api_type: str, rows: list[Any]) -> None:
+    stack = translate(RedisSecretArn=REDIS_SECRET, ApiType=api_type)
+    body = json.loads(render(stack.props("Dashboard")["DashboardBody"], stack))
+    [widget] = [w for w in body["widgets"] if w["properties"].get("title") == "API requests and errors"]
+    metrics = widget["properties"]["metrics"]
+    assert metrics[0] == rows[0]
+    assert [row[1] for row in metrics[1:]] == rows[1:]
 
 
 def test_log_groups_with_retention_named_after_the_functions(translate: Any) -> None:
     stack = translate()
     groups = stack.of_type("AWS::Logs::LogGroup")
-    assert len(groups) == 3
+    assert len(groups) == 4  # and the API's access logs
     for function in FUNCTION_IDS:
         group = groups[f"{function}LogGroup"]["Properties"]
         name = stack.props(function)["FunctionName"]["Fn::Sub"]
@@ -707,8 +999,10 @@ def test_outputs(scenario: tuple[str, Stack]) -> None:
     _, stack = scenario
     for output in ("ApiUrl", "EnqueueFunctionName", "SweepFunctionName", "ConsumeFunctionName", "RedisSecretArn"):
         assert output in stack.outputs, output
-    api = next(iter(stack.of_type("AWS::ApiGateway::RestApi")))
-    assert f"${{{api}}}" in stack.outputs["ApiUrl"]["Value"]["Fn::Sub"]
+    api, _ = the_api(stack)
+    assert (
+        render(stack.outputs["ApiUrl"]["Value"], stack) == f"https://<{api}>.execute-api.eu-west-1.amazonaws.com/prod"
+    )
 
 
 def test_parameters_are_documented_and_grouped() -> None:
@@ -723,5 +1017,6 @@ def test_parameters_are_documented_and_grouped() -> None:
     assert parameters["MemorySize"]["Default"] == 256
     assert parameters["ApiAuth"]["AllowedValues"] == ["IAM", "API_KEY"]
     assert parameters["ApiAuth"]["Default"] == "IAM"
+    assert (parameters["ApiType"]["AllowedValues"], parameters["ApiType"]["Default"]) == (["REST", "HTTP"], "REST")
     for name in (*TARGET_PARAMETERS, "SubnetIds", "SecurityGroupIds"):
         assert (parameters[name]["Type"], parameters[name]["Default"]) == ("CommaDelimitedList", ""), name

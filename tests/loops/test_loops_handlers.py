@@ -15,7 +15,7 @@ import redis
 
 from delayq import Queue
 from delayq.consumer import Consumer
-from delayq.loop import Budget
+from delayq.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from delayq.sweeper import Sweeper
 
 import loops_targets
@@ -91,12 +91,33 @@ def test_sweep_handler_loops_for_the_seconds_asked(sweep: ModuleType, where: str
     assert state(queue, "orders", "o2") == "ready"
 
 
-def test_sweep_handler_stops_five_seconds_before_the_lambda_deadline(sweep: ModuleType) -> None:
-    started = time.monotonic()
-    summary = sweep.lambda_handler(_event("sweep", None, "top"), FakeContext(remaining_ms=6_000))
-    elapsed = time.monotonic() - started
-    # DELAYQ_LOOP_SECONDS is 60 by default: the deadline (6 s - 5 s) comes first
-    assert 0.9 <= elapsed < 4.5
+class _SixSecondsLeft(FakeContext):
+    """A Lambda context that always has 6 s left, however long the handler takes to ask."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 6_000
+
+
+def test_sweep_handler_stops_five_seconds_before_the_lambda_deadline(
+    sweep: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DELAYQ_LOOP_SECONDS is 60 by default: the Lambda deadline (6 s away) minus 5 s comes first. The
+    budget the handler gives the sweeper is read (not the run's length, which a loaded machine
+    stretches), and the run lasts until its stop time."""
+    budgets: list[Budget] = []
+    run = Sweeper.run
+
+    def recorded(sweeper: Sweeper, budget: Budget) -> dict[str, Any]:
+        budgets.append(budget)
+        return run(sweeper, budget)
+
+    monkeypatch.setattr(Sweeper, "run", recorded)
+    summary = sweep.lambda_handler(_event("sweep", None, "top"), _SixSecondsLeft())
+    [budget] = budgets
+    assert budget.stop_at - budget.started == pytest.approx(6 - STOP_BEFORE_DEADLINE_S) == 1
+    assert budget.finish_by is not None
+    assert budget.finish_by - budget.started == pytest.approx(6 - FINISH_BEFORE_DEADLINE_S)
+    assert time.monotonic() >= budget.stop_at  # it swept until then
     assert summary["passes"] >= 2
     assert summary["redis_errors"] == 0
 

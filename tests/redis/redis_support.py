@@ -1,18 +1,20 @@
-"""Helpers for the Redis tier: direct script calls with the real key layout, and namespace dumps.
+"""Helpers for the Redis tier: the scripts called through ``delayq.calls`` on one partition, and namespace dumps.
 
 Not a test module (no ``test_`` prefix); the test files of this folder import it by name.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
-from delayq.job import Meta
+from delayq import calls
+from delayq.calls import Failure, JobWrite, Lease
+from delayq.job import DeadJob, Meta, TopicStats
 from delayq.keys import TOPIC_KEYS, Keyspace, Partition
-from delayq.scripts import Scripts
 
 GRACE_MS = 2000
 TIMEOUT_MS = 30_000
@@ -23,6 +25,12 @@ def server_ms(client: redis.Redis) -> int:
     """Redis server time in ms (what the scripts use)."""
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
+
+
+def sleep_until_server_ms(client: redis.Redis, ms: int) -> None:
+    """Until Redis' clock reads ``ms`` (the scripts' clock, not ours): a job due then is due now."""
+    while (left := ms - server_ms(client)) > 0:
+        time.sleep(left / 1000)
 
 
 def dump(client: redis.Redis, namespace: str) -> dict[str, Any]:
@@ -63,30 +71,16 @@ class TopicKeys:
         return cls(**dict(zip(TOPIC_KEYS, partition.topic_keys(topic), strict=True)))
 
 
-@dataclass
-class Leased:
-    id: str
-    body: str
-    attempt: int
-    run_at_ms: int
-    enqueued_at_ms: int
-    token: str
-    timeout_ms: int
+class Rules(NamedTuple):
+    """A topic's retries and backoff, as fail and sweep read them (``delayq.calls.Retrying``)."""
 
-
-@dataclass
-class Taken:
-    now_ms: int
-    next_in_ms: int
-    jobs: list[Leased]
-
-    @property
-    def ids(self) -> list[str]:
-        return [job.id for job in self.jobs]
+    retries: int
+    backoff_csv: str
 
 
 class Lua:
-    """Direct calls of the scripts on one partition of a namespace."""
+    """The product's script calls (``delayq.calls``) on one partition of a namespace, with the
+    defaults these tests use, and direct reads of what the scripts wrote."""
 
     def __init__(self, client: redis.Redis, namespace: str, partitions: int = 1, index: int = 0) -> None:
         self.r = client
@@ -102,8 +96,8 @@ class Lua:
     # ------------------------------------------------------------------ writes
 
     @staticmethod
-    def job_args(
-        group: int,
+    def write(
+        topic: str,
         job_id: str,
         body: str = '{"n":1}',
         *,
@@ -112,67 +106,46 @@ class Lua:
         retries: str = "",
         timeout: str = "",
         backoff: str = "",
-    ) -> list[Any]:
-        return [group, job_id, body, f"{when}{value}", f"{retries}|{timeout}|{backoff}"]
+    ) -> JobWrite:
+        """A job to write: due in ``value`` ms (``when`` 'd') or at epoch ms ``value`` ('a'), with
+        per-job overrides as the meta stores them ('' for the topic's)."""
+        return JobWrite(topic, job_id, body, f"{when}{value}", f"{retries}|{timeout}|{backoff}")
 
-    def enqueue_raw(self, topics: list[str], jobs: list[list[Any]], mode: str = "c") -> list[int]:
-        keys = [self.p.topics]
-        for topic in topics:
-            keys += self.keys(topic)
-        args: list[Any] = [len(topics), mode, *topics]
-        for job in jobs:
-            args += job
-        return [int(v) for v in Scripts.enqueue(self.r, keys, args)]
+    def enqueue_many(self, writes: list[JobWrite], *, replace: bool = False) -> calls.Enqueued:
+        return calls.enqueue(self.p, writes, replace=replace).run(self.r)
 
     def enqueue(
-        self, topic: str, job_id: str, body: str = '{"n":1}', *, mode: str = "c", **options: Any
+        self, topic: str, job_id: str, body: str = '{"n":1}', *, replace: bool = False, **options: Any
     ) -> tuple[int, int]:
-        code, run_at = self.enqueue_raw([topic], [self.job_args(1, job_id, body, **options)], mode)
+        (code,), (run_at,) = self.enqueue_many([self.write(topic, job_id, body, **options)], replace=replace)
         return code, run_at
 
     def take(
-        self,
-        topic: str,
-        count: int = 10,
-        timeout_ms: int = TIMEOUT_MS,
-        grace_ms: int = GRACE_MS,
-        *,
-        take_id: str | None = None,
-    ) -> Taken:
-        """A take; with ``take_id``, as the consumer sends it (no time limits, so no dead section)."""
-        keys, args = [*self.keys(topic), self.p.seq], [count, timeout_ms, grace_ms]
-        if take_id is not None:
-            keys, args = [*keys, self.p.untaken], [*args, -1, -1, take_id]
-        reply = Scripts.take(self.r, keys, args)
-        first = 2 if take_id is None else 3
-        jobs = [
-            Leased(
-                id=reply[i],
-                body=reply[i + 1],
-                attempt=int(reply[i + 2]),
-                run_at_ms=int(reply[i + 3]),
-                enqueued_at_ms=int(reply[i + 4]),
-                token=str(reply[i + 5]),
-                timeout_ms=int(reply[i + 6]),
-            )
-            for i in range(first, len(reply), 7)
-        ]
-        return Taken(int(reply[0]), int(reply[1]), jobs)
+        self, topic: str, count: int = 10, timeout_ms: int = TIMEOUT_MS, grace_ms: int = GRACE_MS, **limits: Any
+    ) -> calls.Taken:
+        """A take; ``limits``: ``longest_ms``, ``run_ms``, ``take_id`` (``calls.take``)."""
+        call = calls.take(self.p, topic, count=count, timeout_ms=timeout_ms, grace_ms=grace_ms, **limits)
+        return call.run(self.r)
 
     def untake(self, topic: str, *take_ids: str) -> int:
-        return int(Scripts.untake(self.r, [*self.keys(topic), self.p.untaken], list(take_ids)))
+        return calls.untake(self.p, topic, take_ids).run(self.r)
 
-    def ack(self, topic: str, *pairs: str) -> int:
-        return int(Scripts.ack(self.r, self.keys(topic), list(pairs)))
+    def ack(self, topic: str, job_id: str, token: str) -> int:
+        return calls.ack(self.p, topic, [(job_id, token)]).run(self.r)
 
     def fail(
-        self, topic: str, *triples: str, retries: int = 2, backoff: str = BACKOFF, permanent: bool = False
-    ) -> tuple[int, int]:
-        """Fails jobs given as (id, token, error) triples, all retryable or all permanent."""
-        kind = "p" if permanent else "r"
-        args = [value for i in range(0, len(triples), 3) for value in (*triples[i : i + 3], kind)]
-        retried, dead = Scripts.fail(self.r, self.keys(topic), [retries, backoff, *args])
-        return int(retried), int(dead)
+        self,
+        topic: str,
+        job_id: str,
+        token: str,
+        error: str,
+        *,
+        retries: int = 2,
+        backoff: str = BACKOFF,
+        permanent: bool = False,
+    ) -> calls.Failed:
+        failure = Failure(job_id, token, error, permanent)
+        return calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
 
     def sweep(
         self,
@@ -183,47 +156,36 @@ class Lua:
         limit: int = 1000,
         retries: int = 2,
         backoff: str = BACKOFF,
-    ) -> dict[str, int]:
-        keys = [self.p.lock, self.p.topics]
-        args: list[Any] = [token, ttl_ms, limit]
-        for topic in topics:
-            keys += self.keys(topic)
-            args += [retries, backoff]
-        code, next_in_ms, more, known, *per_topic = (int(v) for v in Scripts.sweep(self.r, keys, args))
-        return {
-            "code": code,
-            "moved": sum(per_topic[0::3]),
-            "retried": sum(per_topic[1::3]),
-            "dead": sum(per_topic[2::3]),
-            "next_in_ms": next_in_ms,
-            "more": more,
-            "topics": known,
-        }
+    ) -> calls.Swept:
+        rules = [(topic, Rules(retries, backoff)) for topic in topics]
+        return calls.sweep(self.p, rules, token=token, ttl_ms=ttl_ms, limit=limit).run(self.r)
 
     def cancel(self, topic: str, job_id: str) -> int:
-        return int(Scripts.cancel(self.r, self.keys(topic), [job_id]))
+        return calls.cancel(self.p, topic, job_id).run(self.r)
 
-    def reschedule(self, topic: str, job_id: str, when: str, value: int) -> tuple[int, int]:
-        code, run_at = Scripts.reschedule(self.r, self.keys(topic), [job_id, when, value])
-        return int(code), int(run_at)
+    def reschedule(self, topic: str, job_id: str, when: str, value: int) -> calls.Rescheduled:
+        return calls.reschedule(self.p, topic, job_id, when, value).run(self.r)
 
-    def replay(self, topic: str, *args: Any) -> int:
-        return int(Scripts.replay(self.r, self.keys(topic), list(args)))
+    def replay(self, topic: str, *job_ids: str) -> int:
+        return calls.replay(self.p, topic, job_ids).run(self.r)
+
+    def replay_oldest(self, topic: str, limit: int) -> int:
+        return calls.replay_oldest(self.p, topic, limit).run(self.r)
 
     def purge(self, topic: str, limit: int) -> int:
-        return int(Scripts.purge(self.r, self.keys(topic), [limit]))
+        return calls.purge(self.p, topic, limit).run(self.r)
 
-    def inspect(self, topic: str, job_id: str) -> Any:
-        return Scripts.inspect(self.r, self.keys(topic), [job_id])
+    def inspect(self, topic: str, job_id: str) -> calls.Inspected | None:
+        return calls.inspect(self.p, topic, job_id).run(self.r)
 
-    def stats(self, topic: str) -> list[int]:
-        return [int(v) for v in Scripts.stats(self.r, self.keys(topic))]
+    def stats(self, topic: str) -> TopicStats:
+        return calls.stats(self.p, topic).run(self.r)
 
-    def dead(self, topic: str, limit: int) -> list[Any]:
-        return Scripts.dead(self.r, self.keys(topic), [limit])
+    def dead(self, topic: str, limit: int) -> list[DeadJob]:
+        return calls.dead(self.p, topic, limit).run(self.r)
 
-    def unlock(self, token: str) -> int:
-        return int(Scripts.unlock(self.r, [self.p.lock], [token]))
+    def unlock(self, token: str) -> bool:
+        return calls.unlock(self.p, token).run(self.r)
 
     # ------------------------------------------------------------------ reads
 
@@ -258,14 +220,14 @@ class Lua:
         self.r.hset(k.meta, job_id, replace(meta, run_at_ms=past).encode())
         self.r.zadd(k.delayed, {job_id: past})
 
-    def make_leased(self, topic: str, job_id: str, **options: Any) -> Leased:
+    def make_leased(self, topic: str, job_id: str, **options: Any) -> Lease:
         """A job created due now and leased; its lease."""
         options.setdefault("value", 0)
         code, _ = self.enqueue(topic, job_id, **options)
         assert code == 1
         taken = self.take(topic, count=1)
         assert taken.ids == [job_id]
-        return taken.jobs[0]
+        return taken.leases[0]
 
     def make_dead(self, topic: str, job_id: str, error: str = "boom", **options: Any) -> None:
         """A job created, leased and failed with no retries left: dead."""
@@ -283,11 +245,11 @@ def lua_for(client: redis.Redis, queue: Any, topic: str, job_id: str) -> Lua:
     return Lua(client, queue.settings.namespace, len(queue.keys), partition.index)
 
 
-def lease_job(client: redis.Redis, queue: Any, topic: str, job_id: str) -> Leased:
+def lease_job(client: redis.Redis, queue: Any, topic: str, job_id: str) -> Lease:
     """Leases a ready job (the only ready one of its topic in its partition), as a consumer would."""
     taken = lua_for(client, queue, topic, job_id).take(topic, count=10)
     assert taken.ids == [job_id]
-    return taken.jobs[0]
+    return taken.leases[0]
 
 
 def kill_job(client: redis.Redis, queue: Any, topic: str, job_id: str, error: str = "boom") -> None:

@@ -10,12 +10,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from delayq import JobNotFound, Queue, Scheduled
+from delayq import JobNotFound, Queue, Scheduled, calls
+from delayq.calls import Failure
 from delayq.job import Meta, Refused
 from delayq.models import ID_PATTERN
 
 from conftest import created, refusal
-from redis_support import Lua, dump, kill_job, lease_job, lua_for, server_ms
+from redis_support import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms, sleep_until_server_ms
 
 
 def wait_until_due(seconds: float = 0.08) -> None:
@@ -89,7 +90,7 @@ def test_enqueue_keeps_per_job_overrides(queue: Queue, redis_client: redis.Redis
         "q", 0, queue.get("orders", "a").run_at_ms, queue.get("orders", "a").enqueued_at_ms, "", 5, 3000, (1000, 2500)
     )
     assert queue.get("orders", "a").retries == 5
-    assert lua.take("orders").jobs[0].timeout_ms == 3000
+    assert lua.take("orders").timeouts_ms == [3000]
 
 
 def test_get_reports_the_topics_retries(queue: Queue) -> None:
@@ -271,9 +272,9 @@ def test_cancel(queue: Queue, redis_client: redis.Redis, namespace: str) -> None
 
 
 def test_a_job_becomes_due_after_its_delay(queue: Queue, redis_client: redis.Redis) -> None:
-    queue.enqueue("orders", 1, id="a", delay=0.05)
+    run_at_ms = queue.enqueue("orders", 1, id="a", delay=0.5).run_at_ms  # room for a slow machine's next call
     assert lua_for(redis_client, queue, "orders", "a").take("orders").ids == []
-    wait_until_due()
+    sleep_until_server_ms(redis_client, run_at_ms)
     assert lua_for(redis_client, queue, "orders", "a").take("orders").ids == ["a"]
 
 
@@ -320,8 +321,8 @@ def test_dead_replay_and_purge(queue: Queue, redis_client: redis.Redis) -> None:
 
     for job_id in ("a", "b", "c"):
         lua = lua_for(redis_client, queue, "orders", job_id)
-        job = lua.take("orders", count=1).jobs[0]
-        lua.fail("orders", job.id, job.token, "again", retries=0)
+        job, token, _ = lua.take("orders", count=1).leases[0]
+        lua.fail("orders", job.id, token, "again", retries=0)
     assert queue.purge("orders") == 3
     assert queue.purge("orders") == 0
     assert queue.dead("orders") == []
@@ -334,12 +335,12 @@ def test_replay_and_purge_drain_more_than_one_chunk(queue: Queue, redis_client: 
     lua = Lua(redis_client, queue.settings.namespace)
     queue.enqueue_many({"topic": "orders", "id": f"j{i}"} for i in range(1500))
     taken = lua.take("orders", count=1500)
-    args = [x for job in taken.jobs for x in (job.id, job.token, "e")]
-    assert lua.fail("orders", *args, retries=0) == (0, 1500)
+    failures = [Failure(job.id, token, "e") for job, token, _ in taken.leases]
+    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r) == (0, 1500)
     assert queue.replay("orders") == 1500
     taken = lua.take("orders", count=1500)
-    args = [x for job in taken.jobs for x in (job.id, job.token, "e")]
-    assert lua.fail("orders", *args, retries=0) == (0, 1500)
+    failures = [Failure(job.id, token, "e") for job, token, _ in taken.leases]
+    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r) == (0, 1500)
     assert queue.purge("orders") == 1500
     assert queue.stats("orders").dead == 0
 
@@ -371,8 +372,8 @@ def test_partitions_spread_a_topic_and_every_read_sums_them(
 
     for p in queue.keys.partitions:  # every job fails once, with no retries left
         lua = Lua(redis_client, queue.settings.namespace, 4, p.index)
-        for job in lua.take("orders", count=100).jobs:
-            lua.fail("orders", job.id, job.token, f"dead {job.id}", retries=0)
+        for job, token, _ in lua.take("orders", count=100).leases:
+            lua.fail("orders", job.id, token, f"dead {job.id}", retries=0)
     stats = queue.stats("orders")
     assert (stats.ready, stats.dead) == (0, 24)
     dead = queue.dead("orders", limit=1000)
@@ -388,8 +389,8 @@ def test_partitions_spread_a_topic_and_every_read_sums_them(
 
     for p in queue.keys.partitions:
         lua = Lua(redis_client, queue.settings.namespace, 4, p.index)
-        for job in lua.take("orders", count=100).jobs:
-            lua.fail("orders", job.id, job.token, "again", retries=0)
+        for job, token, _ in lua.take("orders", count=100).leases:
+            lua.fail("orders", job.id, token, "again", retries=0)
     assert queue.purge("orders") == 24
     assert queue.stats("orders").dead == 0
     assert queue.known_topics() == {"orders"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from delayq.job import Meta
+from delayq import calls
+from delayq.calls import Inspected
+from delayq.job import Meta, TopicStats
 from delayq.scripts import Call, Scripts, run_many
 
 from redis_support import Lua, dump, server_ms
@@ -99,7 +101,7 @@ def test_replace_moves_the_job_and_starts_it_afresh(lua: Lua, state: str) -> Non
         meta = lua.meta(T, "a")
         assert meta is not None
         assert meta.attempts == 1
-    code, run_at = lua.enqueue(T, "a", '{"v":2}', mode="r", value=120_000, retries="4")
+    code, run_at = lua.enqueue(T, "a", '{"v":2}', replace=True, value=120_000, retries="4")
     assert code == 2
     assert lua.where(T, "a") == {"delayed", "meta", "bodies"}
     assert lua.r.zscore(k.delayed, "a") == run_at
@@ -113,12 +115,12 @@ def test_replace_moves_the_job_and_starts_it_afresh(lua: Lua, state: str) -> Non
 
 def test_replace_to_now_puts_the_job_once_in_ready(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0)
-    assert lua.enqueue(T, "a", mode="r", value=0)[0] == 2
+    assert lua.enqueue(T, "a", replace=True, value=0)[0] == 2
     assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["a"]
 
 
 def test_replace_of_a_missing_job_creates_it(lua: Lua) -> None:
-    code, run_at = lua.enqueue(T, "a", mode="r")
+    code, run_at = lua.enqueue(T, "a", replace=True)
     assert code == 1
     assert lua.r.zscore(lua.k(T).delayed, "a") == run_at
 
@@ -126,22 +128,21 @@ def test_replace_of_a_missing_job_creates_it(lua: Lua) -> None:
 def test_replace_of_a_leased_job_is_refused_and_changes_nothing(lua: Lua, namespace: str) -> None:
     lua.make_leased(T, "a")
     before = dump(lua.r, namespace)
-    assert lua.enqueue(T, "a", '{"v":2}', mode="r", value=0) == (-3, 0)
+    assert lua.enqueue(T, "a", '{"v":2}', replace=True, value=0) == (-3, 0)
     assert dump(lua.r, namespace) == before
 
 
 def test_batch_over_several_topics_with_a_repeated_id(lua: Lua) -> None:
     jobs = [
-        lua.job_args(1, "a", '"o1"'),
-        lua.job_args(2, "a", '"r1"', value=0),
-        lua.job_args(1, "b", '"o2"', value=0),
-        lua.job_args(1, "a", '"o3"'),
-        lua.job_args(2, "c", '"r2"'),
+        lua.write("orders", "a", '"o1"'),
+        lua.write("reminders", "a", '"r1"', value=0),
+        lua.write("orders", "b", '"o2"', value=0),
+        lua.write("orders", "a", '"o3"'),
+        lua.write("reminders", "c", '"r2"'),
     ]
-    out = lua.enqueue_raw(["orders", "reminders"], jobs)
-    codes = out[0::2]
+    codes, run_at = lua.enqueue_many(jobs)
     assert codes == [1, 1, 1, -1, 1]
-    assert out[7] == 0  # the refused job has run_at 0
+    assert run_at[3] == 0  # the refused job has run_at 0
     assert lua.r.smembers(lua.p.topics) == {"orders", "reminders"}
     orders, reminders = lua.k("orders"), lua.k("reminders")
     assert lua.r.hget(orders.bodies, "a") == '"o1"'  # the first "a" won, the repeat changed nothing
@@ -158,7 +159,7 @@ def test_batch_over_several_topics_with_a_repeated_id(lua: Lua) -> None:
 def test_meta_written_by_lua_decodes_in_python(lua: Lua) -> None:
     code, run_at = lua.enqueue(T, "a", value=0, retries="0", timeout="1500", backoff="10,20,30")
     assert code == 1
-    lease = lua.take(T).jobs[0]
+    lease = lua.take(T).leases[0]
     raw = lua.r.hget(lua.k(T).meta, "a")
     meta = Meta.decode(raw)
     assert meta.state == "l"
@@ -186,17 +187,17 @@ def test_meta_encoded_by_python_is_read_by_the_scripts(lua: Lua) -> None:
     lua.r.hset(k.meta, "a", meta.encode())
     lua.r.hset(k.bodies, "a", '"hello"')
     lua.r.rpush(k.ready, "a")
-    assert lua.inspect(T, "a") == ["ready", meta.encode(), '"hello"', None]
+    assert lua.inspect(T, "a") == Inspected("ready", meta, "hello", None)
 
     taken = lua.take(T, timeout_ms=99_000, grace_ms=0)
-    job = taken.jobs[0]
-    assert (job.id, job.body, job.attempt) == ("a", '"hello"', 4)
-    assert (job.run_at_ms, job.enqueued_at_ms, job.timeout_ms) == (now - 10, now - 5000, 4000)
+    job, token, timeout_ms = taken.leases[0]
+    assert (job.id, job.body, job.attempt) == ("a", "hello", 4)
+    assert (job.run_at_ms, job.enqueued_at_ms, timeout_ms) == (now - 10, now - 5000, 4000)
     assert lua.r.zscore(k.leased, "a") == taken.now_ms + 4000  # the per-job timeout was read
 
     # 4th failure, 5 retries (the meta's, not the topic's 0): retried after 750 ms (the last entry, repeated)
     before = server_ms(lua.r)
-    assert lua.fail(T, "a", job.token, "x", retries=0, backoff="99") == (1, 0)
+    assert lua.fail(T, "a", token, "x", retries=0, backoff="99") == (1, 0)
     after = server_ms(lua.r)
     run_at = lua.r.zscore(k.delayed, "a")
     assert before + 750 <= run_at <= after + 750
@@ -218,37 +219,33 @@ def test_script_call_falls_back_to_eval_after_script_flush(lua: Lua) -> None:
     lua.enqueue(T, "a")
     lua.r.script_flush()
     assert lua.r.script_exists(Scripts.stats.sha) == [False]
-    assert lua.stats(T)[0] == 1  # EVALSHA answered NOSCRIPT, EVAL ran it
+    assert lua.stats(T).delayed == 1  # EVALSHA answered NOSCRIPT, EVAL ran it
     assert lua.r.script_exists(Scripts.stats.sha) == [True]  # and EVAL cached it under the same sha
     lua.r.script_flush()
     assert lua.enqueue(T, "b")[0] == 1
-    assert lua.stats(T)[0] == 2
+    assert lua.stats(T).delayed == 2
 
 
 def test_run_many_falls_back_to_eval_after_script_flush(lua: Lua) -> None:
     lua.enqueue(T, "a")
     lua.enqueue("reminders", "b", value=0)
     lua.r.script_flush()
-    calls = [
-        Call(Scripts.stats, lua.keys(T)),
-        Call(Scripts.stats, lua.keys("reminders")),
-        Call(Scripts.inspect, lua.keys(T), ["a"]),
-    ]
-    replies = run_many(lua.r, calls)
-    assert [int(v) for v in replies[0][:4]] == [1, 0, 0, 0]
-    assert [int(v) for v in replies[1][:4]] == [0, 1, 0, 0]
-    assert replies[2][0] == "delayed"
+    sent = [calls.stats(lua.p, T), calls.stats(lua.p, "reminders"), calls.inspect(lua.p, T, "a")]
+    replies = run_many(lua.r, sent)
+    counts = [(stats.delayed, stats.ready, stats.reserved, stats.dead) for stats in replies[:2]]
+    assert counts == [(1, 0, 0, 0), (0, 1, 0, 0)]
+    assert replies[2].state == "delayed"
     lua.r.script_flush()
-    assert run_many(lua.r, [Call(Scripts.cancel, lua.keys(T), ["a"])]) == [3]  # one call: Script.__call__
+    assert run_many(lua.r, [calls.cancel(lua.p, T, "a")]) == [3]  # one call: Call.run
 
 
 def test_run_many_returns_or_raises_other_errors(lua: Lua) -> None:
-    good = Call(Scripts.stats, lua.keys(T))
+    good = calls.stats(lua.p, T)
     run_many(lua.r, [good, good])  # both scripts cached
     bad = Call(Scripts.stats, [])  # KEYS[1] is nil: the script errors
     replies = run_many(lua.r, [bad, good], return_exceptions=True)
     assert isinstance(replies[0], redis.ResponseError)
-    assert [int(v) for v in replies[1][:4]] == [0, 0, 0, 0]
+    assert replies[1] == TopicStats(T, 0, 0, 0, 0, None)
     with pytest.raises(redis.ResponseError):
         run_many(lua.r, [good, bad])
 
@@ -259,7 +256,7 @@ def test_run_many_returns_errors_in_place_after_noscript_too(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0)
     lua.r.script_flush()
     bad = Call(Scripts.stats, [])
-    take = Call(Scripts.take, [*lua.keys(T), lua.p.seq], [10, 30_000, 0])
+    take = calls.take(lua.p, T, count=10, timeout_ms=30_000, grace_ms=0)
     replies = run_many(lua.r, [bad, take], return_exceptions=True)
     assert isinstance(replies[0], redis.ResponseError)
-    assert replies[1][2] == "a"
+    assert replies[1].ids == ["a"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
+from delayq.job import TopicStats
+
 from redis_support import Lua, dump, server_ms
 
 T = "orders"
@@ -129,7 +131,7 @@ def test_replay_ids_skips_jobs_that_are_not_dead(lua: Lua) -> None:
     make(lua, "delayed", "q")
     snapshot = {job_id: lua.meta(T, job_id) for job_id in ("r", "q")}
     before = server_ms(lua.r)
-    assert lua.replay(T, "ids", "d1", "r", "q", "missing", "d1") == 1
+    assert lua.replay(T, "d1", "r", "q", "missing", "d1") == 1
     after = server_ms(lua.r)
     k = lua.k(T)
     assert lua.r.lrange(k.ready, 0, -1) == ["d1"]
@@ -153,11 +155,11 @@ def test_replay_oldest_with_a_limit(lua: Lua) -> None:
         make(lua, "dead", job_id)
     k = lua.k(T)
     lua.r.zadd(k.dead, {"c": 1000, "a": 2000, "b": 3000})  # deaths: c, then a, then b
-    assert lua.replay(T, "oldest", 2) == 2
+    assert lua.replay_oldest(T, 2) == 2
     assert lua.r.lrange(k.ready, 0, -1) == ["c", "a"]
     assert lua.r.zrange(k.dead, 0, -1) == ["b"]
-    assert lua.replay(T, "oldest", 2) == 1
-    assert lua.replay(T, "oldest", 2) == 0
+    assert lua.replay_oldest(T, 2) == 1
+    assert lua.replay_oldest(T, 2) == 0
     assert lua.r.lrange(k.ready, 0, -1) == ["c", "a", "b"]
 
 
@@ -188,11 +190,12 @@ def test_purge_is_bounded_by_its_limit(lua: Lua) -> None:
 @pytest.mark.parametrize("state", STATES)
 def test_inspect_names_the_state(lua: Lua, state: str) -> None:
     make(lua, state, body='{"k":"v"}')
-    name, raw, body, error = lua.inspect(T, "a")
-    assert name == state
-    assert raw == lua.r.hget(lua.k(T).meta, "a")
-    assert body == '{"k":"v"}'
-    assert error == ("boom" if state == "dead" else None)
+    found = lua.inspect(T, "a")
+    assert found is not None
+    assert found.state == state
+    assert found.meta == lua.meta(T, "a")
+    assert found.body == {"k": "v"}
+    assert found.last_error == ("boom" if state == "dead" else None)
 
 
 def test_inspect_of_a_missing_job_is_nil(lua: Lua) -> None:
@@ -203,7 +206,7 @@ def test_inspect_of_a_missing_job_is_nil(lua: Lua) -> None:
 
 
 def test_stats_counts_each_state(lua: Lua) -> None:
-    assert lua.stats(T) == [0, 0, 0, 0, -1]
+    assert lua.stats(T) == TopicStats(T, 0, 0, 0, 0, None)
     make(lua, "reserved", "r1")
     make(lua, "dead", "x1")
     make(lua, "dead", "x2")
@@ -212,8 +215,8 @@ def test_stats_counts_each_state(lua: Lua) -> None:
     lua.enqueue(T, "d3", value=70_000)
     for i in range(4):
         make(lua, "ready", f"q{i}")
-    assert lua.stats(T) == [3, 4, 1, 2, run_at]
-    assert lua.stats("reminders") == [0, 0, 0, 0, -1]
+    assert lua.stats(T) == TopicStats(T, 3, 4, 1, 2, run_at)
+    assert lua.stats("reminders") == TopicStats("reminders", 0, 0, 0, 0, None)
 
 
 # ------------------------------------------------------------------------------------- dead
@@ -224,17 +227,22 @@ def test_dead_lists_newest_first_with_a_limit(lua: Lua) -> None:
         make(lua, "dead", job_id, error=f"error {job_id}", body=f'"{job_id}"')
     k = lua.k(T)
     lua.r.zadd(k.dead, {"a": 3000, "b": 1000, "c": 2000})
-    reply = lua.dead(T, 2)
-    assert len(reply) == 10
-    assert reply[0::5] == ["a", "c"]
-    assert [int(float(v)) for v in reply[1::5]] == [3000, 2000]
-    assert reply[2] == lua.r.hget(k.meta, "a")
-    assert reply[3::5] == ['"a"', '"c"']
-    assert reply[4::5] == ["error a", "error c"]
-    assert lua.dead(T, 10)[0::5] == ["a", "c", "b"]
+    jobs = lua.dead(T, 2)
+    assert [(job.id, job.died_at_ms, job.body, job.last_error) for job in jobs] == [
+        ("a", 3000, "a", "error a"),
+        ("c", 2000, "c", "error c"),
+    ]
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (jobs[0].attempts, jobs[0].run_at_ms, jobs[0].enqueued_at_ms) == (
+        meta.attempts,
+        meta.run_at_ms,
+        meta.enqueued_at_ms,
+    )
+    assert [job.id for job in lua.dead(T, 10)] == ["a", "c", "b"]
 
 
 def test_dead_without_an_error_gives_an_empty_string(lua: Lua) -> None:
     make(lua, "dead", "a")
     lua.r.hdel(lua.k(T).errors, "a")
-    assert lua.dead(T, 1)[4] == ""
+    assert lua.dead(T, 1)[0].last_error == ""

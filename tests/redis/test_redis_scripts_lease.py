@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 import redis
 
+from delayq import calls
+from delayq.calls import Failure
 from delayq.job import Meta
-from delayq.scripts import Scripts
 
-from redis_support import BACKOFF, Lua, dump, server_ms
+from redis_support import BACKOFF, Lua, Rules, dump, server_ms, sleep_until_server_ms
 
 T = "orders"
 
@@ -31,22 +31,22 @@ def test_take_leases_ready_jobs_in_order(lua: Lua) -> None:
     assert taken.ids == ["a", "b", "c"]
     k = lua.k(T)
     assert lua.r.llen(k.ready) == 0
-    for job in taken.jobs:
-        assert job.body == f'"{job.id}"'
+    for job, token, timeout_ms in taken.leases:
+        assert job.body == job.id
         assert job.attempt == 1
-        assert job.timeout_ms == 5000
+        assert timeout_ms == 5000
         assert lua.r.zscore(k.leased, job.id) == taken.now_ms + 5000 + 700
         meta = lua.meta(T, job.id)
         assert meta is not None
-        assert (meta.state, meta.attempts, meta.lease) == ("l", 1, job.token)
-    assert len({job.token for job in taken.jobs}) == 3
+        assert (meta.state, meta.attempts, meta.lease) == ("l", 1, token)
+    assert len(set(taken.tokens)) == 3
 
 
 def test_take_promotes_due_delayed_jobs(lua: Lua) -> None:
-    lua.enqueue(T, "soon", value=50)
+    _, soon_at = lua.enqueue(T, "soon", value=500)  # half a second: room for a slow machine's next call
     lua.enqueue(T, "later", value=60_000)
     assert lua.take(T).ids == []
-    time.sleep(0.08)
+    sleep_until_server_ms(lua.r, soon_at)
     taken = lua.take(T)
     assert taken.ids == ["soon"]
     assert lua.r.zrange(lua.k(T).delayed, 0, -1) == ["later"]
@@ -56,9 +56,9 @@ def test_take_uses_the_per_job_timeout_over_the_topics(lua: Lua) -> None:
     lua.enqueue(T, "own", value=0, timeout="1234")
     lua.enqueue(T, "topic", value=0)
     taken = lua.take(T, timeout_ms=9000, grace_ms=100)
-    by_id = {job.id: job for job in taken.jobs}
-    assert by_id["own"].timeout_ms == 1234
-    assert by_id["topic"].timeout_ms == 9000
+    timeouts = dict(zip(taken.ids, taken.timeouts_ms, strict=True))
+    assert timeouts["own"] == 1234
+    assert timeouts["topic"] == 9000
     leased = lua.k(T).leased
     assert lua.r.zscore(leased, "own") == taken.now_ms + 1234 + 100
     assert lua.r.zscore(leased, "topic") == taken.now_ms + 9000 + 100
@@ -70,8 +70,8 @@ def test_lease_tokens_are_unique_across_calls_and_topics(lua: Lua) -> None:
         lua.enqueue(T, f"o{i}", value=0)
         lua.enqueue("reminders", f"r{i}", value=0)
     for _ in range(2):
-        tokens += [job.token for job in lua.take(T, count=2).jobs]
-        tokens += [job.token for job in lua.take("reminders", count=2).jobs]
+        tokens += lua.take(T, count=2).tokens
+        tokens += lua.take("reminders", count=2).tokens
     assert len(tokens) == 8
     assert len(set(tokens)) == 8
 
@@ -89,6 +89,7 @@ def test_take_never_returns_a_job_whose_run_at_is_ahead(lua: Lua) -> None:
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.attempts) == ("q", 0)
+    assert taken.next_in_ms is not None
     assert 59_000 <= taken.next_in_ms <= 60_000
 
 
@@ -153,25 +154,22 @@ def test_take_count_zero_leases_nothing(lua: Lua) -> None:
 
 
 def test_take_reports_the_next_delayed_job(lua: Lua) -> None:
-    assert lua.take(T).next_in_ms == -1
+    assert lua.take(T).next_in_ms is None
     lua.enqueue(T, "a", value=40_000)
+    before = server_ms(lua.r)
     lua.enqueue(T, "b", value=20_000)
     next_in = lua.take(T).next_in_ms
-    assert 19_000 <= next_in <= 20_000
+    after = server_ms(lua.r)
+    assert next_in is not None
+    assert 20_000 - (after - before) - 1 <= next_in <= 20_000  # b's run-at, less what passed since
 
 
 def test_take_on_an_empty_topic_does_nothing(lua: Lua, namespace: str) -> None:
+    before = server_ms(lua.r)
     taken = lua.take(T)
     assert taken.jobs == []
-    assert abs(taken.now_ms - server_ms(lua.r)) < 1000
+    assert before <= taken.now_ms <= server_ms(lua.r)
     assert dump(lua.r, namespace) == {}
-
-
-def _take_limited(lua: Lua, *, longest_ms: int, run_ms: int, timeout_ms: int = 5000) -> tuple[list[Any], list[str]]:
-    """take with ARGV[4] and ARGV[5]: (the reply up to the dead ids, the dead ids)."""
-    reply = Scripts.take(lua.r, [*lua.keys(T), lua.p.seq], [10, timeout_ms, 0, longest_ms, run_ms])
-    dead = int(reply[2])
-    return (reply[: len(reply) - dead], reply[len(reply) - dead :])
 
 
 def test_take_sends_a_job_no_run_could_finish_to_the_dead_letters(lua: Lua) -> None:
@@ -181,14 +179,13 @@ def test_take_sends_a_job_no_run_could_finish_to_the_dead_letters(lua: Lua) -> N
     lua.enqueue(T, "too-long", value=0, timeout="900000")
     lua.enqueue(T, "odd", value=0, timeout="61500")
     lua.enqueue(T, "fits", value=0, timeout="60000")
-    head, dead = _take_limited(lua, longest_ms=60_000, run_ms=60_999)
-    assert dead == ["too-long", "odd"]
-    assert head[2] == 2  # the dead count, before the leased jobs
-    assert head[3::7] == ["a", "fits"]
+    taken = lua.take(T, timeout_ms=5000, grace_ms=0, longest_ms=60_000, run_ms=60_999)
+    assert taken.dead == ["too-long", "odd"]
+    assert taken.ids == ["a", "fits"]
     k = lua.k(T)
     assert lua.r.llen(k.ready) == 0
-    now_ms = int(head[0])
-    for job_id in dead:
+    now_ms = taken.now_ms
+    for job_id in taken.dead:
         assert lua.where(T, job_id) == {"dead", "meta", "bodies", "errors"}
         assert lua.r.zscore(k.dead, job_id) == now_ms
         meta = lua.meta(T, job_id)
@@ -202,15 +199,15 @@ def test_take_sends_a_job_no_run_could_finish_to_the_dead_letters(lua: Lua) -> N
 def test_take_puts_back_what_fits_a_run_but_not_the_time_left(lua: Lua) -> None:
     lua.enqueue(T, "own", value=0, timeout="20000")
     lua.enqueue(T, "topic", value=0)
-    head, dead = _take_limited(lua, longest_ms=10_000, run_ms=60_000, timeout_ms=30_000)
-    assert (head[2:], dead) == ([0], [])
+    taken = lua.take(T, timeout_ms=30_000, grace_ms=0, longest_ms=10_000, run_ms=60_000)
+    assert (taken.ids, taken.dead) == ([], [])
     assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["own", "topic"]  # in their order, at the head
 
 
 def test_take_without_a_run_limit_sends_nothing_to_the_dead_letters(lua: Lua) -> None:
     lua.enqueue(T, "long", value=0, timeout="900000")
-    head, dead = _take_limited(lua, longest_ms=-1, run_ms=-1)
-    assert (head[2], head[3::7], dead) == (0, ["long"], [])
+    taken = lua.take(T, timeout_ms=5000, grace_ms=0, longest_ms=-1, run_ms=-1)
+    assert (taken.ids, taken.dead) == (["long"], [])
     assert lua.r.zcard(lua.k(T).dead) == 0
 
 
@@ -224,7 +221,7 @@ def test_a_take_with_an_id_leases_its_jobs_under_it(lua: Lua) -> None:
         lua.enqueue(T, job_id, value=0)
     taken = lua.take(T, take_id="t1")
     assert taken.ids == ["a", "b"]
-    assert [job.token for job in taken.jobs] == ["t1", "t1"]
+    assert taken.tokens == ["t1", "t1"]
     assert lua.r.get(lua.p.seq) is None
     assert lua.ack(T, "a", "t2") == 0
     assert lua.ack(T, "a", "t1") == 1
@@ -247,7 +244,7 @@ def test_untake_puts_the_takes_jobs_back_at_the_head_as_never_taken(lua: Lua, na
         meta = lua.meta(T, job_id)
         assert meta is not None
         assert (meta.state, meta.attempts, meta.lease) == ("q", 0, "")
-    assert lua.ack(T, "b", lost.jobs[0].token) == 0  # the lost lease is void
+    assert lua.ack(T, "b", lost.tokens[0]) == 0  # the lost lease is void
     assert lua.r.exists(lua.p.untaken) == 0  # it had run: nothing to remember
     again = lua.take(T, count=2)
     assert [(job.id, job.attempt) for job in again.jobs] == [("b", 1), ("c", 1)]
@@ -284,8 +281,8 @@ def test_untake_changes_nothing_it_did_not_take(lua: Lua, namespace: str) -> Non
     for job_id in ("a", "b", "c"):
         lua.enqueue(T, job_id, value=0)
     taken = lua.take(T, take_id="t1")
-    assert lua.ack(T, "a", taken.jobs[0].token) == 1
-    assert lua.fail(T, "b", taken.jobs[1].token, "boom", backoff="60000") == (1, 0)
+    assert lua.ack(T, "a", taken.tokens[0]) == 1
+    assert lua.fail(T, "b", taken.tokens[1], "boom", backoff="60000") == (1, 0)
     assert lua.cancel(T, "c") > 0
     lua.enqueue(T, "d", value=0)
     kept = lua.take(T, take_id="t2")
@@ -306,9 +303,9 @@ def test_untake_forgets_takes_undone_more_than_a_day_ago(lua: Lua) -> None:
 
 def test_untake_reads_a_large_leased_set_in_chunks(lua: Lua) -> None:
     """More leases than one HMGET (or unpack) should carry at once."""
-    jobs = [lua.job_args(1, f"j{i:05d}", "1", value=0) for i in range(2500)]
+    jobs = [lua.write(T, f"j{i:05d}", "1", value=0) for i in range(2500)]
     for start in range(0, len(jobs), 500):
-        lua.enqueue_raw([T], jobs[start : start + 500])
+        lua.enqueue_many(jobs[start : start + 500])
     assert len(lua.take(T, count=2400, take_id="many").jobs) == 2400
     assert len(lua.take(T, count=100, take_id="lost").jobs) == 100
     assert lua.untake(T, "lost") == 100
@@ -351,7 +348,7 @@ def test_ack_with_the_token_of_an_earlier_lease_changes_nothing(lua: Lua, namesp
     before = dump(lua.r, namespace)
     assert lua.ack(T, "a", first.token) == 0
     assert dump(lua.r, namespace) == before
-    assert lua.ack(T, "a", second.jobs[0].token) == 1
+    assert lua.ack(T, "a", second.tokens[0]) == 1
     assert lua.where(T, "a") == set()
 
 
@@ -369,8 +366,9 @@ def test_ack_after_cancel_and_recreate_changes_nothing(lua: Lua, namespace: str)
 def test_ack_of_several_jobs_counts_only_the_matching(lua: Lua) -> None:
     for job_id in ("a", "b", "c"):
         lua.enqueue(T, job_id, value=0)
-    tokens = {job.id: job.token for job in lua.take(T).jobs}
-    assert lua.ack(T, "a", tokens["a"], "b", "nope", "c", tokens["c"]) == 2
+    taken = lua.take(T)
+    tokens = dict(zip(taken.ids, taken.tokens, strict=True))
+    assert calls.ack(lua.p, T, [("a", tokens["a"]), ("b", "nope"), ("c", tokens["c"])]).run(lua.r) == 2
     assert lua.where(T, "a") == set()
     assert lua.where(T, "c") == set()
     assert lua.where(T, "b") == {"leased", "meta", "bodies"}
@@ -400,15 +398,15 @@ def test_fail_retries_after_the_nth_backoff(lua: Lua) -> None:
         taken = lua.take(T)
         assert taken.ids == ["a"]
         assert taken.jobs[0].attempt == attempt + 1
-        lease = taken.jobs[0]
+        lease = taken.leases[0]
 
 
 def test_fail_goes_dead_once_retries_are_spent(lua: Lua) -> None:
     k = lua.k(T)
     lease = lua.make_leased(T, "a", body='"keep me"')
     assert lua.fail(T, "a", lease.token, "first", retries=1, backoff="0") == (1, 0)
-    lease = lua.take(T).jobs[0]
-    assert lease.attempt == 2
+    lease = lua.take(T).leases[0]
+    assert lease.job.attempt == 2
     before = server_ms(lua.r)
     assert lua.fail(T, "a", lease.token, "second", retries=1, backoff="0") == (0, 1)
     after = server_ms(lua.r)
@@ -435,7 +433,7 @@ def test_fail_per_job_overrides_win_over_the_arguments(lua: Lua) -> None:
     after = server_ms(lua.r)
     assert before + 200 <= lua.r.zscore(k.delayed, "a") <= after + 200
     lua.make_due(T, "a")
-    lease = lua.take(T).jobs[0]
+    lease = lua.take(T).leases[0]
     assert lua.fail(T, "a", lease.token, "y", retries=9, backoff="0") == (0, 1)  # the job's 1 retry is spent
 
 
@@ -457,15 +455,17 @@ def test_fail_with_a_wrong_token_changes_nothing(lua: Lua, namespace: str) -> No
 def test_fail_of_several_jobs(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0)
     lua.enqueue(T, "b", value=0, retries="0")
-    tokens = {job.id: job.token for job in lua.take(T).jobs}
-    assert lua.fail(T, "a", tokens["a"], "e1", "b", tokens["b"], "e2") == (1, 1)
+    taken = lua.take(T)
+    tokens = dict(zip(taken.ids, taken.tokens, strict=True))
+    failures = [Failure("a", tokens["a"], "e1"), Failure("b", tokens["b"], "e2")]
+    assert calls.fail(lua.p, T, Rules(2, BACKOFF), failures).run(lua.r) == (1, 1)
     assert Meta.decode(lua.r.hget(lua.k(T).meta, "a")).state == "q"
     assert Meta.decode(lua.r.hget(lua.k(T).meta, "b")).state == "x"
 
 
 def test_fail_permanent_goes_dead_with_retries_left(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0, retries="10")
-    lease = lua.take(T, 1).jobs[0]
+    lease = lua.take(T, 1).leases[0]
     assert lua.fail(T, "a", lease.token, "no way", retries=10, permanent=True) == (0, 1)
     k = lua.k(T)
     assert lua.r.zscore(k.dead, "a") is not None

@@ -7,9 +7,10 @@ import time
 import pytest
 import redis
 
-from delayq.scripts import Scripts
+from delayq import calls
+from delayq.calls import Swept, SweptTopic
 
-from redis_support import Lua, dump, server_ms
+from redis_support import Lua, Rules, dump, server_ms
 
 T = "orders"
 TOKEN = "sweeper-1"
@@ -25,6 +26,12 @@ def hold(lua: Lua, token: str = TOKEN, ttl_ms: int = 10_000) -> None:
     assert lua.r.set(lua.p.lock, token, nx=True, px=ttl_ms)
 
 
+def only(result: Swept) -> SweptTopic:
+    """What a sweep of one topic did in it."""
+    (topic,) = result.per_topic
+    return topic
+
+
 def expired_lease(lua: Lua, topic: str, job_id: str, **options: object) -> str:
     """A job leased with a lease that is already over; its token."""
     options.setdefault("value", 0)
@@ -32,7 +39,7 @@ def expired_lease(lua: Lua, topic: str, job_id: str, **options: object) -> str:
     taken = lua.take(topic, count=1, timeout_ms=1, grace_ms=0)
     assert taken.ids == [job_id]
     time.sleep(0.005)
-    return taken.jobs[0].token
+    return taken.tokens[0]
 
 
 # ------------------------------------------------------------------------------------- the lock
@@ -48,8 +55,8 @@ def test_sweep_without_the_lock_does_nothing(lua: Lua, namespace: str, holder: s
     time.sleep(0.01)
     before = dump(lua.r, namespace)
     result = lua.sweep([T], TOKEN, ttl_ms=5000)
-    assert result["code"] == -5
-    assert (result["moved"], result["retried"], result["dead"]) == (0, 0, 0)
+    assert not result.held
+    assert result.per_topic == []
     assert dump(lua.r, namespace) == before
     if holder is not None:
         assert lua.r.pttl(lua.p.lock) > 50_000  # not renewed with our TTL
@@ -57,16 +64,19 @@ def test_sweep_without_the_lock_does_nothing(lua: Lua, namespace: str, holder: s
 
 def test_sweep_renews_the_lock(lua: Lua) -> None:
     hold(lua, ttl_ms=1000)
+    before = server_ms(lua.r)
     result = lua.sweep([T], TOKEN, ttl_ms=30_000)
-    assert result["code"] == 3
-    assert 29_000 < lua.r.pttl(lua.p.lock) <= 30_000
+    left = lua.r.pttl(lua.p.lock)
+    after = server_ms(lua.r)
+    assert result.held
+    assert 30_000 - (after - before) - 1 <= left <= 30_000  # 30 s from the sweep, less what passed since
     assert lua.r.get(lua.p.lock) == TOKEN
 
 
 def test_sweep_with_no_topics_renews_the_lock(lua: Lua) -> None:
     hold(lua, ttl_ms=1000)
-    reply = Scripts.sweep(lua.r, [lua.p.lock, lua.p.topics], [TOKEN, 20_000, 100])
-    assert [int(v) for v in reply] == [3, -1, 0, 0]
+    swept = calls.sweep(lua.p, [], token=TOKEN, ttl_ms=20_000, limit=100).run(lua.r)
+    assert swept == Swept(held=True, next_in_ms=None, more=False, topics_known=0, per_topic=[])
     assert lua.r.pttl(lua.p.lock) > 19_000
 
 
@@ -90,13 +100,13 @@ def test_sweep_moves_due_jobs_to_ready(lua: Lua) -> None:
     lua.enqueue(T, "later", value=60_000)
     time.sleep(0.06)
     result = lua.sweep([T], TOKEN)
-    assert result["code"] == 3
-    assert result["moved"] == 2
-    assert result["more"] == 0
+    assert result.held
+    assert only(result).moved == 2
+    assert not result.more
     k = lua.k(T)
     assert lua.r.lrange(k.ready, 0, -1) == ["a", "b"]  # in the order they fell due
     assert lua.r.zrange(k.delayed, 0, -1) == ["later"]
-    assert 59_000 <= result["next_in_ms"] <= 60_000
+    assert 59_000 <= result.next_in_ms <= 60_000
 
 
 def test_sweep_takes_back_an_expired_lease_as_a_failed_attempt(lua: Lua) -> None:
@@ -106,7 +116,7 @@ def test_sweep_takes_back_an_expired_lease_as_a_failed_attempt(lua: Lua) -> None
     before = server_ms(lua.r)
     result = lua.sweep([T], TOKEN, retries=2, backoff="7000,8000")
     after = server_ms(lua.r)
-    assert (result["code"], result["retried"], result["dead"]) == (3, 1, 0)
+    assert (result.held, only(result).retried, only(result).dead) == (True, 1, 0)
     assert lua.r.zscore(k.leased, "a") is None
     run_at = lua.r.zscore(k.delayed, "a")
     assert before + 7000 <= run_at <= after + 7000
@@ -123,7 +133,7 @@ def test_sweep_sends_an_expired_lease_with_no_retries_left_to_dead(lua: Lua) -> 
     k = lua.k(T)
     expired_lease(lua, T, "a", body='"b"')
     result = lua.sweep([T], TOKEN, retries=0)
-    assert (result["retried"], result["dead"]) == (0, 1)
+    assert (only(result).retried, only(result).dead) == (0, 1)
     assert lua.where(T, "a") == {"dead", "meta", "bodies", "errors"}
     assert lua.r.hget(k.errors, "a") == LEASE_EXPIRED
 
@@ -131,16 +141,16 @@ def test_sweep_sends_an_expired_lease_with_no_retries_left_to_dead(lua: Lua) -> 
 def test_sweep_uses_per_job_retries_for_expired_leases(lua: Lua) -> None:
     hold(lua)
     expired_lease(lua, T, "a", retries="3")
-    assert lua.sweep([T], TOKEN, retries=0)["retried"] == 1
+    assert only(lua.sweep([T], TOKEN, retries=0)).retried == 1
 
 
 def test_sweep_leaves_live_leases_alone(lua: Lua) -> None:
     hold(lua)
     lua.enqueue(T, "a", value=0)
-    lease = lua.take(T, timeout_ms=5000, grace_ms=0).jobs[0]
+    lease = lua.take(T, timeout_ms=5000, grace_ms=0).leases[0]
     result = lua.sweep([T], TOKEN)
-    assert (result["moved"], result["retried"], result["dead"]) == (0, 0, 0)
-    assert 4000 <= result["next_in_ms"] <= 5000  # the lease deadline counts as the next event
+    assert only(result) == (0, 0, 0)
+    assert 4000 <= result.next_in_ms <= 5000  # the lease deadline counts as the next event
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.lease) == ("l", lease.token)
@@ -151,7 +161,7 @@ def test_sweep_drops_a_lease_whose_job_is_gone(lua: Lua) -> None:
     k = lua.k(T)
     lua.r.zadd(k.leased, {"ghost": 1})
     result = lua.sweep([T], TOKEN)
-    assert (result["retried"], result["dead"]) == (0, 0)
+    assert (only(result).retried, only(result).dead) == (0, 0)
     assert lua.r.zcard(k.leased) == 0
     assert lua.meta(T, "ghost") is None
 
@@ -164,12 +174,12 @@ def test_sweep_respects_the_limit(lua: Lua) -> None:
     time.sleep(0.04)
     k = lua.k(T)
     first = lua.sweep([T], TOKEN, limit=2)
-    assert (first["moved"], first["more"]) == (2, 1)
+    assert (only(first).moved, first.more) == (2, 1)
     assert lua.r.llen(k.ready) == 2
     second = lua.sweep([T], TOKEN, limit=2)
-    assert (second["moved"], second["more"]) == (2, 1)
+    assert (only(second).moved, second.more) == (2, 1)
     third = lua.sweep([T], TOKEN, limit=2)
-    assert (third["moved"], third["more"]) == (1, 0)
+    assert (only(third).moved, third.more) == (1, 0)
     assert lua.r.llen(k.ready) == 5
     assert lua.r.zcard(k.delayed) == 0
 
@@ -183,10 +193,10 @@ def test_sweep_limit_counts_leases_taken_back(lua: Lua) -> None:
     lua.enqueue(T, "d2", when="a", value=now + 10)
     time.sleep(0.03)
     first = lua.sweep([T], TOKEN, limit=3)
-    assert (first["moved"], first["retried"], first["more"]) == (2, 1, 1)
+    assert (only(first).moved, only(first).retried, first.more) == (2, 1, 1)
     assert lua.r.zcard(lua.k(T).leased) == 1
     second = lua.sweep([T], TOKEN, limit=3)
-    assert (second["moved"], second["retried"], second["more"]) == (0, 1, 0)
+    assert (only(second).moved, only(second).retried, second.more) == (0, 1, 0)
     assert lua.r.zcard(lua.k(T).leased) == 0
 
 
@@ -195,30 +205,29 @@ def test_sweep_over_several_topics_uses_each_topics_config(lua: Lua) -> None:
     expired_lease(lua, "orders", "a")
     expired_lease(lua, "reminders", "a")
     lua.enqueue("payments", "p", value=60_000)
-    keys = [lua.p.lock, lua.p.topics, *lua.keys("orders"), *lua.keys("reminders")]
-    args = [TOKEN, 10_000, 100, 0, "1000", 3, "1000"]  # orders: 0 retries; reminders: 3
-    code, next_in, more, topics, *per_topic = (int(v) for v in Scripts.sweep(lua.r, keys, args))
-    assert (code, more) == (3, 0)
-    assert per_topic == [0, 0, 1, 0, 1, 0]  # moved, retried, dead: orders' lease dead, reminders' retried
+    rules = [("orders", Rules(0, "1000")), ("reminders", Rules(3, "1000"))]
+    swept = calls.sweep(lua.p, rules, token=TOKEN, ttl_ms=10_000, limit=100).run(lua.r)
+    assert (swept.held, swept.more) == (True, False)
+    assert swept.per_topic == [(0, 0, 1), (0, 1, 0)]  # moved, retried, dead: orders' lease dead, reminders' retried
     assert "dead" in lua.where("orders", "a")
     assert "delayed" in lua.where("reminders", "a")
-    assert 0 <= next_in <= 1000  # the retried job; payments is not among the swept topics
-    assert topics == 3  # the partition's topic count, swept or not
+    assert 0 <= swept.next_in_ms <= 1000  # the retried job; payments is not among the swept topics
+    assert swept.topics_known == 3  # the partition's topic count, swept or not
 
 
 def test_sweep_reports_the_next_event_or_none(lua: Lua) -> None:
     hold(lua)
-    assert lua.sweep([T], TOKEN)["next_in_ms"] == -1
+    assert lua.sweep([T], TOKEN).next_in_ms is None
     lua.enqueue(T, "a", value=40_000)
-    assert 39_000 <= lua.sweep([T], TOKEN)["next_in_ms"] <= 40_000
+    assert 39_000 <= lua.sweep([T], TOKEN).next_in_ms <= 40_000
     lua.enqueue(T, "b", value=0)
     lua.take(T, timeout_ms=9_000, grace_ms=1_000)
-    assert 9_000 <= lua.sweep([T], TOKEN)["next_in_ms"] <= 10_000
+    assert 9_000 <= lua.sweep([T], TOKEN).next_in_ms <= 10_000
 
 
 def test_sweep_returns_the_partitions_topic_count(lua: Lua) -> None:
     hold(lua)
-    assert lua.sweep([T], TOKEN)["topics"] == 0
+    assert lua.sweep([T], TOKEN).topics_known == 0
     lua.enqueue("orders", "a")
     lua.enqueue("reminders", "a")
-    assert lua.sweep([T], TOKEN)["topics"] == 2
+    assert lua.sweep([T], TOKEN).topics_known == 2

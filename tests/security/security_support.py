@@ -30,9 +30,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from delayq import JobNotFound, Queue
+from delayq import JobNotFound, Queue, calls
 from delayq import connection as delayq_connection
-from delayq.scripts import Scripts
 from delayq.settings import Settings
 
 import recorder
@@ -381,8 +380,8 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     # ---- a lease that expires: the sweeper takes it back (a dead letter: no retries)
     queue.enqueue("leases", {}, id="l1", delay=0)
     partition = queue.keys.for_job("leases", "l1")
-    taken = Scripts.take(queue.redis, [*partition.topic_keys("leases"), partition.seq], [1, 1, 0])
-    assert taken[2] == "l1", taken
+    taken = calls.take(partition, "leases", count=1, timeout_ms=1, grace_ms=0).run(queue.redis)
+    assert taken.ids == ["l1"], taken
     time.sleep(0.02)
     summary = h.sweep_once()
     assert (summary["dead"], summary["redis_errors"]) == (1, 0), summary
@@ -397,8 +396,8 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     assert h.api("DELETE", "/jobs/orders/r1") == (204, None)
     queue.enqueue("orders", {}, id="later", delay=0)
     partition = queue.keys.for_job("orders", "later")
-    taken = Scripts.take(queue.redis, [*partition.topic_keys("orders"), partition.seq], [1, 30_000, 0, 1_000])
-    assert taken[2:] == [], taken  # 30 s do not fit in the 1 s left
+    taken = calls.take(partition, "orders", count=1, timeout_ms=30_000, grace_ms=0, longest_ms=1_000).run(queue.redis)
+    assert (taken.ids, taken.dead) == ([], []), taken  # 30 s do not fit in the 1 s left
     assert queue.get("orders", "later").state == "ready"
     queue.cancel("orders", "later")
     queue.enqueue("orders", {}, id="long", delay=0, timeout=900)

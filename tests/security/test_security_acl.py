@@ -87,7 +87,7 @@ def test_the_acl_line_for_the_readme():
     line = acl_line()
     assert line.startswith("ACL SETUSER delayq on ><password> resetkeys ~delayq:* resetchannels -@all +")
     assert line.count(" +") == len(ACL_COMMANDS)
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "docs" / "redis.md").read_text()
     assert line in readme, "the README's ACL line is not the one the code needs"
 
 

@@ -160,7 +160,7 @@ def test_bad_arns_are_config_errors(make, spec: str, complaint: str) -> None:
 )
 def test_resolve_target_routes_aws_specs(spec: str, kind: str) -> None:
     target = resolve_target(TopicConfig(target=spec), Settings())
-    assert target.__qualname__ == f"{kind}.<locals>.deliver"
+    assert target.send.__qualname__ == f"{kind}.<locals>.send"  # type: ignore[attr-defined]
     assert target.__module__ == "delayq.targets.aws"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -116,10 +117,26 @@ def test_budget_of_zero_is_one_pass(remaining_s, stop_at):
 
 
 def test_budget_of_uses_the_monotonic_clock_without_now():
+    before = time.monotonic()
     budget = Budget.of(10)
+    left = budget.left()
     assert budget.taking()
-    assert 9 < budget.left() <= 10
+    assert 10 - (time.monotonic() - before) <= left <= 10  # 10 s, less what passed since
     assert budget.fits(1000)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "remaining_s", "now", "run_ms"),
+    [
+        (0, 60, 1000.0, 58_000),
+        (0, 60, 1990.7, 58_000),  # (1990.7 + 60 - 2) - 1990.7 is 57.99999999999977 in floats
+        (60, 900, 1990.7, 898_000),
+        (0, 1.5, 1000.0, 0),  # less time left than the margin: nothing can run
+        (60, None, 1000.0, -1),  # no deadline
+    ],
+)
+def test_run_ms_is_the_longest_a_job_can_run(seconds, remaining_s, now, run_ms):
+    assert Budget.of(seconds, remaining_s=remaining_s, now=now).run_ms == run_ms
 
 
 # ----------------------------------------------------------------------------- taking / fits / left

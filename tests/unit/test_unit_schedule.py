@@ -11,7 +11,6 @@ from delayq.schedule import (
     DAY_MS,
     DEFAULT_BACKOFF_S,
     MAX_DELAY_MS,
-    backoff_ms,
     encode_backoff,
     iso_utc,
     parse_run_at,
@@ -156,51 +155,6 @@ def test_iso_utc_round_trips_every_millisecond():
 def test_iso_utc_is_utc():
     parsed = datetime.fromisoformat(iso_utc(T0_MS).replace("Z", "+00:00"))
     assert parsed == datetime(2026, 11, 22, 18, 30, tzinfo=UTC)
-
-
-# ----------------------------------------------------------------------------- backoff_ms
-
-TABLE = (1000, 5000, 30000)
-
-
-@pytest.mark.parametrize(
-    ("table", "failures", "expected"),
-    [
-        (TABLE, 1, 1000),
-        (TABLE, 2, 5000),
-        (TABLE, 3, 30000),
-        (TABLE, 4, 30000),
-        (TABLE, 100, 30000),
-        (TABLE, 0, 1000),
-        (TABLE, -1, 1000),
-        (TABLE, -100, 1000),
-        ((7,), 1, 7),
-        ((7,), 9, 7),
-        ([0, 0, 60000], 1, 0),
-        ([0, 0, 60000], 3, 60000),
-        ((), 1, 0),
-        ((), 0, 0),
-        ([], 5, 0),
-    ],
-)
-def test_backoff_ms(table, failures, expected):
-    assert backoff_ms(table, failures) == expected
-
-
-def test_backoff_ms_default_table():
-    table = [seconds_to_ms(s) for s in DEFAULT_BACKOFF_S]
-    assert [backoff_ms(table, n) for n in range(1, 11)] == [
-        15_000,
-        180_000,
-        600_000,
-        1_800_000,
-        3_600_000,
-        7_200_000,
-        21_600_000,
-        54_000_000,
-        54_000_000,
-        54_000_000,
-    ]
 
 
 # ----------------------------------------------------------------------------- encode_backoff

@@ -27,6 +27,7 @@ def test_env_names():
     assert ENV.TICK == "DELAYQ_TICK"
     assert ENV.LOOP_SECONDS == "DELAYQ_LOOP_SECONDS"
     assert ENV.WEBHOOK_SECRET == "DELAYQ_WEBHOOK_SECRET"
+    assert ENV.UI_TOKEN == "DELAYQ_UI_TOKEN"
     assert ENV.API_BASE_PATH == "DELAYQ_API_BASE_PATH"
 
 
@@ -42,6 +43,7 @@ def test_defaults():
     assert settings.tick == 1.0
     assert settings.loop_seconds == 60.0
     assert settings.webhook_secret is None
+    assert settings.ui_token is None
     assert settings == Settings()
 
 
@@ -90,6 +92,8 @@ def test_from_env_does_not_read_os_environ_when_given_a_mapping(monkeypatch):
         ("DELAYQ_LOOP_SECONDS", "", "loop_seconds", 60.0),
         ("DELAYQ_WEBHOOK_SECRET", "s3cr3t", "webhook_secret", "s3cr3t"),
         ("DELAYQ_WEBHOOK_SECRET", "", "webhook_secret", None),
+        ("DELAYQ_UI_TOKEN", "tok-3f9c", "ui_token", "tok-3f9c"),
+        ("DELAYQ_UI_TOKEN", "", "ui_token", None),
         ("DELAYQ_API_BASE_PATH", "/delayq", "api_base_path", "/delayq"),
         ("DELAYQ_API_BASE_PATH", "delayq", "api_base_path", "/delayq"),
         ("DELAYQ_API_BASE_PATH", " /delayq/ ", "api_base_path", "/delayq"),
@@ -399,6 +403,7 @@ def test_repr_hides_secrets():
         {
             "DELAYQ_REDIS_URL": "rediss://default:hunter2-password@cache.example.com:6380/0",
             "DELAYQ_WEBHOOK_SECRET": "whsec-0123456789",
+            "DELAYQ_UI_TOKEN": "uitok-0123456789",
             "DELAYQ_NAMESPACE": "visible-ns",
             "DELAYQ_TOPICS": json.dumps(TOPICS),
         }
@@ -406,6 +411,7 @@ def test_repr_hides_secrets():
     for text in (repr(settings), str(settings), f"{settings}", f"{settings!r}"):
         assert "hunter2-password" not in text
         assert "whsec-0123456789" not in text
+        assert "uitok-0123456789" not in text
         assert "visible-ns" in text
     # the values are still there for the code that needs them
     assert "hunter2-password" in settings.redis_url

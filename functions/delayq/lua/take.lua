@@ -23,16 +23,17 @@ KEYS[9]     with ARGV[6]: the partition's _untaken set (takes undone before they
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
-ARGV[4]     optional: the longest timeout in ms the consumer can still finish; absent or -1: no limit
-ARGV[5]     optional: the longest timeout in ms a whole run of the consumer can finish (its deadline
-            minus its start); -1: no limit. When given, the reply has the dead section below.
+ARGV[4]     the longest timeout in ms the consumer can still finish; -1: no limit
+ARGV[5]     the longest timeout in ms a whole run of the consumer can finish (its deadline minus its
+            start); -1: no limit
 ARGV[6]     optional: the take's id, the lease token of its jobs
-Returns {now_ms, next_in_ms, [dead,] then 7 values per leased job:
-         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms
-         [, then the ids of the dead]}
+Returns {now_ms, next_in_ms, dead, then 7 values per leased job:
+         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
+         then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none
-  dead        only with ARGV[5]: how many jobs went to the dead letters for a timeout longer than
-              ARGV[5]; their ids are the last `dead` values of the reply
+  dead        how many jobs went to the dead letters for a timeout longer than ARGV[5]; their ids
+              are the last `dead` values of the reply
+calls.py take() packs these arguments and reads the reply.
 ]]
 -- @include time
 -- @include topic_keys
@@ -42,13 +43,10 @@ local K = topic_keys(1)
 local count = tonumber(ARGV[1])
 local now = now_ms()
 
-local longest = tonumber(ARGV[4]) or -1
-local run_limit = tonumber(ARGV[5]) or -1
+local longest = tonumber(ARGV[4])
+local run_limit = tonumber(ARGV[5])
 local take_id = ARGV[6]
-local out = {now, -1}
-if ARGV[5] then
-  out[3] = 0  -- the dead count, set at the end; the dead ids follow the leased jobs
-end
+local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
 if take_id and redis.call('ZREM', KEYS[9], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
 end
@@ -106,7 +104,7 @@ if #ids > 0 then
       else
         if seq then
           seq = seq + 1
-          token = seq
+          token = tostring(seq)
         end
         attempts = attempts + 1
         local n = #leases
@@ -135,10 +133,8 @@ local next_at = first_score(K.delayed)
 if next_at then
   out[2] = math.max(0, next_at - now)
 end
-if ARGV[5] then
-  out[3] = #dead
-  for i = 1, #dead do
-    out[#out + 1] = dead[i]
-  end
+out[3] = #dead
+for i = 1, #dead do
+  out[#out + 1] = dead[i]
 end
 return out

@@ -1,25 +1,17 @@
-"""Delivery targets: where consume hands a due job.
-
-A target is a callable ``(job, timeout_s) -> None``: returning is success, raising is a failed attempt
-(the exception's text becomes the job's ``last_error``), raising ``PermanentFailure`` sends the job
-dead at once. The consumer enforces the timeout; targets that do I/O also pass it to their client so
-a stuck call ends by itself.
-"""
+"""Delivery targets: where consume hands a due job. A target is a callable ``(job, timeout_s) -> None``
+(``target.py`` says what its answers mean); ``resolve_target`` picks one from a topic's config."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from delayq.errors import ConfigError
 from delayq.job import Job
-from delayq.settings import Settings, TopicConfig
+from delayq.settings import Settings, TopicConfig, is_webhook
 
 from .aws import eventbridge_target, is_queue_url, lambda_target, sns_target, sqs_target
 from .payload import payload
 from .python import python_target
+from .target import Target
 from .webhook import webhook_target
-
-Target = Callable[[Job, float], None]
 
 
 def resolve_target(config: TopicConfig, settings: Settings) -> Target:
@@ -35,7 +27,7 @@ def resolve_target(config: TopicConfig, settings: Settings) -> Target:
         return sns_target(spec)
     if spec.startswith("arn:aws:events:"):
         return eventbridge_target(spec)
-    if spec.startswith(("https://", "http://")):
+    if is_webhook(spec):
         return webhook_target(spec, config, settings)
     raise ConfigError(
         f"target {spec!r}: unknown kind (expected python:module:function, https://..., the ARN of a "

@@ -90,19 +90,14 @@ from delayq.errors import ConfigError, PermanentFailure
 from delayq.job import Job
 
 from .payload import payload
+from .target import Target
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sns import SNSClient
-    from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef as SnsAttributeTypeDef
-    from mypy_boto3_sns.type_defs import PublishInputTypeDef
     from mypy_boto3_sqs import SQSClient
-    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef as SqsAttributeTypeDef
-    from mypy_boto3_sqs.type_defs import SendMessageRequestTypeDef
-
-Target = Callable[[Job, float], None]
 
 LAMBDA_READ_TIMEOUT_S = clients.SERVICE_READ_TIMEOUT_S["lambda"]  # longer than any function can run (900 s)
 MAX_GROUP_ID_CHARS = 128
@@ -229,27 +224,28 @@ def parse_queue(spec: str) -> SqsQueue:
 def parse_lambda(spec: str) -> Arn:
     """The Lambda function ARN ``spec`` (with an optional version or alias)."""
     expected = "arn:aws:lambda:REGION:ACCOUNT:function:NAME or ...:function:NAME:VERSION_OR_ALIAS"
-    arn = parse_arn(spec, "lambda", expected)
-    if not _LAMBDA_RESOURCE.fullmatch(arn.resource):
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a function (expected {expected})")
-    return arn
+    return _parse_resource(spec, "lambda", expected, "a function", _LAMBDA_RESOURCE.fullmatch)
 
 
 def parse_sns(spec: str) -> Arn:
     """The SNS topic ARN ``spec``."""
     expected = "arn:aws:sns:REGION:ACCOUNT:TOPIC (TOPIC: up to 256 letters, digits, - and _, FIFO ending in .fifo)"
-    arn = parse_arn(spec, "sns", expected)
-    if not _NAME.fullmatch(arn.resource) or len(arn.resource) > MAX_TOPIC_NAME_CHARS:
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not a topic name (expected {expected})")
-    return arn
+    return _parse_resource(
+        spec, "sns", expected, "a topic name", lambda name: len(name) <= MAX_TOPIC_NAME_CHARS and _NAME.fullmatch(name)
+    )
 
 
 def parse_event_bus(spec: str) -> Arn:
     """The EventBridge event bus ARN ``spec`` (rules, archives and other resources are refused)."""
     expected = "arn:aws:events:REGION:ACCOUNT:event-bus/NAME"
-    arn = parse_arn(spec, "events", expected)
-    if not _BUS_RESOURCE.fullmatch(arn.resource):
-        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not an event bus (expected {expected})")
+    return _parse_resource(spec, "events", expected, "an event bus", _BUS_RESOURCE.fullmatch)
+
+
+def _parse_resource(spec: str, service: str, expected: str, kind: str, valid: Callable[[str], object]) -> Arn:
+    """The ARN ``spec`` of ``service`` whose resource is ``valid``, or ``ConfigError`` saying it is not ``kind``."""
+    arn = parse_arn(spec, service, expected)
+    if not valid(arn.resource):
+        raise ConfigError(f"target {spec!r}: {arn.resource!r} is not {kind} (expected {expected})")
     return arn
 
 
@@ -271,7 +267,9 @@ def deduplication_id(job: Job) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def _sqs_attributes(job: Job) -> dict[str, SqsAttributeTypeDef]:
+def message_attributes(job: Job) -> dict[str, Any]:
+    """The attributes an SQS message and an SNS notification carry: ``topic``, ``id`` and ``attempt``
+    (the shape both services read; typed loosely, as their SDK types differ only in fields unused here)."""
     return {
         "topic": {"DataType": "String", "StringValue": job.topic},
         "id": {"DataType": "String", "StringValue": job.id},
@@ -279,12 +277,11 @@ def _sqs_attributes(job: Job) -> dict[str, SqsAttributeTypeDef]:
     }
 
 
-def _sns_attributes(job: Job) -> dict[str, SnsAttributeTypeDef]:
-    return {
-        "topic": {"DataType": "String", "StringValue": job.topic},
-        "id": {"DataType": "String", "StringValue": job.id},
-        "attempt": {"DataType": "Number", "StringValue": str(job.attempt)},
-    }
+def fifo_ids(job: Job, fifo: bool) -> dict[str, Any]:
+    """The FIFO group and deduplication ids of a message to a FIFO queue or topic; none otherwise."""
+    if not fifo:
+        return {}
+    return {"MessageGroupId": message_group_id(job), "MessageDeduplicationId": deduplication_id(job)}
 
 
 # --------------------------------------------------------------------------------- errors
@@ -337,22 +334,39 @@ def _client(service: str, region: str) -> Any:
 # --------------------------------------------------------------------------------- targets
 
 
+@dataclass(frozen=True, slots=True)
+class AwsTarget:
+    """The target every AWS kind is: ``send(client, job)`` with the container's client for ``service``
+    in ``region``, each answer awaited at most ``read_timeout_s`` (the job's timeout when None), the
+    SDK's errors turned into failed attempts, permanent when their code is in ``permanent``. The kinds
+    differ only in their ``send``."""
+
+    service: str
+    region: str
+    what: str  # the call and its destination, as failed attempts name them
+    permanent: frozenset[str]
+    send: Callable[[Any, Job], None]
+    read_timeout_s: float | None = None
+
+    def __call__(self, job: Job, timeout: float) -> None:
+        client = _client(self.service, self.region)
+        with clients.read_timeout(self.read_timeout_s or timeout), _aws_errors(self.what, self.permanent):
+            self.send(client, job)
+
+
 def lambda_target(arn: str) -> Target:
     """Invokes the function synchronously with the message; a function error is a failed attempt."""
     function = parse_lambda(arn)
+
+    def send(client: LambdaClient, job: Job) -> None:
+        answer = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload(job).encode())
+        returned = answer["Payload"].read()
+        if answer.get("FunctionError"):
+            failed = f"Lambda function {arn} failed ({answer['FunctionError']}): {_function_error(returned)}"
+            raise AwsTargetError(redact(failed))
+
     what = f"Lambda Invoke of {arn}"
-
-    def deliver(job: Job, timeout: float) -> None:
-        client: LambdaClient = _client("lambda", function.region)
-        with clients.read_timeout(LAMBDA_READ_TIMEOUT_S), _aws_errors(what, LAMBDA_PERMANENT):
-            message = payload(job).encode()
-            answer = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=message)
-            returned = answer["Payload"].read()
-        kind = answer.get("FunctionError")
-        if kind:
-            raise AwsTargetError(redact(f"Lambda function {arn} failed ({kind}): {_function_error(returned)}"))
-
-    return deliver
+    return AwsTarget("lambda", function.region, what, LAMBDA_PERMANENT, send, read_timeout_s=LAMBDA_READ_TIMEOUT_S)
 
 
 def _function_error(returned: bytes) -> str:
@@ -373,44 +387,26 @@ def sqs_target(spec: str) -> Target:
     """Sends the message to the queue an ARN or queue URL names, with FIFO ids on a FIFO queue."""
     queue = parse_queue(spec)
     url = queue.url
-    what = f"SQS SendMessage to {url}"
 
-    def deliver(job: Job, timeout: float) -> None:
-        client: SQSClient = _client("sqs", queue.region)
-        with clients.read_timeout(timeout), _aws_errors(what, SQS_PERMANENT):
-            request: SendMessageRequestTypeDef = {
-                "QueueUrl": url,
-                "MessageBody": payload(job),
-                "MessageAttributes": _sqs_attributes(job),
-            }
-            if queue.fifo:
-                request["MessageGroupId"] = message_group_id(job)
-                request["MessageDeduplicationId"] = deduplication_id(job)
-            client.send_message(**request)
+    def send(client: SQSClient, job: Job) -> None:
+        attributes = message_attributes(job)
+        client.send_message(
+            QueueUrl=url, MessageBody=payload(job), MessageAttributes=attributes, **fifo_ids(job, queue.fifo)
+        )
 
-    return deliver
+    return AwsTarget("sqs", queue.region, f"SQS SendMessage to {url}", SQS_PERMANENT, send)
 
 
 def sns_target(arn: str) -> Target:
     """Publishes the message to the topic, with FIFO ids on a FIFO topic."""
     topic = parse_sns(arn)
     fifo = topic.resource.endswith(".fifo")
-    what = f"SNS Publish to {arn}"
 
-    def deliver(job: Job, timeout: float) -> None:
-        client: SNSClient = _client("sns", topic.region)
-        with clients.read_timeout(timeout), _aws_errors(what, SNS_PERMANENT):
-            request: PublishInputTypeDef = {
-                "TopicArn": arn,
-                "Message": payload(job),
-                "MessageAttributes": _sns_attributes(job),
-            }
-            if fifo:
-                request["MessageGroupId"] = message_group_id(job)
-                request["MessageDeduplicationId"] = deduplication_id(job)
-            client.publish(**request)
+    def send(client: SNSClient, job: Job) -> None:
+        attributes = message_attributes(job)
+        client.publish(TopicArn=arn, Message=payload(job), MessageAttributes=attributes, **fifo_ids(job, fifo))
 
-    return deliver
+    return AwsTarget("sns", topic.region, f"SNS Publish to {arn}", SNS_PERMANENT, send)
 
 
 def eventbridge_target(arn: str) -> Target:
@@ -418,34 +414,35 @@ def eventbridge_target(arn: str) -> Target:
     bus = parse_event_bus(arn)
     what = f"EventBridge PutEvents to {arn}"
 
-    def deliver(job: Job, timeout: float) -> None:
-        client: EventBridgeClient = _client("events", bus.region)
-        with clients.read_timeout(timeout), _aws_errors(what, EVENTS_PERMANENT):
-            entry: PutEventsRequestEntryTypeDef = {
-                "EventBusName": arn,
-                "Source": EVENT_SOURCE,
-                "DetailType": job.topic,
-                "Detail": payload(job),
-            }
-            answer = client.put_events(Entries=[entry])
+    def send(client: EventBridgeClient, job: Job) -> None:
+        entry: PutEventsRequestEntryTypeDef = {
+            "EventBusName": arn,
+            "Source": EVENT_SOURCE,
+            "DetailType": job.topic,
+            "Detail": payload(job),
+        }
+        answer = client.put_events(Entries=[entry])
         if answer.get("FailedEntryCount", 0) > 0:
             failed = answer["Entries"][0] if answer.get("Entries") else {}
             code = str(failed.get("ErrorCode") or "Unknown")
             message = _clip(str(failed.get("ErrorMessage") or "no message"), MAX_ERROR_MESSAGE_CHARS)
             raise _failure(code in EVENTS_ENTRY_PERMANENT, f"{what}: the bus refused the event: {code}: {message}")
 
-    return deliver
+    return AwsTarget("events", bus.region, what, EVENTS_PERMANENT, send)
 
 
 __all__ = [
     "Arn",
+    "AwsTarget",
     "AwsTargetError",
     "SqsQueue",
     "Target",
     "deduplication_id",
     "eventbridge_target",
+    "fifo_ids",
     "is_queue_url",
     "lambda_target",
+    "message_attributes",
     "message_group_id",
     "parse_arn",
     "parse_event_bus",

@@ -10,6 +10,8 @@ from typing import Any
 from delayq.errors import ConfigError
 from delayq.job import Job
 
+from .target import Target
+
 SPEC = re.compile(r"^python:(?P<module>[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)$")
 
 
@@ -31,7 +33,7 @@ def load(spec: str) -> Callable[[Job], Any]:
     return obj  # type: ignore[no-any-return]
 
 
-def python_target(spec: str) -> Callable[[Job, float], None]:
+def python_target(spec: str) -> Target:
     function = load(spec)
 
     def deliver(job: Job, timeout: float) -> None:

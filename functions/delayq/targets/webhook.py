@@ -18,12 +18,13 @@ the same for every attempt of one job (and differs for a new job that reuses the
 
 Signature
 ---------
-With ``DELAYQ_WEBHOOK_SECRET`` set, every attempt is signed afresh, the way Stripe and GitHub sign
-theirs: ``t`` is the unix time of the attempt in seconds and
-``v1 = hex(HMAC-SHA256(key=secret, message=f"{t}.{raw body}"))``. A receiver recomputes ``v1`` over
-the raw body it received (before any JSON parsing), compares in constant time and refuses a ``t``
-more than five minutes away from its clock (a replayed request). ``verify_signature`` does all three;
-copy it, or import it::
+With a signing key (``DELAYQ_WEBHOOK_SECRET``, or the Secrets Manager secret named by
+``DELAYQ_WEBHOOK_SECRET_ID``: read at run time, cached per container for ``SIGNING_KEY_MAX_AGE_S``),
+every attempt is signed afresh, the way Stripe and GitHub sign theirs: ``t`` is the unix time of the
+attempt in seconds and ``v1 = hex(HMAC-SHA256(key=secret, message=f"{t}.{raw body}"))``. A receiver
+recomputes ``v1`` over the raw body it received (before any JSON parsing), compares in constant time
+and refuses a ``t`` more than five minutes away from its clock (a replayed request).
+``verify_signature`` does all three; copy it, or import it::
 
     from delayq.targets.webhook import verify_signature
 
@@ -40,20 +41,29 @@ Outcome of one attempt
   error says where it pointed: point the topic at that URL); any other 4xx; a plain ``http://`` URL
   when the topic does not set ``allow_http``; an address refused by the guard below.
 
-The error text (the job's ``last_error``) names the URL without its query, the status and the first
-200 characters of the response body. It never holds the secret, the signature or the payload.
+A retried webhook job waits at least ``WEBHOOK_MIN_BACKOFF_S`` (settings) between attempts, whatever
+its topic's or its own backoff says.
+
+The error text (the job's ``last_error``, which every API caller can read) names the URL's scheme and
+host, the status and its reason phrase: a webhook URL's path, or its server's answer, may hold a
+token. With ``error_detail`` on the topic it also names the path (never the query) and the first
+200 characters of the response body. It never holds the key, the signature or the payload.
 
 Address guard (SSRF)
 --------------------
 Unless the topic sets ``allow_private``, the host is resolved (``socket.getaddrinfo``, at every
-delivery: addresses change) and the delivery is refused if ANY of its addresses is loopback, private
-(RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10), unspecified, multicast, reserved,
-carrier-grade NAT (100.64.0.0/10), an instance metadata address (169.254.169.254, fd00:ec2::254) or
-otherwise not publicly routable; IPv4 addresses embedded in IPv6 ones (::ffff:a.b.c.d, 6to4, NAT64)
-are judged as IPv4. The connection then goes to a vetted address itself, never through a second
-lookup that a rebinding DNS could answer differently; the ``Host`` header, TLS SNI and certificate
-check use the URL's host name. Certificates are verified with ``ssl.create_default_context()``
-(which honours ``SSL_CERT_FILE``). Proxies (``HTTPS_PROXY``) are not used.
+delivery: addresses change) and the delivery is refused if ANY of its addresses is outside global
+unicast (``GLOBAL_UNICAST``: IPv4 below 224.0.0.0, IPv6 2000::/3) or in one of the ``REFUSED``
+networks: loopback, private (RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10), site-local
+(fec0::/10), unspecified, multicast, reserved, carrier-grade NAT (100.64.0.0/10), IETF protocol
+assignments (192.0.0.0/24, 2001::/23), documentation and benchmarking ranges, an instance metadata
+address (169.254.169.254, fd00:ec2::254). The tables are written out here, not taken from
+``ipaddress``'s ``is_global``, which differs between Python versions. IPv4 addresses embedded in
+IPv6 ones (::ffff:a.b.c.d, 6to4, NAT64) are judged as IPv4. The connection then goes to a vetted
+address itself, never through a second lookup that a rebinding DNS could answer differently; the
+``Host`` header, TLS SNI and certificate check use the URL's host name. Certificates are verified
+with ``ssl.create_default_context()`` (which honours ``SSL_CERT_FILE``). Proxies (``HTTPS_PROXY``)
+are not used.
 
 Timeout
 -------
@@ -82,25 +92,77 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+from delayq import aws_secrets
 from delayq.errors import ConfigError, PermanentFailure
 from delayq.job import Job
-from delayq.settings import Settings, TopicConfig
+from delayq.settings import ENV, Settings, TopicConfig
 
 from .payload import payload
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 SIGNATURE_HEADER = "Delayq-Signature"
 SIGNATURE_TOLERANCE_S = 300
+SIGNING_KEY_MAX_AGE_S = 300  # a key from DELAYQ_WEBHOOK_SECRET_ID is read again after this long
 ERROR_BODY_CHARS = 200  # of a failed response's body, in the error text
 RETRIED_4XX = frozenset({408, 425, 429})
 
 _READ_BYTES = 2048  # read of a failed response's body, enough for ERROR_BODY_CHARS characters
 _REASON_CHARS = 60
-_METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _networks(*specs: str) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(spec) for spec in specs)
+
+
+# The guard's tables, written out rather than taken from ``ipaddress``'s ``is_global`` and
+# ``is_private``, which differ between Python versions. An address passes only if it is global
+# unicast (GLOBAL_UNICAST) and in none of the REFUSED networks (the IANA special-purpose address
+# registries: https://www.iana.org/assignments/iana-ipv4-special-registry and iana-ipv6-special-registry).
+# IPv4 embedded in IPv6 (mapped, 6to4, NAT64) is judged as that IPv4 address.
+GLOBAL_UNICAST = _networks(
+    "0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3",  # IPv4 unicast: 0.0.0.0 to 223.255.255.255
+    "2000::/3",  # IPv6 global unicast
+)  # fmt: skip
+REFUSED: tuple[tuple[Network, str], ...] = tuple(
+    (ipaddress.ip_network(spec), reason)
+    for spec, reason in (
+        ("169.254.169.254/32", "an instance metadata"),
+        ("fd00:ec2::254/128", "an instance metadata"),
+        ("0.0.0.0/8", "unspecified ('this network')"),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "carrier-grade NAT (100.64.0.0/10)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "IETF protocol assignment (192.0.0.0/24)"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "6to4 relay anycast (deprecated)"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),  # 255.255.255.255 included
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("::/96", "IPv4-compatible (deprecated)"),
+        ("100::/64", "discard-only"),
+        ("2001::/23", "IETF protocol assignment (2001::/23: Teredo, ORCHID, benchmarking)"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("fc00::/7", "private (unique local)"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local (deprecated)"),
+        ("ff00::/8", "multicast"),
+    )
+)
+_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HOSTNAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
@@ -185,7 +247,7 @@ class Endpoint:
     scheme: str  # "https" or "http"
     host: str  # an ASCII (IDNA) host name, or an IP address without brackets
     port: int
-    target: str  # path and query: the request line's target
+    target: str  # path and query: the request line's target, non-ASCII characters percent-encoded
 
     @classmethod
     def parse(cls, url: str) -> Endpoint:
@@ -219,6 +281,7 @@ class Endpoint:
         if port == 0:
             raise ConfigError(f"target {_redact(url)!r}: port 0 is not a valid port")
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        target = _NON_ASCII.sub(lambda run: quote(run.group(), safe=""), target)  # as UTF-8, as browsers send it
         return cls(scheme=scheme, host=host, port=port or cls.default_port_of(scheme), target=target)
 
     @staticmethod
@@ -233,19 +296,35 @@ class Endpoint:
         return host if self.port == self.default_port_of(self.scheme) else f"{host}:{self.port}"
 
     @property
+    def origin(self) -> str:
+        """``scheme://host[:port]``: how error texts name the URL unless the topic sets ``error_detail``."""
+        return f"{self.scheme}://{self.netloc}"
+
+    @property
     def display(self) -> str:
-        """The URL as error texts show it: without the query, which may hold a token."""
-        return f"{self.scheme}://{self.netloc}{self.target.partition('?')[0]}"
+        """The URL with its path, without the query (which may hold a token): with ``error_detail``."""
+        return f"{self.origin}{self.target.partition('?')[0]}"
 
 
 def _redact(url: str) -> str:
-    """``url`` without credentials or query, for error texts."""
+    """``url`` as config errors show it: its scheme and host, without credentials, path or query
+    (a webhook URL's path may be its only secret, as in Slack's)."""
     try:
         parts = urlsplit(url)
-        netloc = parts.netloc.rpartition("@")[2]
-        return f"{parts.scheme}://{netloc}{parts.path}" if parts.scheme else url.partition("?")[0]
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}" if parts.scheme else "(not a URL)"
     except ValueError:
-        return url.partition("?")[0].rpartition("@")[2]
+        return "(not a URL)"
+
+
+def _origin_of(location: str) -> str:
+    """A redirect's ``Location`` as error texts show it: its origin, or that it was relative."""
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return "(an unreadable Location)"
+    if not parts.scheme or not parts.netloc:
+        return "(a path on the same server)"
+    return _clean(f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}", ERROR_BODY_CHARS)
 
 
 # --------------------------------------------------------------------------------- the guard
@@ -282,25 +361,26 @@ def resolve(host: str, port: int) -> list[Address]:
 
 def refusal(ip: IPAddress) -> str | None:
     """Why the guard refuses ``ip`` (``"loopback"``, ``"private"``, ...), or None for a public one."""
-    if ip in _METADATA:
-        return "an instance metadata address"
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return refusal(ip.ipv4_mapped)
-        embedded = ip.sixtofour or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
-        if embedded is not None and (reason := refusal(embedded)) is not None:
-            return f"{reason} (embedded in IPv6)"
-    checks: tuple[tuple[bool, str], ...] = (
-        (ip.is_unspecified, "unspecified"),
-        (ip.is_loopback, "loopback"),
-        (ip.is_link_local, "link-local"),
-        (isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT, "carrier-grade NAT (100.64.0.0/10)"),
-        (ip.is_multicast, "multicast"),
-        (ip.is_reserved, "reserved"),
-        (ip.is_private, "private"),
-        (not ip.is_global, "not publicly routable"),
-    )
-    return next((reason for refused, reason in checks if refused), None)
+    embedded = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
+    if embedded is not None:
+        reason = refusal(embedded)
+        return None if reason is None else f"{reason} (embedded in IPv6)"
+    for network, reason in REFUSED:
+        if ip in network:
+            return reason
+    if not any(ip in network for network in GLOBAL_UNICAST):
+        return "not global unicast"
+    return None
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address ``ip`` stands for: IPv4-mapped (::ffff:a.b.c.d), 6to4 (2002:AABB:CCDD::),
+    NAT64 (64:ff9b::a.b.c.d); None for any other."""
+    if ip in _MAPPED or ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _SIX_TO_FOUR:
+        return ipaddress.IPv4Address((int(ip) >> 80) & 0xFFFFFFFF)
+    return None
 
 
 def vet(endpoint: Endpoint, addresses: list[Address]) -> None:
@@ -310,7 +390,7 @@ def vet(endpoint: Endpoint, addresses: list[Address]) -> None:
         if reason is not None:
             shown = "" if endpoint.host == str(address.ip) else f" resolves to {address.ip},"
             raise WebhookRefused(
-                f"{endpoint.display}: refused:{shown} {reason} address; set allow_private on the topic to allow "
+                f"{endpoint.origin}: refused:{shown} {reason} address; set allow_private on the topic to allow "
                 "non-public addresses"
             )
 
@@ -419,31 +499,61 @@ class _Answer:
     body: str
 
 
+SigningKey = Callable[[], str | None]
+
+
+def signing_key(settings: Settings) -> SigningKey:
+    """The key that signs deliveries, read at each delivery: ``DELAYQ_WEBHOOK_SECRET`` as is, or the
+    value of the Secrets Manager secret ``DELAYQ_WEBHOOK_SECRET_ID``, cached per container for
+    ``SIGNING_KEY_MAX_AGE_S`` (a rotated key reaches every container within that time: receivers accept
+    both keys meanwhile). A key that cannot be read fails the delivery (retried), never sends it unsigned."""
+    secret_id, key = settings.webhook_secret_id, settings.webhook_secret
+    if secret_id is None:
+        return lambda: key
+
+    def read() -> str:
+        try:
+            return aws_secrets.read_text(secret_id, max_age_s=SIGNING_KEY_MAX_AGE_S)
+        except aws_secrets.SecretUnreadable as exc:
+            raise WebhookError(f"cannot read the signing key from {ENV.WEBHOOK_SECRET_ID} ({exc})") from None
+
+    return read
+
+
 class Webhook:
     """The target: ``webhook(job, timeout_s)`` delivers one job (see the module docstring)."""
 
-    def __init__(self, endpoint: Endpoint, *, allow_http: bool, allow_private: bool, secret: str | None) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        allow_http: bool,
+        allow_private: bool,
+        key: SigningKey,
+        error_detail: bool = False,
+    ) -> None:
         self.endpoint = endpoint
         self.allow_http = allow_http
         self.allow_private = allow_private
-        self._secret = secret
+        self.error_detail = error_detail
+        self._key = key
         self._tls = ssl.create_default_context() if endpoint.scheme == "https" else None
+        self._shown = endpoint.display if error_detail else endpoint.origin  # how error texts name the URL
 
     def __repr__(self) -> str:
-        return f"Webhook({self.endpoint.display!r})"
+        return f"Webhook({self.endpoint.origin!r})"
 
     def __call__(self, job: Job, timeout: float) -> None:
         endpoint = self.endpoint
         if endpoint.scheme == "http" and not self.allow_http:
             raise WebhookRefused(
-                f"{endpoint.display}: refused: plain http:// is not allowed; use https://, or set allow_http on "
-                "the topic"
+                f"{self._shown}: refused: plain http:// is not allowed; use https://, or set allow_http on the topic"
             )
         deadline = time.monotonic() + timeout
         try:
             addresses = resolve(endpoint.host, endpoint.port)
         except WebhookError as exc:
-            raise WebhookError(f"{endpoint.display}: {exc}") from None
+            raise WebhookError(f"{self._shown}: {exc}") from None
         if not self.allow_private:
             vet(endpoint, addresses)
         body = payload(job).encode("utf-8")
@@ -463,8 +573,9 @@ class Webhook:
             "Idempotency-Key": f"{job.topic}/{job.id}/{job.enqueued_at_ms}",
             "Connection": "close",
         }
-        if self._secret:
-            headers[SIGNATURE_HEADER] = sign(self._secret, body, int(time.time()))
+        key = self._key()
+        if key:
+            headers[SIGNATURE_HEADER] = sign(key, body, int(time.time()))
         return headers
 
     def _exchange(
@@ -500,11 +611,11 @@ class Webhook:
                 raise
             return self._read(response)
         except WebhookError as exc:
-            raise WebhookError(f"{endpoint.display}: {exc}") from None
+            raise WebhookError(f"{self._shown}: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             if attempt.expired or time.monotonic() >= deadline:
-                raise WebhookError(f"{endpoint.display}: timed out after {timeout:g}s") from None
-            raise WebhookError(f"{endpoint.display}: {_describe(exc)}") from None
+                raise WebhookError(f"{self._shown}: timed out after {timeout:g}s") from None
+            raise WebhookError(f"{self._shown}: {_describe(exc, self.error_detail)}") from None
         finally:
             attempt.finish()
             if conn is not None:
@@ -548,11 +659,14 @@ class Webhook:
         status = answer.status
         if 200 <= status < 300:
             return
-        said = f"{self.endpoint.display}: HTTP {status}" + (f" {answer.reason}" if answer.reason else "")
+        said = f"{self._shown}: HTTP {status}" + (f" {answer.reason}" if answer.reason else "")
         if 300 <= status < 400:
-            where = _clean(answer.location, ERROR_BODY_CHARS) if answer.location else "(no Location header)"
+            where = "(no Location header)"
+            if answer.location:
+                where = _clean(answer.location.partition("?")[0], ERROR_BODY_CHARS)
+                where = where if self.error_detail else _origin_of(answer.location)
             raise WebhookRefused(f"{said}: redirected to {where}; redirects are not followed, point the topic there")
-        said += f": {answer.body}" if answer.body else ""
+        said += f": {answer.body}" if answer.body and self.error_detail else ""
         if status in RETRIED_4XX or 500 <= status < 600:
             raise WebhookError(said)
         if 400 <= status < 500:
@@ -560,13 +674,14 @@ class Webhook:
         raise WebhookError(f"{said} (unexpected status)")
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, detail: bool) -> str:
     if isinstance(exc, ssl.SSLError):
         return f"TLS error: {exc.reason or exc}"
     if isinstance(exc, TimeoutError):
         return "timed out"
-    if isinstance(exc, http.client.HTTPException):
-        return f"bad response: {type(exc).__name__}: {_clean(str(exc), ERROR_BODY_CHARS)}"
+    if isinstance(exc, http.client.HTTPException):  # its text quotes the answer
+        said = f": {_clean(str(exc), ERROR_BODY_CHARS)}" if detail else ""
+        return f"bad response: {type(exc).__name__}{said}"
     return f"{type(exc).__name__}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
 
 
@@ -583,7 +698,8 @@ def webhook_target(url: str, config: TopicConfig, settings: Settings) -> Callabl
         Endpoint.parse(url),
         allow_http=config.allow_http,
         allow_private=config.allow_private,
-        secret=settings.webhook_secret,
+        key=signing_key(settings),
+        error_detail=config.error_detail,
     )
 
 
@@ -597,6 +713,7 @@ __all__ = [
     "refusal",
     "resolve",
     "sign",
+    "signing_key",
     "verify_signature",
     "webhook_target",
 ]

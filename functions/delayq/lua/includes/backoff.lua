@@ -1,5 +1,5 @@
 -- The wait after the n-th failure: the n-th entry of a comma-separated list of ms, the last repeated.
--- Mirrors schedule.py backoff_ms.
+-- The only copy of this rule: tests/redis/test_redis_backoff.py checks it through a table.
 local function backoff_ms(csv, failures)
   local chosen, i = 0, 0
   for ms in string.gmatch(csv, '[^,]+') do

@@ -1,0 +1,329 @@
+"""One typed function per Lua script: it packs named arguments into the script's KEYS and ARGV, as
+the script's header documents them, and returns a ``Call`` that reads the reply into a named result.
+
+    taken = calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=2000).run(client)
+    acked, failed = run_many(client, [calls.ack(partition, "orders", done), calls.fail(...)])  # one round trip
+
+The loops, the client and the tests call these; nothing else knows a script's argument positions.
+A decoder runs once per reply and makes no object per job beyond what its caller keeps: ``Taken``
+holds its jobs' tokens and timeouts in lists beside the jobs (``leases`` pairs them up on demand).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, NamedTuple, Protocol
+
+from .errors import Code
+from .job import DeadJob, Job, Meta, TopicStats
+from .keys import Keyspace, Partition
+from .scripts import Arg, Call, Scripts
+
+RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
+# A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
+# around it, which cost more than the decoding of a small body (the take is every delivery's path).
+_decode_body = json.JSONDecoder().raw_decode
+
+
+class Retrying(Protocol):
+    """What a failed attempt needs of its topic's config (``TopicConfig`` is one)."""
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def backoff_csv(self) -> str: ...
+
+
+# ------------------------------------------------------------------------------------ create
+
+
+@dataclass(slots=True)
+class JobWrite:
+    """One validated job, as enqueue.lua writes it (not frozen: a frozen dataclass is slower to make,
+    and one is made per job)."""
+
+    topic: str
+    id: str
+    body: str  # JSON
+    at: str  # 'd<ms>' a delay, 'a<ms>' epoch ms
+    overrides: str  # 'retries|timeout_ms|backoff_csv', '' where the topic's applies
+
+
+class Enqueued(NamedTuple):
+    """Per write, in order: its code (``Code.CREATED``, ``REPLACED``, or an error code: ``EXISTS``,
+    ``RESERVED``) and its run-at in ms (0 when refused)."""
+
+    codes: list[int]
+    run_at_ms: list[int]
+
+
+def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool = False) -> Call[Enqueued]:
+    """Creates ``writes`` (all of ``partition``) in one atomic step, refusing jobs that exist; with
+    ``replace``, replaces them instead, unless leased."""
+    groups: dict[str, int] = {}
+    keys = [partition.topics]
+    args: list[Arg] = []
+    for write in writes:
+        if write.topic not in groups:
+            groups[write.topic] = len(groups) + 1
+            keys.extend(partition.topic_keys(write.topic))
+        args += [groups[write.topic], write.id, write.body, write.at, write.overrides]
+    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *args], _enqueued)
+
+
+def _enqueued(reply: list[int]) -> Enqueued:
+    return Enqueued(reply[0::2], reply[1::2])
+
+
+# ------------------------------------------------------------------------------------ take and settle
+
+
+class Lease(NamedTuple):
+    """A job leased by a take: its lease token (what ack and fail must show) and its timeout."""
+
+    job: Job
+    token: str
+    timeout_ms: int
+
+
+@dataclass(slots=True)
+class Taken:
+    """A take's reply: Redis' time, the ms until the topic's next delayed job falls due (None: none),
+    the jobs leased with each one's token and timeout (same order), and the ids of jobs sent to the
+    dead letters because their timeout is longer than a whole run of the consumer."""
+
+    now_ms: int
+    next_in_ms: int | None
+    jobs: list[Job]
+    tokens: list[str]
+    timeouts_ms: list[int]
+    dead: list[str]
+
+    @property
+    def leases(self) -> list[Lease]:
+        return [Lease(*lease) for lease in zip(self.jobs, self.tokens, self.timeouts_ms, strict=True)]
+
+    @property
+    def ids(self) -> list[str]:
+        return [job.id for job in self.jobs]
+
+
+def take(
+    partition: Partition,
+    topic: str,
+    *,
+    count: int,
+    timeout_ms: int,
+    grace_ms: int,
+    longest_ms: int = -1,
+    run_ms: int = -1,
+    take_id: str | None = None,
+) -> Call[Taken]:
+    """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
+    has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
+    with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
+    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number."""
+    keys = [*partition.topic_keys(topic), partition.seq]
+    args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
+    if take_id is not None:
+        keys.append(partition.untaken)
+        args.append(take_id)
+    return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
+
+
+def _taken(topic: str, reply: list[Any]) -> Taken:
+    dead = int(reply[2])
+    end = len(reply) - dead
+    jobs: list[Job] = []
+    for i in range(3, end, 7):
+        job_id, body, attempt, run_at, enqueued_at = reply[i : i + 5]
+        body = _decode_body(body)[0] if body is not None else None
+        jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at)))
+    next_in_ms = int(reply[1])
+    # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
+    tokens, timeouts_ms = reply[8:end:7], reply[9:end:7]
+    return Taken(int(reply[0]), next_in_ms if next_in_ms >= 0 else None, jobs, tokens, timeouts_ms, reply[end:])
+
+
+def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:
+    """Undoes takes whose reply was lost: their jobs go back to the head of the ready list, their
+    attempt not counted, and a take that has not run yet will lease nothing. How many jobs went back."""
+    return Call(Scripts.untake, [*partition.topic_keys(topic), partition.untaken], take_ids, int)
+
+
+def ack(partition: Partition, topic: str, leases: Iterable[tuple[str, str]]) -> Call[int]:
+    """Jobs whose handler succeeded, as (id, lease token), are done and gone, if still leased with
+    that token. How many were."""
+    return Call(Scripts.ack, partition.topic_keys(topic), list(chain.from_iterable(leases)), int)
+
+
+class Failure(NamedTuple):
+    """A failed attempt of a leased job: retried after its backoff while retries are left, unless
+    ``permanent``; then dead."""
+
+    id: str
+    token: str
+    error: str
+    permanent: bool = False
+
+
+class Failed(NamedTuple):
+    retried: int
+    dead: int
+
+
+def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[Failure]) -> Call[Failed]:
+    """Settles ``failures`` of jobs still leased with their token, by ``rules`` unless a job has its own."""
+    args: list[Arg] = [rules.retries, rules.backoff_csv]
+    for failure in failures:
+        args += [failure.id, failure.token, failure.error, PERMANENT if failure.permanent else RETRY]
+    return Call(Scripts.fail, partition.topic_keys(topic), args, _failed)
+
+
+def _failed(reply: list[int]) -> Failed:
+    return Failed(int(reply[0]), int(reply[1]))
+
+
+# ------------------------------------------------------------------------------------ sweep
+
+
+class SweptTopic(NamedTuple):
+    moved: int  # due jobs moved to the ready list
+    retried: int  # expired leases taken back and retried
+    dead: int  # expired leases taken back with no retry left
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """A sweep's reply. ``held``: the lock still held the token (else nothing was done). ``next_in_ms``:
+    until the next job falls due or lease expires in the topics swept (None: none). ``more``: the limit
+    was reached, sweep again. ``topics_known``: the partition's topics (more than the caller knows
+    means new ones). ``per_topic``: in the order of the topics given."""
+
+    held: bool
+    next_in_ms: int | None
+    more: bool
+    topics_known: int
+    per_topic: list[SweptTopic]
+
+
+def sweep(
+    partition: Partition, topics: Sequence[tuple[str, Retrying]], *, token: str, ttl_ms: int, limit: int
+) -> Call[Swept]:
+    """Under the partition's lock (held with ``token``, renewed for ``ttl_ms``): moves due jobs of
+    ``topics`` to their ready lists and takes back expired leases by each topic's rules, at most
+    ``limit`` of both."""
+    keys = [partition.lock, partition.topics]
+    args: list[Arg] = [token, ttl_ms, limit]
+    for topic, rules in topics:
+        keys += partition.topic_keys(topic)
+        args += [rules.retries, rules.backoff_csv]
+    return Call(Scripts.sweep, keys, args, _swept)
+
+
+def _swept(reply: list[int]) -> Swept:
+    code, next_in_ms, more, known, *counts = (int(value) for value in reply)
+    per_topic = [SweptTopic(*counts[i : i + 3]) for i in range(0, len(counts), 3)]
+    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(more), known, per_topic)
+
+
+def unlock(partition: Partition, token: str) -> Call[bool]:
+    """Releases the partition's sweep lock if it still holds ``token``; whether it did."""
+    return Call(Scripts.unlock, [partition.lock], [token], bool)
+
+
+def layout(keyspace: Keyspace) -> Call[int]:
+    """Records the keyspace's partition count at the namespace's first use; the count recorded."""
+    return Call(Scripts.layout, [keyspace.layout], [len(keyspace)], int)
+
+
+# ------------------------------------------------------------------------------------ one job
+
+
+class Inspected(NamedTuple):
+    state: str  # delayed | ready | reserved | dead
+    meta: Meta
+    body: Any
+    last_error: str | None
+
+
+def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
+    """A job read consistently; None when there is none."""
+    return Call(Scripts.inspect, partition.topic_keys(topic), [job_id], _inspected)
+
+
+def _inspected(reply: list[Any] | None) -> Inspected | None:
+    if not reply:
+        return None
+    state, meta, body, last_error = reply
+    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error)
+
+
+class Rescheduled(NamedTuple):
+    code: int  # Code.OK, or NOT_FOUND, RESERVED, DEAD
+    run_at_ms: int
+
+
+def reschedule(partition: Partition, topic: str, job_id: str, when: str, value: int) -> Call[Rescheduled]:
+    """A queued job's new run-at: ``when`` 'd', ``value`` ms from now; 'a', at epoch ms ``value``."""
+    return Call(Scripts.reschedule, partition.topic_keys(topic), [job_id, when, value], _rescheduled)
+
+
+def _rescheduled(reply: list[int]) -> Rescheduled:
+    return Rescheduled(int(reply[0]), int(reply[1]))
+
+
+def cancel(partition: Partition, topic: str, job_id: str) -> Call[int]:
+    """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``."""
+    return Call(Scripts.cancel, partition.topic_keys(topic), [job_id], int)
+
+
+# ------------------------------------------------------------------------------------ topics
+
+
+def stats(partition: Partition, topic: str) -> Call[TopicStats]:
+    """How many jobs of ``topic`` are in each state in this partition, and its next run-at."""
+    return Call(Scripts.stats, partition.topic_keys(topic), (), lambda reply: _stats(topic, reply))
+
+
+def _stats(topic: str, reply: list[int]) -> TopicStats:
+    delayed, ready, reserved, dead, next_at = (int(value) for value in reply)
+    return TopicStats(topic, delayed, ready, reserved, dead, next_at if next_at >= 0 else None)
+
+
+def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:
+    """The ``limit`` most recent dead jobs of ``topic`` in this partition, newest first."""
+    return Call(Scripts.dead, partition.topic_keys(topic), [limit], lambda reply: _dead(topic, reply))
+
+
+def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
+    jobs = []
+    for i in range(0, len(reply), 5):
+        job_id, died_at, raw_meta, body, last_error = reply[i : i + 5]
+        meta = Meta.decode(raw_meta)
+        died_at_ms = int(float(died_at))
+        body = json.loads(body) if body is not None else None
+        jobs.append(
+            DeadJob(topic, job_id, died_at_ms, meta.attempts, meta.run_at_ms, meta.enqueued_at_ms, body, last_error)
+        )
+    return jobs
+
+
+def replay(partition: Partition, topic: str, job_ids: Sequence[str]) -> Call[int]:
+    """The dead jobs among ``job_ids`` are due now with fresh attempts; how many."""
+    return Call(Scripts.replay, partition.topic_keys(topic), ["ids", *job_ids], int)
+
+
+def replay_oldest(partition: Partition, topic: str, limit: int) -> Call[int]:
+    """Up to ``limit`` dead jobs, oldest deaths first, are due now with fresh attempts; how many (0:
+    none are left)."""
+    return Call(Scripts.replay, partition.topic_keys(topic), ["oldest", limit], int)
+
+
+def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
+    """Deletes up to ``limit`` dead jobs for good, oldest deaths first; how many (0: none are left)."""
+    return Call(Scripts.purge, partition.topic_keys(topic), [limit], int)

@@ -1,0 +1,150 @@
+"""Settlement: the consumer's verdicts on their way to Redis, and the undoing of takes whose reply was
+lost.
+
+Per lane (one topic in one partition), ``Pending`` gathers what finished since the last pass: the
+acks of jobs whose handler succeeded, the failed attempts, and the ids of takes whose reply never
+came. Each pass takes them off (``Settlement.calls``) and sends them with its takes, one Lua call
+each (``calls.ack``, ``calls.fail``, ``calls.untake``), at most ``SETTLE_CHUNK`` jobs per call.
+
+A call that fails keeps its items for the next pass, before what came since. Nothing is lost if Redis
+stays away: a lease that is never settled expires and the sweeper retries its job; only the count of
+take ids kept for undoing is bounded (``MAX_UNTAKES``), and a take that is not undone is the same
+expired lease, its attempt counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import calls
+from .calls import Failure, Retrying
+from .keys import Partition
+from .observability import Telemetry
+from .scripts import Call
+
+log = logging.getLogger("delayq.consume")
+
+SETTLE_CHUNK = 1000  # acks or failed attempts per Lua call: bounded work per call
+MAX_UNTAKES = 256  # per lane: take ids kept for undoing while Redis stays away (the oldest are dropped)
+
+ACK, FAIL, UNTAKE = "ack", "fail", "untake"
+
+
+@dataclass(eq=False)
+class Pending:
+    """One lane's settlements waiting for the next pass; read and changed under the consumer's lock."""
+
+    partition: Partition
+    topic: str
+    rules: Retrying  # the topic's retries and backoff, for its failed attempts
+    acks: list[tuple[str, str]] = field(default_factory=list)  # (id, lease token) of jobs that succeeded
+    fails: list[Failure] = field(default_factory=list)
+    untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
+
+    def undo_later(self, take_ids: list[str]) -> None:
+        """Takes to undo at the next passes, after those already waiting; the newest ``MAX_UNTAKES`` kept."""
+        self.untakes = (self.untakes + take_ids)[-MAX_UNTAKES:]
+
+    def __bool__(self) -> bool:
+        return bool(self.acks or self.fails or self.untakes)
+
+
+@dataclass(slots=True)
+class Settle:
+    """One settle call of a pass: its lane, its kind, and the items it carries (kept for the next
+    pass if the call fails)."""
+
+    pending: Pending
+    kind: str  # ACK, FAIL or UNTAKE
+    items: list[Any]
+    call: Call[Any]
+
+
+RedisErrorReport = Callable[[str, Partition, str, Exception], None]  # what, partition, topic, error
+
+
+class Settlement:
+    """The lanes' pending settlements, and what their calls' replies mean: counts, telemetry, and the
+    items of a failed call put back."""
+
+    def __init__(
+        self, lock: threading.Lock, counts: Counter[str], telemetry: Telemetry, redis_error: RedisErrorReport
+    ) -> None:
+        self._lock = lock
+        self._counts = counts
+        self._telemetry = telemetry
+        self._redis_error = redis_error
+        self._pending: list[Pending] = []
+
+    def lane(self, partition: Partition, topic: str, rules: Retrying) -> Pending:
+        """A new lane's pending settlements."""
+        pending = Pending(partition, topic, rules)
+        self._pending.append(pending)
+        return pending
+
+    def waiting(self) -> bool:
+        """Whether anything waits to be sent."""
+        with self._lock:
+            return any(self._pending)
+
+    def calls(self) -> list[Settle]:
+        """The calls for everything pending, taken off the lanes: undo first, then acks, then fails."""
+        settle: list[Settle] = []
+        with self._lock:
+            for pending in self._pending:
+                partition, topic = pending.partition, pending.topic
+                if pending.untakes:
+                    untakes, pending.untakes = pending.untakes, []
+                    settle.append(Settle(pending, UNTAKE, untakes, calls.untake(partition, topic, untakes)))
+                acks, pending.acks = pending.acks, []
+                fails, pending.fails = pending.fails, []
+                for start in range(0, len(acks), SETTLE_CHUNK):
+                    done = acks[start : start + SETTLE_CHUNK]
+                    settle.append(Settle(pending, ACK, done, calls.ack(partition, topic, done)))
+                for start in range(0, len(fails), SETTLE_CHUNK):
+                    failed = fails[start : start + SETTLE_CHUNK]
+                    settle.append(Settle(pending, FAIL, failed, calls.fail(partition, topic, pending.rules, failed)))
+        return settle
+
+    def settled(self, settle: Settle, reply: Any) -> None:
+        """What a settle call's reply (or error) means."""
+        pending = settle.pending
+        if isinstance(reply, Exception):
+            self._redis_error(settle.kind, pending.partition, pending.topic, reply)
+            self._put_back(settle)
+        elif settle.kind == ACK:
+            self._counts["acked"] += reply
+        elif settle.kind == UNTAKE:
+            self._untaken(pending, reply)
+        else:
+            retried, dead = reply
+            self._counts.update(retried=retried, dead=dead)
+            self._telemetry.count("Retried", pending.topic, retried)
+            self._telemetry.count("Dead", pending.topic, dead)
+
+    def _put_back(self, settle: Settle) -> None:
+        """A failed call's items, for the next pass (a lease that expires meanwhile is retried)."""
+        pending = settle.pending
+        with self._lock:
+            if settle.kind == ACK:
+                pending.acks = settle.items + pending.acks
+            elif settle.kind == FAIL:
+                pending.fails = settle.items + pending.fails
+            else:
+                pending.undo_later(settle.items)
+
+    def _untaken(self, pending: Pending, jobs: int) -> None:
+        self._counts["untaken"] += jobs
+        if jobs:
+            log.warning(
+                "%s (partition %d): %d jobs of takes whose reply was lost are back in the ready list",
+                pending.topic,
+                pending.partition.index,
+                jobs,
+                extra={"topic": pending.topic, "untaken": jobs},
+            )

@@ -1,0 +1,14 @@
+"""What a target is: a callable ``(job, timeout_s) -> None``.
+
+Returning is success, raising is a failed attempt (the exception's text becomes the job's
+``last_error``), raising ``PermanentFailure`` sends the job dead at once. The consumer enforces the
+timeout; targets that do I/O also pass it to their client so a stuck call ends by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from delayq.job import Job
+
+Target = Callable[[Job, float], None]
