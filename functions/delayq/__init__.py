@@ -16,16 +16,19 @@ from .errors import (
     PermanentFailure,
     RedisUnavailable,
     TooLarge,
+    TopicNotFound,
     UnknownTopic,
 )
-from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
+from .version import VERSION as __version__
 
 __all__ = [
     "ConfigError",
     "DeadJob",
     "DelayqError",
+    "EnqueueResult",
     "InvalidField",
     "Job",
     "JobDead",
@@ -36,11 +39,14 @@ __all__ = [
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
+    "Refused",
     "Scheduled",
     "Settings",
     "TooLarge",
     "TopicConfig",
+    "TopicNotFound",
     "TopicStats",
     "Topics",
     "UnknownTopic",
+    "__version__",
 ]

@@ -25,7 +25,7 @@ from delayq.sweeper import Sweeper
 
 import loops_targets
 import recorder
-from conftest import RECORDER
+from conftest import RECORDER, created
 from loops_support import Running, running, state, wait_until
 
 GATE = "python:loops_targets:gate"
@@ -102,8 +102,8 @@ def test_never_early_and_exactly_once(make_queue: MakeQueue, mode: str) -> None:
         for i in range(200)
     ]
     results = queue.enqueue_many(jobs)
-    assert [r["status"] for r in results] == [201] * 200
-    run_at = {r["id"]: r["run_at_ms"] for r in results}
+    assert [r.status for r in results] == [201] * 200
+    run_at = {created(r).id: created(r).run_at_ms for r in results}
 
     def all_delivered() -> bool:
         return len(recorder.of("early")) >= 200
