@@ -19,16 +19,18 @@ from .errors import (
     TopicNotFound,
     UnknownTopic,
 )
-from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
 from .listing import Bucket, Forecast, JobPage, TopicPage
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
+from .version import VERSION as __version__
 
 __all__ = [
     "Bucket",
     "ConfigError",
     "DeadJob",
     "DelayqError",
+    "EnqueueResult",
     "Forecast",
     "InvalidField",
     "Job",
@@ -41,6 +43,7 @@ __all__ = [
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
+    "Refused",
     "Scheduled",
     "Settings",
     "TooLarge",
@@ -50,4 +53,5 @@ __all__ = [
     "TopicStats",
     "Topics",
     "UnknownTopic",
+    "__version__",
 ]
