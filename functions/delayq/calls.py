@@ -313,7 +313,7 @@ def _stats(topic: str, reply: list[int]) -> TopicStats:
 def pause(partition: Partition, topic: str, paused: bool) -> Call[bool]:
     """Pauses (or resumes) ``topic`` in this partition: its takes lease nothing while paused. Whether
     it is paused now."""
-    return Call(Scripts.pause, partition.topic_keys(topic), ["1" if paused else "0"], bool)
+    return Call(Scripts.pause, [*partition.topic_keys(topic), partition.topics], ["1" if paused else "0", topic], bool)
 
 
 class Forecast(NamedTuple):

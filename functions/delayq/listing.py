@@ -21,14 +21,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .calls import Listed, ReadyPage
 from .errors import InvalidField
 from .job import JobInfo, TopicStats
 from .models import ID_RE, TOPIC_RE
 
-STATES = ("delayed", "ready", "reserved", "dead")
+JobState = Literal["delayed", "ready", "reserved", "dead"]  # the states a topic's jobs are listed by
+STATES: tuple[str, ...] = get_args(JobState)
 # The sorted set that keeps each state's jobs (keys.py), and whether its pages go newest first.
 SCORED: dict[str, tuple[str, bool]] = {
     "delayed": ("delayed", False),
