@@ -167,13 +167,14 @@ def ack(partition: Partition, topic: str, leases: Iterable[tuple[str, str]]) -> 
 
 
 class Failure(NamedTuple):
-    """A failed attempt of a leased job: retried after its backoff while retries are left, unless
-    ``permanent``; then dead."""
+    """A failed attempt of a leased job: retried after its backoff (and at least ``retry_after_ms``)
+    while retries are left, unless ``permanent``; then dead."""
 
     id: str
     token: str
     error: str
     permanent: bool = False
+    retry_after_ms: int = 0
 
 
 class Failed(NamedTuple):
@@ -185,7 +186,8 @@ def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[F
     """Settles ``failures`` of jobs still leased with their token, by ``rules`` unless a job has its own."""
     args: list[Arg] = [rules.retries, rules.backoff_csv]
     for failure in failures:
-        args += [failure.id, failure.token, failure.error, PERMANENT if failure.permanent else RETRY]
+        mode = PERMANENT if failure.permanent else RETRY
+        args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms]
     return Call(Scripts.fail, partition.topic_keys(topic), args, _failed)
 
 

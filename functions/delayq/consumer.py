@@ -46,7 +46,7 @@ from redis.exceptions import RedisError
 
 from . import calls
 from .calls import Failure, Taken
-from .errors import ConfigError, DelayqError, PermanentFailure
+from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
 from .loop import Budget
@@ -425,12 +425,14 @@ class Consumer:
         started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
         permanent = False
+        retry_after_ms = 0
         try:
             try:
                 delivery.lane.topic.target(job, delivery.timeout_s)
                 error = None
             except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
                 permanent = isinstance(exc, PermanentFailure)
+                retry_after_ms = exc.wait_ms if isinstance(exc, RetryAfter) else 0
                 error = _describe(exc)
         finally:
             with self._lock:
@@ -447,7 +449,8 @@ class Consumer:
                     delivery.lane.pending.acks.append((job.id, delivery.token))
                 else:
                     self.counts["failed"] += 1
-                    delivery.lane.pending.fails.append(Failure(job.id, delivery.token, error, permanent))
+                    failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms)
+                    delivery.lane.pending.fails.append(failure)
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000

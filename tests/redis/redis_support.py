@@ -144,8 +144,9 @@ class Lua:
         retries: int = 2,
         backoff: str = BACKOFF,
         permanent: bool = False,
+        retry_after_ms: int = 0,
     ) -> calls.Failed:
-        failure = Failure(job_id, token, error, permanent)
+        failure = Failure(job_id, token, error, permanent, retry_after_ms)
         return calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
 
     def sweep(
