@@ -15,36 +15,43 @@ from .errors import (
     JobReserved,
     PermanentFailure,
     RedisUnavailable,
+    RetryAfter,
     TooLarge,
     TopicNotFound,
     UnknownTopic,
 )
 from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
+from .listing import Bucket, Forecast, JobPage, TopicPage
 from .queue import Queue
 from .settings import Settings, TopicConfig, Topics
 from .version import VERSION as __version__
 
 __all__ = [
+    "Bucket",
     "ConfigError",
     "DeadJob",
     "DelayqError",
     "EnqueueResult",
+    "Forecast",
     "InvalidField",
     "Job",
     "JobDead",
     "JobExists",
     "JobInfo",
     "JobNotFound",
+    "JobPage",
     "JobReserved",
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
     "Refused",
+    "RetryAfter",
     "Scheduled",
     "Settings",
     "TooLarge",
     "TopicConfig",
     "TopicNotFound",
+    "TopicPage",
     "TopicStats",
     "Topics",
     "UnknownTopic",

@@ -1,8 +1,11 @@
-"""Run delayq's loops as plain processes, outside Lambda (a container, a VM, a test):
+"""``delayq`` (also ``python -m delayq``): delayq's loops as plain processes, outside Lambda (a
+container, a VM, a test), and the operator's commands (``cli.py``: topics, jobs, job, dead, replay,
+purge, pause, resume, forecast):
 
-    python -m delayq sweep   [--seconds N]               the sweep loop
-    python -m delayq consume [--seconds N] [--topic T]   the consume loop
-    python -m delayq local   [--port 8000]               the local stack (API + both loops)
+    delayq sweep   [--seconds N]               the sweep loop
+    delayq consume [--seconds N] [--topic T]   the consume loop
+    delayq local   [--port 8000]               the local stack (API + both loops)
+    delayq topics | jobs | job | ...           see delayq <command> --help
 
 Settings come from the ``DELAYQ_*`` environment. Without ``--seconds`` a loop runs until SIGTERM or
 SIGINT, then finishes what it started, releases its locks, prints its summary as JSON and exits,
@@ -19,6 +22,7 @@ import signal
 import sys
 from typing import Any
 
+from . import cli
 from .consumer import Consumer
 from .loop import Budget
 from .queue import Queue
@@ -26,7 +30,8 @@ from .sweeper import Sweeper
 from .version import VERSION
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Runs one command; its exit code."""
     parser = argparse.ArgumentParser(prog="delayq", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"delayq {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -38,13 +43,16 @@ def main(argv: list[str] | None = None) -> None:
     local = commands.add_parser("local", help="the local stack: the API with both loops")
     local.add_argument("--host", default="127.0.0.1")
     local.add_argument("--port", type=int, default=8000)
+    cli.add_commands(commands)
     args = parser.parse_args(argv)
 
+    if args.command in cli.COMMANDS:
+        return cli.run(args)
     if args.command == "local":
         from .local import main as local_main  # noqa: PLC0415 - only this command needs the HTTP server
 
         local_main(["--host", args.host, "--port", str(args.port)])
-        return
+        return 0
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     queue = Queue.from_env()
@@ -55,9 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     summary: dict[str, Any] = loop.run(budget)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
+    return 0
 
 
-def exit_now() -> None:
+def exit_now(code: int = 0) -> None:
     """Exits without waiting for threads. A handler past its timeout was settled as a failed attempt,
     but its thread cannot be killed; the consumer's workers are daemon threads, but a handler may have
     started threads of its own, and the interpreter would wait for those at exit for as long as they
@@ -65,13 +74,12 @@ def exit_now() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     logging.shutdown()
-    os._exit(0)
+    os._exit(code)
 
 
 def run() -> None:
     """The ``delayq`` command (and ``python -m delayq``)."""
-    main()
-    exit_now()
+    exit_now(main())
 
 
 if __name__ == "__main__":

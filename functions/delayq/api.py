@@ -31,9 +31,21 @@ from aws_lambda_powertools.event_handler.request import Request
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from pydantic import BaseModel, Field
 
+from . import answers
 from .errors import DelayqError, InvalidField, MalformedRequest, RedisUnavailable, TooLarge
 from .gateway import DelayqEvent, proxy_event
 from .job import EnqueueResult, Scheduled
+from .listing import (
+    DEFAULT_BUCKET_S,
+    DEFAULT_LIMIT,
+    DEFAULT_MINUTES,
+    MAX_BUCKET_S,
+    MAX_BUCKETS,
+    MAX_CURSOR_CHARS,
+    MAX_LIMIT,
+    MAX_MINUTES,
+    JobState,
+)
 from .models import ID_PATTERN, MAX_BATCH, TOPIC_PATTERN, Batch, NewJob, PutJob, Replay, Reschedule, TopicJob, describe
 from .queue import Queue
 from .version import VERSION
@@ -45,6 +57,11 @@ MAX_ECHO = 256  # characters of a request's path or method quoted back in an err
 ALL_DEAD = Replay()  # POST /topics/{topic}/dead/replay without a body: every dead job
 TopicPath = Annotated[str, Path(pattern=TOPIC_PATTERN, description="Topic name")]
 IdPath = Annotated[str, Path(alias="id", pattern=ID_PATTERN, description="Job id")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many per page")]
+Cursor = Annotated[
+    str | None, Query(max_length=MAX_CURSOR_CHARS, description="The 'next' of the previous page; none for the first")
+]
+State = Annotated[JobState, Query(description="Which of the topic's jobs")]
 # Powertools keeps the request being resolved in class and instance attributes: one request at a time
 # per process (a Lambda serves one anyway; the local stack's server has a thread per connection).
 _ONE_AT_A_TIME = threading.Lock()
@@ -99,6 +116,8 @@ class TopicOut(BaseModel):
     dead: int
     next_run_at_ms: int | None
     next_run_at: str | None
+    paused: bool = Field(description="No consumer starts a job of the topic while it is paused")
+    oldest_ready_ms: int = Field(description="How long ago (Redis time) the oldest due job fell due; 0 if none")
 
 
 class DeadJobOut(BaseModel):
@@ -115,6 +134,34 @@ class DeadJobOut(BaseModel):
 
 class DeadListOut(BaseModel):
     jobs: list[DeadJobOut]
+
+
+NEXT = "The cursor of the next page (pass it as ?cursor=); null on the last page"
+
+
+class JobPageOut(BaseModel):
+    jobs: list[JobOut]
+    next: str | None = Field(description=NEXT)
+
+
+class TopicPageOut(BaseModel):
+    topics: list[TopicOut]
+    next: str | None = Field(description=NEXT)
+
+
+class BucketOut(BaseModel):
+    from_ms: int
+    to_ms: int
+    count: int = Field(description="Delayed jobs falling due from from_ms (included) to to_ms (excluded)")
+
+
+class ForecastOut(BaseModel):
+    topic: str
+    buckets: list[BucketOut] = Field(description="From Redis' now on, every bucket, empty ones with count 0")
+
+
+class PausedOut(BaseModel):
+    paused: bool
 
 
 class ReplayedOut(BaseModel):
@@ -271,8 +318,8 @@ def topic_stats(request: Request, topic: TopicPath) -> Response[Any]:
 
 
 @router.get("/topics/<topic>/dead", summary="Dead jobs, newest first", responses=_responses(200, DeadListOut, 404))
-def dead_jobs(request: Request, topic: TopicPath, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response[Any]:
-    return _json(200, {"jobs": [job.to_dict() for job in _queue(request).dead(topic, limit)]})
+def dead_jobs(request: Request, topic: TopicPath, limit: Limit = DEFAULT_LIMIT) -> Response[Any]:
+    return _json(200, answers.dead_jobs(_queue(request).dead(topic, limit)))
 
 
 @router.post(
@@ -282,12 +329,69 @@ def dead_jobs(request: Request, topic: TopicPath, limit: Annotated[int, Query(ge
 )
 def replay_dead(request: Request, topic: TopicPath, replay: Annotated[Replay, Body()] = ALL_DEAD) -> Response[Any]:
     # Optional, but an object when given: the document says so (a JSON null is refused, 422).
-    return _json(200, {"replayed": _queue(request).replay(topic, replay.ids)})
+    return _json(200, answers.replayed(_queue(request).replay(topic, replay.ids)))
 
 
 @router.delete("/topics/<topic>/dead", summary="Purge dead jobs", responses=_responses(200, PurgedOut, 404))
 def purge_dead(request: Request, topic: TopicPath) -> Response[Any]:
-    return _json(200, {"purged": _queue(request).purge(topic)})
+    return _json(200, answers.purged(_queue(request).purge(topic)))
+
+
+@router.get(
+    "/topics",
+    summary="Every configured topic and every topic holding jobs, by name, with its counts, a page at a time",
+    responses=_responses(200, TopicPageOut),
+)
+def list_topics(request: Request, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response[Any]:
+    return _json(200, _queue(request).topics(limit, cursor).to_dict())
+
+
+@router.get(
+    "/topics/<topic>/jobs",
+    summary="A topic's jobs in one state, a page at a time: delayed by run-at (soonest first), ready in the order "
+    "they will be taken, reserved by lease deadline, dead newest first; walking the pages lists every job that "
+    "stays in its state exactly once",
+    responses=_responses(200, JobPageOut, 404, words={404: NO_TOPIC}),
+)
+def list_jobs(
+    request: Request, topic: TopicPath, state: State, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Response[Any]:
+    return _json(200, _queue(request).jobs(topic, state, limit, cursor).to_dict())
+
+
+@router.get(
+    "/topics/<topic>/forecast",
+    summary=f"How many delayed jobs fall due in each bucket from Redis' now on (at most {MAX_BUCKETS} buckets)",
+    responses=_responses(200, ForecastOut, 404, words={404: NO_TOPIC}),
+)
+def topic_forecast(
+    request: Request,
+    topic: TopicPath,
+    minutes: Annotated[int, Query(ge=1, le=MAX_MINUTES, description="How far ahead")] = DEFAULT_MINUTES,
+    bucket: Annotated[int, Query(ge=1, le=MAX_BUCKET_S, description="Seconds per bucket")] = DEFAULT_BUCKET_S,
+) -> Response[Any]:
+    return _json(200, _queue(request).forecast(topic, minutes, bucket).to_dict())
+
+
+@router.post(
+    "/topics/<topic>/pause",
+    summary="From the next tick no consumer starts a job of the topic; jobs keep falling due, creates are "
+    "accepted, jobs already reserved finish. Idempotent",
+    responses=_responses(200, PausedOut, 404, words={404: NO_TOPIC}),
+)
+def pause_topic(request: Request, topic: TopicPath) -> Response[Any]:
+    _queue(request).pause(topic)
+    return _json(200, answers.paused(True))
+
+
+@router.post(
+    "/topics/<topic>/resume",
+    summary="Consumers start the topic's jobs again. Idempotent",
+    responses=_responses(200, PausedOut, 404, words={404: NO_TOPIC}),
+)
+def resume_topic(request: Request, topic: TopicPath) -> Response[Any]:
+    _queue(request).resume(topic)
+    return _json(200, answers.paused(False))
 
 
 @router.get("/health", summary="Whether Redis answers", responses=_responses(200, HealthOut))

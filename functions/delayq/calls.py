@@ -23,6 +23,7 @@ from .keys import Keyspace, Partition
 from .scripts import Arg, Call, Scripts
 
 RETRY, PERMANENT = "r", "p"  # how fail.lua treats a failure
+PAUSED = -2  # a take's next_in_ms when its topic is paused
 # A stored body is compact JSON written by delayq: decoded without json.loads' checks for whitespace
 # around it, which cost more than the decoding of a small body (the take is every delivery's path).
 _decode_body = json.JSONDecoder().raw_decode
@@ -94,7 +95,8 @@ class Lease(NamedTuple):
 class Taken:
     """A take's reply: Redis' time, the ms until the topic's next delayed job falls due (None: none),
     the jobs leased with each one's token and timeout (same order), and the ids of jobs sent to the
-    dead letters because their timeout is longer than a whole run of the consumer."""
+    dead letters because their timeout is longer than a whole run of the consumer. ``paused``: the
+    topic is paused (``pause``), nothing was taken."""
 
     now_ms: int
     next_in_ms: int | None
@@ -102,6 +104,7 @@ class Taken:
     tokens: list[str]
     timeouts_ms: list[int]
     dead: list[str]
+    paused: bool = False
 
     @property
     def leases(self) -> list[Lease]:
@@ -136,6 +139,8 @@ def take(
 
 
 def _taken(topic: str, reply: list[Any]) -> Taken:
+    if reply[1] == PAUSED:
+        return Taken(int(reply[0]), None, [], [], [], [], paused=True)
     dead = int(reply[2])
     end = len(reply) - dead
     jobs: list[Job] = []
@@ -162,13 +167,14 @@ def ack(partition: Partition, topic: str, leases: Iterable[tuple[str, str]]) -> 
 
 
 class Failure(NamedTuple):
-    """A failed attempt of a leased job: retried after its backoff while retries are left, unless
-    ``permanent``; then dead."""
+    """A failed attempt of a leased job: retried after its backoff (and at least ``retry_after_ms``)
+    while retries are left, unless ``permanent``; then dead."""
 
     id: str
     token: str
     error: str
     permanent: bool = False
+    retry_after_ms: int = 0
 
 
 class Failed(NamedTuple):
@@ -180,7 +186,8 @@ def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[F
     """Settles ``failures`` of jobs still leased with their token, by ``rules`` unless a job has its own."""
     args: list[Arg] = [rules.retries, rules.backoff_csv]
     for failure in failures:
-        args += [failure.id, failure.token, failure.error, PERMANENT if failure.permanent else RETRY]
+        mode = PERMANENT if failure.permanent else RETRY
+        args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms]
     return Call(Scripts.fail, partition.topic_keys(topic), args, _failed)
 
 
@@ -286,13 +293,92 @@ def cancel(partition: Partition, topic: str, job_id: str) -> Call[int]:
 
 
 def stats(partition: Partition, topic: str) -> Call[TopicStats]:
-    """How many jobs of ``topic`` are in each state in this partition, and its next run-at."""
+    """How many jobs of ``topic`` are in each state in this partition, its next run-at, whether it
+    is paused here, and how long ago its oldest due job fell due."""
     return Call(Scripts.stats, partition.topic_keys(topic), (), lambda reply: _stats(topic, reply))
 
 
 def _stats(topic: str, reply: list[int]) -> TopicStats:
-    delayed, ready, reserved, dead, next_at = (int(value) for value in reply)
-    return TopicStats(topic, delayed, ready, reserved, dead, next_at if next_at >= 0 else None)
+    delayed, ready, reserved, dead, next_at, paused, now, oldest = (int(value) for value in reply)
+    return TopicStats(
+        topic,
+        delayed,
+        ready,
+        reserved,
+        dead,
+        next_at if next_at >= 0 else None,
+        paused=bool(paused),
+        oldest_ready_ms=max(0, now - oldest) if oldest >= 0 else 0,
+    )
+
+
+def pause(partition: Partition, topic: str, paused: bool) -> Call[bool]:
+    """Pauses (or resumes) ``topic`` in this partition: its takes lease nothing while paused. Whether
+    it is paused now."""
+    return Call(Scripts.pause, [*partition.topic_keys(topic), partition.topics], ["1" if paused else "0", topic], bool)
+
+
+class Forecast(NamedTuple):
+    now_ms: int
+    counts: list[int]  # delayed jobs falling due per bucket, from now on
+
+
+def forecast(partition: Partition, topic: str, *, bucket_ms: int, window_ms: int) -> Call[Forecast]:
+    """How many delayed jobs of ``topic`` fall due in each ``bucket_ms`` of the ``window_ms`` from
+    Redis' now (the last bucket cut short at the window's end)."""
+    return Call(Scripts.forecast, partition.topic_keys(topic), [bucket_ms, window_ms], _forecast)
+
+
+def _forecast(reply: list[int]) -> Forecast:
+    return Forecast(int(reply[0]), [int(count) for count in reply[1:]])
+
+
+# ------------------------------------------------------------------------------------ listing
+
+
+class Listed(NamedTuple):
+    """A job of a page, with its place: its score in its sorted set, or its position in the ready list."""
+
+    id: str
+    place: int
+    meta: Meta
+    body: Any
+    last_error: str | None
+
+
+def jobs_scored(
+    partition: Partition, topic: str, kind: str, *, descending: bool, limit: int, after: tuple[int, str] | None
+) -> Call[list[Listed]]:
+    """Up to ``limit`` jobs of ``topic`` in its ``kind`` sorted set ('delayed', 'leased', 'dead'),
+    lowest score first (highest with ``descending``), after the (score, id) ``after``."""
+    score, job_id = ("", "") if after is None else after
+    args: list[Arg] = [kind, "desc" if descending else "asc", limit, score, job_id]
+    return Call(Scripts.jobs_scored, partition.topic_keys(topic), args, _listed)
+
+
+def _listed(reply: list[Any]) -> list[Listed]:
+    jobs = []
+    for i in range(0, len(reply), 5):
+        job_id, place, meta, body, last_error = reply[i : i + 5]
+        if meta is not None:  # a member without its job: nothing to show
+            body = json.loads(body) if body is not None else None
+            jobs.append(Listed(job_id, int(float(place)), Meta.decode(meta), body, last_error))
+    return jobs
+
+
+class ReadyPage(NamedTuple):
+    jobs: list[Listed]
+    more: bool  # ready jobs are left after these
+
+
+def jobs_ready(partition: Partition, topic: str, *, limit: int, after: int | None) -> Call[ReadyPage]:
+    """Up to ``limit`` ready jobs of ``topic``, in the order they will be taken, after position ``after``."""
+    args: list[Arg] = [limit, "" if after is None else after]
+    return Call(Scripts.jobs_ready, partition.topic_keys(topic), args, _ready_page)
+
+
+def _ready_page(reply: list[Any]) -> ReadyPage:
+    return ReadyPage(_listed(reply[1:]), bool(int(reply[0])))
 
 
 def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:

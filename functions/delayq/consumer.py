@@ -8,7 +8,7 @@ every topic with free workers go out together as one pipeline (no MULTI), each i
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
 worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late.
+the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -46,7 +46,7 @@ from redis.exceptions import RedisError
 
 from . import calls
 from .calls import Failure, Taken
-from .errors import ConfigError, DelayqError, PermanentFailure
+from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
 from .loop import Budget
@@ -367,6 +367,9 @@ class Consumer:
             with self._lock:
                 lane.pending.undo_later([take.take_id])
             return
+        if reply.paused:  # nothing taken: look again in a tick (a pause lasts minutes, not milliseconds)
+            lane.next_check = now + self.tick
+            return
         answered = time.monotonic()
         if reply.dead:
             self._dead_for_timeout(lane, reply.dead)
@@ -422,12 +425,14 @@ class Consumer:
         started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
         permanent = False
+        retry_after_ms = 0
         try:
             try:
                 delivery.lane.topic.target(job, delivery.timeout_s)
                 error = None
             except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
                 permanent = isinstance(exc, PermanentFailure)
+                retry_after_ms = exc.wait_ms if isinstance(exc, RetryAfter) else 0
                 error = _describe(exc)
         finally:
             with self._lock:
@@ -444,7 +449,8 @@ class Consumer:
                     delivery.lane.pending.acks.append((job.id, delivery.token))
                 else:
                     self.counts["failed"] += 1
-                    delivery.lane.pending.fails.append(Failure(job.id, delivery.token, error, permanent))
+                    failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms)
+                    delivery.lane.pending.fails.append(failure)
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000

@@ -135,6 +135,24 @@ class RedisUnavailable(DelayqError):
         super().__init__(message)
 
 
+MAX_RETRY_AFTER_S = 86_400  # the longest a Retry-After can hold a retry back: a day
+
+
+class RetryAfter(Exception):
+    """Raised by a target (or a handler) that knows when trying again can help: a failed attempt like
+    any other, whose retry, while retries are left, waits max(backoff, min(``seconds``, a day)). The
+    webhook target raises it for a 429 or 503 answer with ``Retry-After``."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+    @property
+    def wait_ms(self) -> int:
+        """The least wait before the retry, in ms: ``seconds``, within 0 and a day."""
+        return round(min(max(self.seconds, 0.0), MAX_RETRY_AFTER_S) * 1000)
+
+
 class PermanentFailure(Exception):
     """Raised by a target (or a handler) when retrying cannot help: the job goes dead at once, with
     this error as its last error, whatever retries it has left. Replay it once the cause is fixed."""

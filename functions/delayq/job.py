@@ -97,6 +97,23 @@ class JobInfo:
     body: Any
     last_error: str | None
 
+    @classmethod
+    def of(
+        cls, topic: str, job_id: str, state: str, meta: Meta, *, body: Any, last_error: str | None, retries: int
+    ) -> JobInfo:
+        """From what a script read; ``retries`` is the topic's, for a job without its own."""
+        return cls(
+            topic=topic,
+            id=job_id,
+            state=state,
+            run_at_ms=meta.run_at_ms,
+            enqueued_at_ms=meta.enqueued_at_ms,
+            attempts=meta.attempts,
+            retries=meta.retries if meta.retries is not None else retries,
+            body=body,
+            last_error=last_error,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
@@ -156,12 +173,17 @@ EnqueueResult = Scheduled | Refused  # each answer of ``Queue.enqueue_many``: ``
 
 @dataclass(frozen=True, slots=True)
 class TopicStats:
+    """A topic's counts by state, its next run-at, whether it is paused, and how long ago (Redis
+    time) the job that has waited longest since it fell due did (0: none is due)."""
+
     topic: str
     delayed: int
     ready: int
     reserved: int
     dead: int
     next_run_at_ms: int | None
+    paused: bool = False
+    oldest_ready_ms: int = 0
 
     @property
     def jobs(self) -> int:
@@ -177,6 +199,8 @@ class TopicStats:
             "dead": self.dead,
             "next_run_at_ms": self.next_run_at_ms,
             "next_run_at": None if self.next_run_at_ms is None else iso_utc(self.next_run_at_ms),
+            "paused": self.paused,
+            "oldest_ready_ms": self.oldest_ready_ms,
         }
 
 

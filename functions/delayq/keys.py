@@ -26,6 +26,14 @@ Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every scr
     {ns}:{tag}:{topic}:meta     hash     id -> state, attempts, times, overrides (``job.Meta``)
     {ns}:{tag}:{topic}:bodies   hash     id -> body (JSON)
     {ns}:{tag}:{topic}:errors   hash     id -> last error
+    {ns}:{tag}:{topic}:control  hash     the topic's switch and counters here: ``paused`` (1 while
+                                         paused), ``tail`` (ids ever pushed at the ready list's tail),
+                                         ``holes`` (ids of cancelled jobs left as holes in that list)
+
+A ready job's place in the list never changes while it stays ready: a job cancelled (or rescheduled,
+or replaced) while ready leaves a hole instead of being removed, and the take drops holes as it reaches
+them. So ``tail - LLEN + index`` is a fixed position, and a listing's cursor can be one
+(``lua/includes/queue.lua``).
 
 Topic names cannot start with ``_``, so topic keys never collide with partition keys.
 """
@@ -38,7 +46,7 @@ from functools import cached_property
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors")
+TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
 
 
 def partition_tag(namespace: str, index: int, partitions: int) -> str:
@@ -97,7 +105,7 @@ class Partition:
         return self.prefix + "_lock"
 
     def topic_keys(self, topic: str) -> list[str]:
-        """The seven keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
+        """The keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
         base = f"{self.prefix}{topic}:"
         return [base + kind for kind in TOPIC_KEYS]
 

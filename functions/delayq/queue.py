@@ -40,6 +40,26 @@ from .errors import (
 )
 from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
+from .listing import (
+    DEFAULT_BUCKET_S,
+    DEFAULT_LIMIT,
+    DEFAULT_MINUTES,
+    READY,
+    SCORED,
+    Forecast,
+    JobPage,
+    TopicPage,
+    buckets,
+    check_limit,
+    check_state,
+    encode_cursor,
+    forecast_window,
+    merge_ready,
+    merge_scored,
+    ready_cursor,
+    scored_cursor,
+    topics_cursor,
+)
 from .models import (
     ID_PATTERN,
     ID_RE,
@@ -61,6 +81,7 @@ from .settings import ENV, Settings, TopicConfig, Topics
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
+STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
@@ -390,19 +411,9 @@ class Queue:
             found = calls.inspect(partition, topic, id).run(self.redis)
         if found is None:
             raise JobNotFound(topic, id)
-        meta = found.meta
-        retries = meta.retries if meta.retries is not None else self.settings.topics.retrying(topic).retries
-        return JobInfo(
-            topic=topic,
-            id=id,
-            state=found.state,
-            run_at_ms=meta.run_at_ms,
-            enqueued_at_ms=meta.enqueued_at_ms,
-            attempts=meta.attempts,
-            retries=retries,
-            body=found.body,
-            last_error=found.last_error,
-        )
+        retries = self.settings.topics.retrying(topic).retries
+        body, last_error = found.body, found.last_error
+        return JobInfo.of(topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries)
 
     def reschedule(
         self,
@@ -439,26 +450,108 @@ class Queue:
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
-        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at.
-        ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
-        parts: list[TopicStats] = self._each_partition(calls.stats, check_topic(topic))
-        nexts = [part.next_run_at_ms for part in parts if part.next_run_at_ms is not None]
-        stats = TopicStats(
-            topic=topic,
-            delayed=sum(part.delayed for part in parts),
-            ready=sum(part.ready for part in parts),
-            reserved=sum(part.reserved for part in parts),
-            dead=sum(part.dead for part in parts),
-            next_run_at_ms=min(nexts) if nexts else None,
-        )
+        """How many jobs of ``topic`` are in each state, its next run-at, whether it is paused, and
+        how long ago its oldest due job fell due. ``TopicNotFound`` for a topic neither configured
+        (nor covered by ``*``) nor holding jobs."""
+        stats = _merge_stats(topic, self._each_partition(calls.stats, check_topic(topic)))
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
             raise TopicNotFound(topic)
         return stats
 
+    def topics(self, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> TopicPage:
+        """Every configured topic and every topic holding jobs, by name, with its stats, a page at a
+        time: ``cursor`` is the ``next`` of the previous page."""
+        check_limit(limit)
+        after = topics_cursor(cursor)
+        named = set(self.settings.topics.named)
+        names = sorted(name for name in named | self.known_topics() if after is None or name > after)
+        found: list[TopicStats] = []
+        start = 0
+        while len(found) <= limit and start < len(names):  # one more than the page: are more left?
+            chunk = names[start : start + limit + 1 - len(found)]
+            start += len(chunk)
+            found += [stats for stats in self._stats_of(chunk) if stats.topic in named or stats.jobs]
+        if len(found) <= limit:
+            return TopicPage(found, None)
+        return TopicPage(found[:limit], encode_cursor("topics", found[limit - 1].topic))
+
+    def jobs(self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> JobPage:
+        """A page of ``topic``'s jobs in ``state``: delayed by run-at (soonest first), ready in the
+        order they will be taken, reserved by lease deadline, dead newest first. ``cursor`` is the
+        ``next`` of the previous page; walking the pages lists every job that stays in its state
+        meanwhile exactly once."""
+        check_topic(topic)
+        check_state(state)
+        check_limit(limit)
+        if state == READY:
+            positions = ready_cursor(cursor, len(self.keys))
+            partitions = self.keys.partitions
+            ready = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
+            with redis_errors(self._server):
+                pages = run_many(self.redis, ready)
+            listed, following = merge_ready(list(enumerate(pages)), positions, limit)
+        else:
+            kind, descending = SCORED[state]
+            after = scored_cursor(cursor, state)
+            scored = [
+                calls.jobs_scored(p, topic, kind, descending=descending, limit=limit + 1, after=after)
+                for p in self.keys.partitions
+            ]
+            with redis_errors(self._server):
+                listed, following = merge_scored(run_many(self.redis, scored), state, limit)
+        if not listed and cursor is None:
+            self._check_known(topic)
+        retries = self.settings.topics.retrying(topic).retries
+        infos = [
+            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
+            for job in listed
+        ]
+        return JobPage(infos, following)
+
+    def forecast(self, topic: str, minutes: int = DEFAULT_MINUTES, bucket: int = DEFAULT_BUCKET_S) -> Forecast:
+        """How many delayed jobs of ``topic`` fall due in each ``bucket`` seconds of the next
+        ``minutes``, from Redis' now; every bucket listed, empty ones with 0."""
+        check_topic(topic)
+        bucket_ms, window_ms = forecast_window(minutes, bucket)
+        parts: list[calls.Forecast] = self._each_partition(
+            calls.forecast, topic, bucket_ms=bucket_ms, window_ms=window_ms
+        )
+        counts = [sum(column) for column in zip(*(part.counts for part in parts), strict=True)]
+        if not any(counts):
+            self._check_known(topic)
+        return Forecast(topic, buckets(parts[0].now_ms, bucket_ms, window_ms, counts))
+
+    def pause(self, topic: str) -> None:
+        """From the next tick no consumer, anywhere, starts a job of ``topic``. Jobs keep falling due,
+        creates are accepted, jobs already reserved finish. Idempotent."""
+        self._set_paused(topic, paused=True)
+
+    def resume(self, topic: str) -> None:
+        """Undoes ``pause``. Idempotent."""
+        self._set_paused(topic, paused=False)
+
+    def _set_paused(self, topic: str, *, paused: bool) -> None:
+        self._check_known(check_topic(topic))
+        self._each_partition(calls.pause, topic, paused)
+
+    def _check_known(self, topic: str) -> None:
+        """``TopicNotFound`` unless ``topic`` is configured (or covered by ``*``) or holds jobs."""
+        if self.settings.topics.for_topic(topic) is None:
+            self.stats(topic)
+
+    def _stats_of(self, topics: Sequence[str]) -> list[TopicStats]:
+        """The stats of each of ``topics``, in order, in round trips of ``STATS_CALLS`` calls."""
+        stats = [calls.stats(p, topic) for topic in topics for p in self.keys.partitions]
+        parts: list[TopicStats] = []
+        with redis_errors(self._server):
+            for start in range(0, len(stats), STATS_CALLS):
+                parts += run_many(self.redis, stats[start : start + STATS_CALLS])
+        n = len(self.keys)
+        return [_merge_stats(topic, parts[i * n : (i + 1) * n]) for i, topic in enumerate(topics)]
+
     def dead(self, topic: str, limit: int = 100) -> list[DeadJob]:
         """The most recent dead jobs of ``topic``, newest first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidField("limit", "must be an integer from 1 to 1000")
+        check_limit(limit)
         parts: list[list[DeadJob]] = self._each_partition(calls.dead, check_topic(topic), limit)
         jobs = [job for part in parts for job in part]
         jobs.sort(key=lambda job: job.died_at_ms, reverse=True)
@@ -498,10 +591,11 @@ class Queue:
         with redis_errors(self._server):
             return bool(self.redis.ping())
 
-    def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any) -> list[Any]:
-        """``call(partition, topic, *args)`` on every partition, in one round trip; the results."""
+    def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any, **options: Any) -> list[Any]:
+        """``call(partition, topic, *args, **options)`` on every partition, in one round trip; the results."""
         with redis_errors(self._server):
-            return run_many(self.redis, [call(partition, topic, *args) for partition in self.keys.partitions])
+            calls_ = [call(partition, topic, *args, **options) for partition in self.keys.partitions]
+            return run_many(self.redis, calls_)
 
     def _drain(self, call: Callable[[Partition, str, int], Call[int]], topic: str) -> int:
         """A bounded call, ``WRITE_CHUNK`` at a time, on every partition until each answers 0; the total."""
@@ -511,6 +605,21 @@ class Queue:
                 while n := call(partition, topic, WRITE_CHUNK).run(self.redis):
                     total += n
         return total
+
+
+def _merge_stats(topic: str, parts: Sequence[TopicStats]) -> TopicStats:
+    """A topic's stats from its partitions' (paused: in any of them, as a pause cut short leaves it)."""
+    nexts = [part.next_run_at_ms for part in parts if part.next_run_at_ms is not None]
+    return TopicStats(
+        topic=topic,
+        delayed=sum(part.delayed for part in parts),
+        ready=sum(part.ready for part in parts),
+        reserved=sum(part.reserved for part in parts),
+        dead=sum(part.dead for part in parts),
+        next_run_at_ms=min(nexts) if nexts else None,
+        paused=any(part.paused for part in parts),
+        oldest_ready_ms=max(part.oldest_ready_ms for part in parts),
+    )
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

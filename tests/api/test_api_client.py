@@ -141,5 +141,24 @@ def test_the_generated_client_runs_every_operation(served: tuple[Api, str], gene
     assert (status, purged.purged) == (200, 1)
     assert call("topic_stats", topic="payments")[1].dead == 0
 
+    # seeing and steering: topics, jobs by state with a cursor, the forecast, pause and resume
+    status, page = call("list_topics", limit=2)  # the generated models call "next" next_
+    assert (status, [topic.topic for topic in page.topics]) == (200, ["orders", "payments"])
+    status, rest = call("list_topics", cursor=page.next_)
+    assert [topic.topic for topic in rest.topics] == ["reminders"]
+    status, page = call("list_jobs", topic="orders", state=models.ListJobsState.DELAYED, limit=1)
+    assert (status, [job.id for job in page.jobs]) == (200, ["c1"])
+    status, page = call("list_jobs", topic="orders", state=models.ListJobsState.DELAYED, cursor=page.next_)
+    assert ([job.id for job in page.jobs], page.next_) == (["t1"], None)
+    status, error = call("list_jobs", topic="orders", state=models.ListJobsState.READY, cursor="nonsense")
+    assert (status, error.field) == (422, "cursor")
+    status, forecast = call("topic_forecast", topic="orders", minutes=20, bucket=600)
+    assert (status, [bucket.count for bucket in forecast.buckets]) == (200, [2, 0])
+    status, paused = call("pause_topic", topic="orders")
+    assert (status, paused.paused) == (200, True)
+    assert call("topic_stats", topic="orders")[1].paused is True
+    status, paused = call("resume_topic", topic="orders")
+    assert (status, paused.paused) == (200, False)
+
     status, health = call("health")
     assert (status, health.status) == (200, "ok")

@@ -49,7 +49,7 @@ def down(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_cli
         ("GET", "/jobs/orders"),
         ("POST", "/jobs/orders"),
         ("GET", "/jobs/orders/a/b"),
-        ("GET", "/topics"),
+        ("GET", "/topic"),
         ("OPTIONS", "/nope"),
     ],
 )
@@ -70,7 +70,9 @@ def test_unknown_path_is_404_json(api: Api, method: str, path: str):
         ("PUT", "/topics/orders", "GET, HEAD, OPTIONS"),
         ("POST", "/health", "GET, HEAD, OPTIONS"),
         ("GET", "/topics/orders/dead/replay", "OPTIONS, POST"),
-        ("GET", "/topics/orders/jobs", "OPTIONS, POST"),
+        ("PUT", "/topics/orders/jobs", "GET, HEAD, OPTIONS, POST"),
+        ("GET", "/topics/orders/pause", "OPTIONS, POST"),
+        ("DELETE", "/topics", "GET, HEAD, OPTIONS"),
         ("PATCH", "/topics/orders/dead", "DELETE, GET, HEAD, OPTIONS"),
     ],
 )

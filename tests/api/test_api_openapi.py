@@ -19,12 +19,17 @@ from api_support import Api
 CONTRACT_ROUTES: dict[str, set[str]] = {
     "/jobs": {"post"},
     "/jobs/batch": {"post"},
-    "/topics/{}/jobs": {"post"},
+    "/topics/{}/jobs": {"post", "get"},
     "/jobs/{}/{}": {"put", "get", "patch", "delete"},
     "/topics/{}": {"get"},
     "/topics/{}/dead": {"get", "delete"},
     "/topics/{}/dead/replay": {"post"},
     "/health": {"get"},
+    # "Seeing and steering a queue"
+    "/topics": {"get"},
+    "/topics/{}/forecast": {"get"},
+    "/topics/{}/pause": {"post"},
+    "/topics/{}/resume": {"post"},
 }
 # What each route answers on success, and the model documented for it.
 SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
@@ -40,6 +45,11 @@ SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
     ("/topics/{}/dead/replay", "post"): {"200": "ReplayedOut"},
     ("/topics/{}/dead", "delete"): {"200": "PurgedOut"},
     ("/health", "get"): {"200": "HealthOut"},
+    ("/topics", "get"): {"200": "TopicPageOut"},
+    ("/topics/{}/jobs", "get"): {"200": "JobPageOut"},
+    ("/topics/{}/forecast", "get"): {"200": "ForecastOut"},
+    ("/topics/{}/pause", "post"): {"200": "PausedOut"},
+    ("/topics/{}/resume", "post"): {"200": "PausedOut"},
 }
 # Errors the contract names for a route (all may answer 503).
 CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
@@ -55,6 +65,11 @@ CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
     ("/topics/{}/dead/replay", "post"): {"400", "422", "503"},
     ("/topics/{}/dead", "delete"): {"422", "503"},
     ("/health", "get"): {"503"},
+    ("/topics", "get"): {"422", "503"},
+    ("/topics/{}/jobs", "get"): {"404", "422", "503"},
+    ("/topics/{}/forecast", "get"): {"404", "422", "503"},
+    ("/topics/{}/pause", "post"): {"404", "422", "503"},
+    ("/topics/{}/resume", "post"): {"404", "422", "503"},
 }
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
@@ -126,12 +141,28 @@ def test_path_parameters_are_declared(doc: dict[str, Any]):
                     assert param["schema"].get("pattern"), (path, param)
 
 
-def test_dead_list_documents_its_limit(doc: dict[str, Any]):
-    op = operations(doc)[("/topics/{}/dead", "get")]
+@pytest.mark.parametrize("route", [("/topics/{}/dead", "get"), ("/topics/{}/jobs", "get"), ("/topics", "get")])
+def test_lists_document_their_limit(doc: dict[str, Any], route: tuple[str, str]):
+    op = operations(doc)[route]
     limit = next(p for p in op["parameters"] if p["name"] == "limit")
     assert limit["in"] == "query"
     assert limit["schema"]["minimum"] == 1
     assert limit["schema"]["maximum"] == 1000
+    assert limit["schema"]["default"] == 100
+
+
+def test_job_lists_document_their_state_and_cursor(doc: dict[str, Any]):
+    params = {p["name"]: p for p in operations(doc)[("/topics/{}/jobs", "get")]["parameters"]}
+    assert params["state"]["required"] is True
+    assert params["state"]["schema"]["enum"] == ["delayed", "ready", "reserved", "dead"]
+    assert params["cursor"]["required"] is False
+    assert set(params) == {"topic", "state", "limit", "cursor"}
+
+
+def test_forecast_documents_its_window(doc: dict[str, Any]):
+    params = {p["name"]: p["schema"] for p in operations(doc)[("/topics/{}/forecast", "get")]["parameters"]}
+    assert (params["minutes"]["minimum"], params["minutes"]["maximum"], params["minutes"]["default"]) == (1, 10080, 60)
+    assert (params["bucket"]["minimum"], params["bucket"]["maximum"], params["bucket"]["default"]) == (1, 86400, 60)
 
 
 @pytest.mark.parametrize(("route", "statuses"), SUCCESS_MODELS.items(), ids=[f"{m} {p}" for p, m in SUCCESS_MODELS])

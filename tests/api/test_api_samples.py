@@ -13,12 +13,16 @@ import enqueue
 from delayq.api import (
     BatchOut,
     DeadListOut,
+    ForecastOut,
     HealthOut,
     JobOut,
+    JobPageOut,
+    PausedOut,
     PurgedOut,
     ReplayedOut,
     ScheduledOut,
     TopicOut,
+    TopicPageOut,
 )
 
 from api_support import Api, assert_model, check_reply
@@ -32,11 +36,16 @@ SAMPLES = {
     "get_job",
     "get_openapi",
     "get_topic",
+    "get_topic_forecast",
+    "get_topic_jobs",
+    "get_topics",
     "patch_job",
     "post_dead_replay",
     "post_jobs",
     "post_jobs_batch",
     "post_topic_jobs",
+    "post_topic_pause",
+    "post_topic_resume",
     "put_job",
 }
 FORMATS = ["api", "api/v2"]  # the sample directories: payload 1.0, payload 2.0
@@ -126,6 +135,36 @@ def test_samples_in_order_answer_their_success_status(api: Api, where: str):
     assert (data["topic"], data["id"]) == ("orders", topic_job["id"])
     assert api.job("orders", topic_job["id"])["body"] == topic_job["body"]
     assert api.stats("orders")["delayed"] == 3
+
+    # the topic's delayed jobs, two a page, soonest first; the topics; the forecast
+    status, data = sample("get_topic_jobs")
+    assert status == 200, data
+    assert_model(JobPageOut, data)
+    delayed = sorted((api.job("orders", job_id) for job_id in ("close-1042", "close-1043", topic_job["id"])),
+                     key=lambda job: (job["run_at_ms"], job["id"]))  # fmt: skip
+    assert data["jobs"] == delayed[:2]
+    assert data["next"] is not None
+    status, data = sample("get_topics")
+    assert status == 200, data
+    assert_model(TopicPageOut, data)
+    assert [topic["topic"] for topic in data["topics"]] == ["orders", "payments", "reminders"]
+    assert data["next"] is None
+    status, data = sample("get_topic_forecast")
+    assert status == 200, data
+    assert_model(ForecastOut, data)
+    assert len(data["buckets"]) == 6  # an hour in buckets of ten minutes
+    assert sum(bucket["count"] for bucket in data["buckets"]) == sum(
+        job["run_at_ms"] < data["buckets"][-1]["to_ms"] for job in delayed
+    )
+
+    # pause and resume
+    status, data = sample("post_topic_pause")
+    assert (status, data) == (200, {"paused": True})
+    assert_model(PausedOut, data)
+    assert api.stats("orders")["paused"] is True
+    status, data = sample("post_topic_resume")
+    assert (status, data) == (200, {"paused": False})
+    assert api.stats("orders")["paused"] is False
 
     # close-1042 falls due, is taken and fails for good: the dead list shows it
     status, data = sample("get_dead")

@@ -59,6 +59,8 @@ def test_stats_of_an_empty_topic(api: Api):
         "dead": 0,
         "next_run_at_ms": None,
         "next_run_at": None,
+        "paused": False,
+        "oldest_ready_ms": 0,
     }
 
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from delayq import JobExists, JobNotFound, Queue, Settings, Topics
+from delayq import JobExists, JobInfo, JobNotFound, Queue, Settings, Topics, calls
 from delayq.connection import client_options
 from delayq.consumer import Consumer
 from delayq.job import EnqueueResult
@@ -128,6 +128,7 @@ def lifecycle(queue: Queue, *, after_enqueue: Callable[[], None] | None = None) 
     stats = queue.stats(TOPIC)
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (MANY + 4, 2, 0, 0)
     assert stats.next_run_at_ms is not None
+    see_and_steer(queue)
     if after_enqueue is not None:
         after_enqueue()
 
@@ -179,6 +180,32 @@ def lifecycle(queue: Queue, *, after_enqueue: Callable[[], None] | None = None) 
     assert report.consume["acked"] == len(OK_IDS)
     assert report.consume["dead"] + report.sweep["dead"] == 5
     return report
+
+
+def see_and_steer(queue: Queue) -> None:
+    """The topic seen (its delayed jobs page by page across every partition, its ready ones, the
+    topics, the forecast) and steered (paused: takes lease nothing; resumed), without changing a job."""
+    delayed: list[JobInfo] = []
+    cursor = None
+    while True:
+        page = queue.jobs(TOPIC, "delayed", limit=7, cursor=cursor)
+        delayed += page.jobs
+        if page.next is None:
+            break
+        cursor = page.next
+    assert [job.id for job in delayed] == [
+        job.id for job in sorted(delayed, key=lambda job: (job.run_at_ms, job.id))
+    ]  # soonest first, ties by id
+    assert {job.id for job in delayed} == {"a", "gone", "later", "put", *MANY_IDS}
+    assert {job.id for job in queue.jobs(TOPIC, "ready").jobs} == {"f1", "f2"}
+    assert [topic.topic for topic in queue.topics().topics] == [TOPIC]
+    assert sum(bucket.count for bucket in queue.forecast(TOPIC, minutes=2, bucket=30).buckets) == MANY + 4
+    queue.pause(TOPIC)
+    assert queue.stats(TOPIC).paused
+    for partition in queue.keys.partitions:
+        assert calls.take(partition, TOPIC, count=10, timeout_ms=1000, grace_ms=0).run(queue.redis).paused
+    queue.resume(TOPIC)
+    assert not queue.stats(TOPIC).paused
 
 
 def check_deliveries(ok_ids: list[str]) -> None:

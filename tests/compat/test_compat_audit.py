@@ -45,8 +45,9 @@ from servers import RedisServer
 # contract supports) with the options used (checked below). A new one must be added here on purpose.
 REDIS_6_2_COMMANDS = frozenset(
     ("PING", "EVAL", "EVALSHA", "SET", "GET", "DEL", "SMEMBERS", "SADD", "SCARD", "PEXPIRE", "TIME", "INCRBY",
-     "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD",
-     "HSET", "HGET", "HMGET", "HDEL", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LREM", "LLEN")
+     "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD", "ZCOUNT", "ZRANK",
+     "HSET", "HSETNX", "HGET", "HMGET", "HDEL", "HINCRBY", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LLEN", "LPOS",
+     "LSET", "LPOP")
 )  # fmt: skip
 
 
@@ -100,6 +101,12 @@ def api_calls(queue: Queue, report: Report) -> None:
     assert call("POST", f"/topics/{TOPIC}/dead/replay") == (200, {"replayed": 1})
     drive(queue, lambda: len(attempts("api-f")) == 2 and call("GET", f"/topics/{TOPIC}")[1]["dead"] == 1, report)
     assert call("DELETE", f"/topics/{TOPIC}/dead") == (200, {"purged": 1})
+    status, page = call("GET", f"/topics/{TOPIC}/jobs", query={"state": "delayed", "limit": "1"})
+    assert (status, page["next"]) == (200, None)
+    assert call("GET", "/topics")[0] == 200
+    assert call("GET", f"/topics/{TOPIC}/forecast")[0] == 200
+    assert call("POST", f"/topics/{TOPIC}/pause") == (200, {"paused": True})
+    assert call("POST", f"/topics/{TOPIC}/resume") == (200, {"paused": False})
     assert call("GET", "/health")[0] == 200
     assert call("GET", "/openapi.json")[0] == 200
 

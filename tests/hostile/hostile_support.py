@@ -468,7 +468,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 _few_topics = st.sampled_from([*TOPICS, "other.topic", "T-9"])
-# Mostly a few topics (each topic adds seven keys to every snapshot), sometimes any valid name.
+# Mostly a few topics (each topic adds eight keys to every snapshot), sometimes any valid name.
 valid_topics = st.one_of(*[_few_topics] * 7, st.from_regex(TOPIC_PATTERN, fullmatch=True))
 valid_ids = st.sampled_from(SEED_IDS) | st.from_regex(ID_PATTERN, fullmatch=True)
 

@@ -7,9 +7,11 @@ Read from Redis, not through delayq (``inspect.lua`` calls any queued job that i
 Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 - every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
-  (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set) or one of the seven
+  (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set) or one of the eight
   topic keys, of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
+- the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
+  hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
 - the ids of ``meta`` are exactly those of ``bodies``; ``errors`` holds only ids of ``meta``; every
   id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
@@ -39,7 +41,9 @@ TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
-         "errors": "hash"}  # fmt: skip
+         "errors": "hash", "control": "hash"}  # fmt: skip
+CONTROL_FIELDS = {"paused", "tail", "holes"}
+HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset"}
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
 
@@ -265,12 +269,14 @@ class _Examination:
         bodies: dict[str, str] = parts.get("bodies") or {}
         errors: dict[str, str] = parts.get("errors") or {}
         delayed: dict[str, float] = dict(parts.get("delayed") or [])
+        ready: list[str] = parts.get("ready") or []
+        self.control(where, parts.get("control") or {}, ready.count(HOLE))
         places: dict[str, str] = dict.fromkeys(delayed, "delayed")
         twice: dict[str, list[str]] = {}  # ids in more than one place (or twice in ready)
         for place, ids in (
             ("leased", [job_id for job_id, _ in parts.get("leased") or []]),
             ("dead", [job_id for job_id, _ in parts.get("dead") or []]),
-            ("ready", parts.get("ready") or []),
+            ("ready", [job_id for job_id in ready if job_id != HOLE]),
         ):
             for job_id in ids:
                 if job_id in places:
@@ -314,6 +320,14 @@ class _Examination:
                 self.job(p, job, int(enqueued_text), delayed.get(job_id))
             self.jobs[(topic, job_id)] = job
         return out
+
+    def control(self, where: str, control: dict[str, str], holes: int) -> None:
+        """The control hash: its fields, numbers, and the count of holes the ready list holds."""
+        for name, value in control.items():
+            if name not in CONTROL_FIELDS or not value.lstrip("-").isdigit():
+                self.found.append(f"{where}: control field {name!r} = {value!r} is not one of {sorted(CONTROL_FIELDS)}")
+        if int(control.get("holes", "0")) != holes:
+            self.found.append(f"{where}: control counts {control.get('holes', '0')} holes, the ready list has {holes}")
 
     def job(self, p: Partition, job: StoredJob, enqueued_at: int, delayed_at: float | None) -> None:
         """What is wrong with ``job``, said: ``delayed_at`` is its score in ``delayed``, if it has one."""

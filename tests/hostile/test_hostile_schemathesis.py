@@ -86,4 +86,9 @@ def test_the_schema_has_every_route():
         "POST /topics/{topic}/dead/replay",
         "DELETE /topics/{topic}/dead",
         "GET /health",
+        "GET /topics",
+        "GET /topics/{topic}/jobs",
+        "GET /topics/{topic}/forecast",
+        "POST /topics/{topic}/pause",
+        "POST /topics/{topic}/resume",
     }

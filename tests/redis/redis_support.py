@@ -56,7 +56,7 @@ def dump(client: redis.Redis, namespace: str) -> dict[str, Any]:
 
 @dataclass
 class TopicKeys:
-    """The seven keys of one topic in one partition, by name."""
+    """The keys of one topic in one partition, by name."""
 
     delayed: str
     ready: str
@@ -65,6 +65,7 @@ class TopicKeys:
     meta: str
     bodies: str
     errors: str
+    control: str
 
     @classmethod
     def of(cls, partition: Partition, topic: str) -> TopicKeys:
@@ -143,8 +144,9 @@ class Lua:
         retries: int = 2,
         backoff: str = BACKOFF,
         permanent: bool = False,
+        retry_after_ms: int = 0,
     ) -> calls.Failed:
-        failure = Failure(job_id, token, error, permanent)
+        failure = Failure(job_id, token, error, permanent, retry_after_ms)
         return calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
 
     def sweep(
@@ -184,6 +186,24 @@ class Lua:
     def dead(self, topic: str, limit: int) -> list[DeadJob]:
         return calls.dead(self.p, topic, limit).run(self.r)
 
+    def pause(self, topic: str, paused: bool = True) -> bool:
+        return calls.pause(self.p, topic, paused).run(self.r)
+
+    def forecast(self, topic: str, bucket_ms: int, window_ms: int) -> calls.Forecast:
+        return calls.forecast(self.p, topic, bucket_ms=bucket_ms, window_ms=window_ms).run(self.r)
+
+    def jobs_scored(
+        self, topic: str, kind: str, limit: int, after: tuple[int, str] | None = None, *, descending: bool = False
+    ) -> list[calls.Listed]:
+        return calls.jobs_scored(self.p, topic, kind, descending=descending, limit=limit, after=after).run(self.r)
+
+    def jobs_ready(self, topic: str, limit: int, after: int | None = None) -> calls.ReadyPage:
+        return calls.jobs_ready(self.p, topic, limit=limit, after=after).run(self.r)
+
+    def ready_ids(self, topic: str) -> list[str]:
+        """The ready list as stored, holes ('') included."""
+        return self.r.lrange(self.k(topic).ready, 0, -1)
+
     def unlock(self, token: str) -> bool:
         return calls.unlock(self.p, token).run(self.r)
 
@@ -199,7 +219,7 @@ class Lua:
         found = set()
         if self.r.zscore(k.delayed, job_id) is not None:
             found.add("delayed")
-        if job_id in self.r.lrange(k.ready, 0, -1):
+        if job_id in self.r.lrange(k.ready, 0, -1):  # holes are '' and never an id
             found.add("ready")
         if self.r.zscore(k.leased, job_id) is not None:
             found.add("leased")
@@ -210,13 +230,13 @@ class Lua:
                 found.add(name)
         return found
 
-    def make_due(self, topic: str, job_id: str) -> None:
-        """A delayed job due now: its run-at (in the delayed set and in its meta) set to the past."""
+    def make_due(self, topic: str, job_id: str, ago_ms: int = 1) -> None:
+        """A delayed job due now: its run-at (in the delayed set and in its meta) set ``ago_ms`` ago."""
         k = self.k(topic)
         meta = self.meta(topic, job_id)
         assert meta is not None
         assert self.r.zscore(k.delayed, job_id) is not None
-        past = server_ms(self.r) - 1
+        past = server_ms(self.r) - ago_ms
         self.r.hset(k.meta, job_id, replace(meta, run_at_ms=past).encode())
         self.r.zadd(k.delayed, {job_id: past})
 

@@ -83,7 +83,8 @@ def test_reschedule_a_ready_job_back_to_delayed(lua: Lua) -> None:
     at = server_ms(lua.r) + 30_000
     assert lua.reschedule(T, "a", "a", at) == (3, at)
     k = lua.k(T)
-    assert lua.r.lrange(k.ready, 0, -1) == ["x"]
+    assert lua.ready_ids(T) == ["x", ""]  # "a" left a hole, so that "x" keeps its position
+    assert lua.stats(T).ready == 1
     assert lua.r.zscore(k.delayed, "a") == at
     assert lua.inspect(T, "a")[0] == "delayed"
 
@@ -215,8 +216,41 @@ def test_stats_counts_each_state(lua: Lua) -> None:
     lua.enqueue(T, "d3", value=70_000)
     for i in range(4):
         make(lua, "ready", f"q{i}")
-    assert lua.stats(T) == TopicStats(T, 3, 4, 1, 2, run_at)
+    stats = lua.stats(T)
+    assert stats == TopicStats(T, 3, 4, 1, 2, run_at, oldest_ready_ms=stats.oldest_ready_ms)
     assert lua.stats("reminders") == TopicStats("reminders", 0, 0, 0, 0, None)
+
+
+def test_stats_says_how_long_the_oldest_due_job_has_waited(lua: Lua) -> None:
+    for job_id, ago_ms in (("late", 60_000), ("later", 5_000)):
+        lua.enqueue(T, job_id, value=60_000)
+        lua.make_due(T, job_id, ago_ms)
+    lua.r.set(lua.p.lock, "me", px=10_000)
+    assert lua.sweep([T], "me").per_topic == [(2, 0, 0)]  # to the ready list
+    assert 60_000 <= lua.stats(T).oldest_ready_ms < 70_000
+    lua.cancel(T, "late")  # the head: popped, not a hole
+    assert lua.ready_ids(T) == ["later"]
+    assert 5_000 <= lua.stats(T).oldest_ready_ms < 15_000
+    lua.enqueue(T, "due", value=60_000)
+    lua.make_due(T, "due")  # due, still in the delayed set (the sweeper has not moved it)
+    assert lua.stats(T).oldest_ready_ms >= 5_000
+    lua.cancel(T, "later")
+    assert 0 <= lua.stats(T).oldest_ready_ms < 10_000
+    lua.cancel(T, "due")
+    assert lua.stats(T).oldest_ready_ms == 0
+
+
+def test_stats_skips_holes_in_the_ready_list(lua: Lua) -> None:
+    for job_id in ("a", "b", "c", "d"):
+        lua.enqueue(T, job_id, value=0)
+    assert lua.cancel(T, "b") == 3
+    assert lua.cancel(T, "c") == 3
+    assert lua.ready_ids(T) == ["a", "", "", "d"]
+    assert lua.stats(T).ready == 2
+    assert lua.take(T, count=2).ids == ["a", "d"]  # the take reads on past the holes
+    assert lua.ready_ids(T) == []
+    assert lua.stats(T).ready == 0
+    assert lua.r.hget(lua.k(T).control, "holes") == "0"
 
 
 # ------------------------------------------------------------------------------------- dead

@@ -93,6 +93,19 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     stats = restricted(calls.stats(p, "orders"))
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (2, 0, 0, 1)
     assert [job.id for job in restricted(calls.dead(p, "orders", 10))] == ["a"]
+    assert [
+        job.id for job in restricted(calls.jobs_scored(p, "orders", "dead", descending=True, limit=5, after=None))
+    ] == ["a"]
+    assert restricted(calls.jobs_ready(p, "orders", limit=5, after=None)).jobs == []
+    assert [
+        job.id
+        for job in restricted(calls.jobs_scored(p, "orders", "delayed", descending=False, limit=1, after=(0, "a")))
+    ] == ["c"]
+    assert sum(restricted(calls.forecast(p, "orders", bucket_ms=60_000, window_ms=3_600_000)).counts) == 2
+    assert restricted(calls.pause(p, "orders", True)) is True
+    assert take().ids == []
+    assert take().paused
+    assert restricted(calls.pause(p, "orders", False)) is False
     assert restricted(calls.replay(p, "orders", ["a"])) == 1
     taken = take()
     assert restricted(calls.fail(p, "orders", rules, [Failure("a", taken.tokens[0], "again")])) == (0, 1)

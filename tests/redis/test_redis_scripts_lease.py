@@ -471,3 +471,21 @@ def test_fail_permanent_goes_dead_with_retries_left(lua: Lua) -> None:
     assert lua.r.zscore(k.dead, "a") is not None
     assert lua.r.hget(k.errors, "a") == "no way"
     assert lua.r.zcard(k.delayed) == 0
+
+
+@pytest.mark.parametrize(
+    ("backoff", "retry_after_ms", "waited_ms"), [("1000", 30_000, 30_000), ("60000", 30_000, 60_000), ("1000", 0, 1000)]
+)
+def test_fail_with_a_retry_after_waits_the_longer_of_it_and_the_backoff(
+    lua: Lua, backoff: str, retry_after_ms: int, waited_ms: int
+) -> None:
+    lease = lua.make_leased(T, "a")
+    before = server_ms(lua.r)
+    assert lua.fail(T, "a", lease.token, "busy", backoff=backoff, retry_after_ms=retry_after_ms) == (1, 0)
+    after = server_ms(lua.r)
+    assert before + waited_ms <= lua.r.zscore(lua.k(T).delayed, "a") <= after + waited_ms
+
+
+def test_a_retry_after_does_not_hold_back_a_job_with_no_retry_left(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", retries="0")
+    assert lua.fail(T, "a", lease.token, "busy", retry_after_ms=30_000) == (0, 1)

@@ -47,9 +47,9 @@ LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "lua"
 CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers")
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
-    "del", "get", "hdel", "hget", "hmget", "hset", "incrby", "llen", "lpush", "lrange", "lrem", "ltrim",
-    "pexpire", "rpush", "sadd", "scard", "set", "time", "zadd", "zcard", "zrange", "zrangebyscore", "zrem",
-    "zrevrange", "zscore",
+    "del", "get", "hdel", "hget", "hincrby", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos", "lpush",
+    "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "scard", "set", "time", "zadd", "zcard", "zcount",
+    "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
 USER = "delayq"
@@ -408,6 +408,25 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     assert long.last_error is not None
     assert long.last_error.startswith("timeout 900s is longer than a consume run can last"), long.last_error
     queue.cancel("orders", "long")
+
+    # ---- seeing and steering: listings by state (a cursor whose job is still there, one whose job
+    # has gone), a forecast, the topics, a pause; ready jobs cancelled at the head and in the middle
+    for job_id in ("s1", "s2", "s3"):
+        queue.enqueue("orders", {}, id=job_id, delay=0)
+    queue.cancel("orders", "s2")  # in the middle: a hole
+    queue.cancel("orders", "s1")  # the head: popped
+    assert [job.id for job in queue.jobs("orders", "ready").jobs] == ["s3"]
+    first = queue.jobs("orders", "delayed", limit=1)
+    assert first.next is not None
+    assert [job.id for job in queue.jobs("orders", "delayed", cursor=first.next).jobs] == ["o1"]
+    queue.cancel("orders", first.jobs[0].id)
+    assert [job.id for job in queue.jobs("orders", "delayed", cursor=first.next).jobs] == ["o1"]
+    assert sum(bucket.count for bucket in queue.forecast("orders", minutes=60).buckets) == 1
+    assert [topic.topic for topic in queue.topics().topics] == ["doomed", "flaky", "leases", "orders"]
+    queue.pause("orders")
+    assert h.consume_once()["taken"] == 0
+    queue.resume("orders")
+    assert h.consume_once()["acked"] == 1
     assert h.api("GET", "/health") == (200, {"status": "ok"})
 
 

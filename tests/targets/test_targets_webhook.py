@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from moto import mock_aws
 
-from delayq import Job, PermanentFailure, Queue, Settings, TopicConfig
+from delayq import Job, PermanentFailure, Queue, RetryAfter, Settings, TopicConfig
 from delayq.consumer import Consumer
 from delayq.errors import ConfigError
 from delayq.job import Meta
@@ -42,7 +43,9 @@ from delayq.targets.webhook import (
     Webhook,
     WebhookError,
     WebhookRefused,
+    WebhookRetryAfter,
     refusal,
+    retry_after_s,
     sign,
     verify_signature,
     webhook_target,
@@ -68,7 +71,9 @@ class Received:
 
 class _Handler(BaseHTTPRequestHandler):
     """Answers by path: ``/status/<code>``, ``/redirect``, ``/hold`` (never: it holds the request
-    until the server stops), ``/drip``, ``/big``; anything else is 200."""
+    until the server stops), ``/drip``, ``/big``, ``/busy/<code>/<seconds>`` (the code with
+    ``Retry-After: <seconds>``), ``/busy-until/<code>/<seconds>`` (``Retry-After`` an HTTP date that
+    many seconds after the answer's ``Date``, which is 2020-01-01); anything else is 200."""
 
     server: LocalServer
     protocol_version = "HTTP/1.1"
@@ -100,13 +105,24 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         elif route[0] == "big":
             self._answer(500, b"0123456789" * 1000)
+        elif route[0] == "busy":
+            self._answer(int(route[1]), b"busy", headers={"Retry-After": route[2]})
+        elif route[0] == "busy-until":
+            date = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+            until = date + dt.timedelta(seconds=int(route[2]))
+            headers = {"Date": format_datetime(date, usegmt=True), "Retry-After": format_datetime(until, usegmt=True)}
+            self._answer(int(route[1]), b"busy", headers=headers)
         else:
             self._answer(200, b"ok")
 
-    def _answer(self, status: int, body: bytes, *, location: str | None = None) -> None:
-        self.send_response(status)
+    def _answer(
+        self, status: int, body: bytes, *, location: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response_only(status)  # no Date of its own: a route may send one
         if location is not None:
             self.send_header("Location", location)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -1006,3 +1022,72 @@ def test_consumer_dead_letters_a_404_at_the_first_attempt(make_queue: MakeQueue,
     assert "HTTP 404" in dead.last_error
     assert consumer.summary is not None
     assert (consumer.summary["retried"], consumer.summary["dead"]) == (0, 1)
+
+
+# --------------------------------------------------------------------------------- Retry-After
+
+NOW = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("value", "date", "seconds"),
+    [
+        ("120", None, 120.0),
+        (" 5 ", None, 5.0),
+        ("0", None, 0.0),
+        ("9" * 40, None, 86_400.0),  # more digits than any wait: as long as the cap
+        ("-5", None, None),
+        ("1.5", None, None),
+        ("\u0663", None, None),  # an Arabic-Indic 3: a digit to Python, not to HTTP
+        ("soon", None, None),
+        ("", None, None),
+        (None, None, None),
+        ("Wed, 25 Nov 2026 12:01:30 GMT", None, 90.0),  # IMF-fixdate, from this machine's clock
+        ("Wed, 25 Nov 2026 11:59:00 GMT", None, 0.0),  # the past: now
+        ("Wednesday, 25-Nov-26 12:00:10 GMT", None, 10.0),  # RFC 850
+        ("Wed Nov 25 12:00:20 2026", None, 20.0),  # asctime
+        ("Wed, 01 Jan 2020 00:01:00 GMT", "Wed, 01 Jan 2020 00:00:00 GMT", 60.0),  # from the answer's Date
+        ("Wed, 01 Jan 2020 00:01:00 GMT", "not a date", 0.0),  # an unreadable Date: this machine's clock
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates(value: str | None, date: str | None, seconds: float | None) -> None:
+    assert retry_after_s(value, date=date, now=NOW) == seconds
+
+
+def test_retry_after_waits_are_capped_at_a_day() -> None:
+    assert RetryAfter("x", 30).wait_ms == 30_000
+    assert RetryAfter("x", 10 * 86_400).wait_ms == 86_400_000
+    assert RetryAfter("x", -3).wait_ms == 0
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_429_or_503_with_retry_after_asks_for_a_later_retry(server: LocalServer, status: int) -> None:
+    exc = failure(target(server.url(f"/busy/{status}/120")))
+    assert isinstance(exc, WebhookRetryAfter)
+    assert retryable(exc)
+    assert (exc.seconds, exc.wait_ms) == (120.0, 120_000)
+    assert f"HTTP {status}" in str(exc)
+    assert "Retry-After: 120s" in str(exc)
+    until = failure(target(server.url(f"/busy-until/{status}/45")))
+    assert isinstance(until, RetryAfter)
+    assert until.seconds == 45.0  # counted from the answer's Date (2020), not from this machine's clock
+
+
+@pytest.mark.parametrize("path", ["/busy/500/120", "/busy/408/120", "/busy/429/later", "/status/503"])
+def test_other_answers_are_retried_on_the_backoff_alone(server: LocalServer, path: str) -> None:
+    exc = failure(target(server.url(path)))
+    assert retryable(exc)
+    assert not isinstance(exc, RetryAfter)
+
+
+def test_consumer_holds_a_retry_back_as_long_as_retry_after_asks(make_queue: MakeQueue, server: LocalServer) -> None:
+    queue = make_queue(topics=_hooks(server.url("/busy/429/3"), retries=1, backoff=[0.1]), tick=0.05)
+    queue.enqueue("hooks", {"n": 1}, id="busy")
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(server.requests()) == 1, timeout=5)
+        waiting = queue.get("hooks", "busy")
+        assert (waiting.state, waiting.attempts) == ("delayed", 1)
+        assert "Retry-After: 3s" in (waiting.last_error or "")
+        assert wait_until(lambda: state(queue, "hooks", "busy") == "dead", timeout=15)
+    first, second = (r.at for r in server.requests())
+    assert second - first >= 3.0  # not the topic's 0.1 s (nor the webhook floor of 1 s)

@@ -9,6 +9,7 @@ import pytest
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from delayq.keys import TOPIC_KEYS, Keyspace, Partition, partition_of, partition_tag
+from delayq.scripts import build_source
 
 PARTITION_COUNTS = [1, 2, 3, 5, 16, 64]
 
@@ -18,7 +19,7 @@ def hash_tags(key: str) -> list[str]:
 
 
 def test_topic_keys_order():
-    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors")
+    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
 
 
 # ----------------------------------------------------------------------------- partition_tag
@@ -138,7 +139,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 7
+    assert len(keys) == len(TOPIC_KEYS) == 8
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 
@@ -176,3 +177,14 @@ def test_keyspace_for_job_is_consistent(partitions):
         assert again.for_job("orders", job_id) == part
     used = {keyspace.for_job("orders", f"job-{i}").index for i in range(500)}
     assert used == set(range(partitions))
+
+
+def test_the_lua_side_names_the_topic_keys_in_the_same_order():
+    """lua/includes/topic_keys.lua reads each topic's keys by position: its names, order and count
+    are keys.py's."""
+    source = build_source("stats")
+    count = re.search(r"local TOPIC_KEY_COUNT = (\d+)", source)
+    assert count
+    assert int(count.group(1)) == len(TOPIC_KEYS)
+    offsets = dict(re.findall(r"(\w+) = KEYS\[first(?: \+ (\d+))?\]", source))
+    assert sorted(offsets, key=lambda name: int(offsets[name] or 0)) == list(TOPIC_KEYS)

@@ -5,7 +5,7 @@ A job is acknowledged only while it is still leased with the given token: the la
 attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
 nothing.
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV        pairs: id, lease token
 Returns the number of jobs acknowledged.
 ]]

@@ -2,7 +2,7 @@
 cancel: a job is gone, in whatever state it was. A leased job that is cancelled is not retried: its
 consumer's answer later finds no lease and changes nothing.
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
 Returns 3 cancelled, -2 no such job
 ]]

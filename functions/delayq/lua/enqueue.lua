@@ -2,7 +2,7 @@
 enqueue: create or replace jobs of one partition, all in one atomic step.
 
 KEYS[1]         the partition's _topics set
-KEYS[2 ...]     seven keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
+KEYS[2 ...]     eight keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
 ARGV[1]         G, the number of topic groups
 ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
 ARGV[3 .. G+2]  the topic names, in the order of their key groups
@@ -35,7 +35,7 @@ local first_job = groups + 3
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
 for g = 1, groups do
-  G[g] = {K = topic_keys(2 + (g - 1) * 7), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
+  G[g] = {K = topic_keys(2 + (g - 1) * TOPIC_KEY_COUNT), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
   redis.call('SADD', KEYS[1], ARGV[2 + g])
 end
 
@@ -70,7 +70,7 @@ local function flush(g)
     w.delayed = {}
   end
   if #w.ready > 0 then
-    redis.call('RPUSH', w.K.ready, unpack(w.ready))
+    push_ready(w.K, w.ready)
     w.ready = {}
   end
 end

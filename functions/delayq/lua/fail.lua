@@ -4,10 +4,11 @@ out). Each job goes back to the delayed set after its backoff, or to dead once i
 or at once when its failure is permanent. Only jobs still leased with the given token are touched
 (see ack.lua).
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     the topic's retries
 ARGV[2]     the topic's backoff, comma-separated ms
-then 4 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent)
+then 5 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent),
+            and the least wait before the retry in ms (a Retry-After; 0: the backoff alone)
 Returns {retried, dead}
 ]]
 -- @include time
@@ -17,12 +18,13 @@ Returns {retried, dead}
 local K = topic_keys(1)
 local now = nil
 local retried, dead = 0, 0
-for i = 3, #ARGV, 4 do
+for i = 3, #ARGV, 5 do
   local raw = redis.call('HGET', K.meta, ARGV[i])
   if raw and meta_lease(raw) == ARGV[i + 1] then
     now = now or now_ms()
     local permanent = ARGV[i + 3] == 'p'
-    if failed_attempt(K, ARGV[i], meta_decode(raw), now, ARGV[i + 2], tonumber(ARGV[1]), ARGV[2], permanent) == 'retried' then
+    local wait = tonumber(ARGV[i + 4])
+    if failed_attempt(K, ARGV[i], meta_decode(raw), now, ARGV[i + 2], tonumber(ARGV[1]), ARGV[2], permanent, wait) == 'retried' then
       retried = retried + 1
     else
       dead = dead + 1

@@ -2,7 +2,7 @@
 replay: dead jobs of one topic are due again now, with their attempts reset; their last error is
 kept until they succeed.
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     'ids', followed by the ids to replay (ids that are not dead are skipped), or
             'oldest', followed by a limit: replay up to that many, oldest deaths first
 Returns the number of jobs replayed; with 'oldest', call again until it returns 0.
@@ -10,6 +10,7 @@ Returns the number of jobs replayed; with 'oldest', call again until it returns 
 -- @include time
 -- @include topic_keys
 -- @include meta
+-- @include queue
 
 local K = topic_keys(1)
 local ids
@@ -27,14 +28,16 @@ else
 end
 
 local now = now_ms()
-local replayed = 0
+local replayed = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', K.dead, id) == 1 then
     local m = meta_decode(redis.call('HGET', K.meta, id))
     m.state, m.attempts, m.run_at = 'q', 0, now
     redis.call('HSET', K.meta, id, meta_encode(m))
-    redis.call('RPUSH', K.ready, id)
-    replayed = replayed + 1
+    replayed[#replayed + 1] = id
   end
 end
-return replayed
+if #replayed > 0 then
+  push_ready(K, replayed)
+end
+return #replayed

@@ -1,14 +1,47 @@
 --[[
-stats: how many jobs of one topic are in each state in this partition, and when the next falls due.
+stats: how many jobs of one topic are in each state in this partition, when the next falls due,
+whether the topic is paused here, and since when the oldest due job has waited.
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
-Returns {delayed, ready, reserved, dead, next_run_at_ms (-1 if none)}
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
+Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms}
+  next_run_at_ms  the earliest run-at of a delayed job, -1 if none
+  paused          1 if the topic is paused (pause.lua), else 0
+  now_ms          Redis' time
+  oldest_due_ms   the run-at of the job that has waited longest since it fell due: the head of the
+                  ready list, or a delayed job already due that the sweeper has not moved yet; -1
+                  if none is due
 ]]
+-- @include time
 -- @include topic_keys
 -- @include queue
 
+local HEAD_SCAN = 100  -- ready ids read to find the first that is not a hole
+
 local K = topic_keys(1)
+local now = now_ms()
+local control = redis.call('HMGET', K.control, 'paused', 'holes')
+local next_at = first_score(K.delayed)
+
+local oldest = -1
+if next_at and next_at <= now then
+  oldest = next_at
+end
+for _, id in ipairs(redis.call('LRANGE', K.ready, 0, HEAD_SCAN - 1)) do
+  if id ~= HOLE then
+    local raw = redis.call('HGET', K.meta, id)
+    local run_at = raw and tonumber(string.match(raw, '^%a|%d+|(%d+)|'))
+    if run_at and (oldest < 0 or run_at < oldest) then
+      oldest = run_at
+    end
+    break
+  end
+end
+
+local paused = 0
+if control[1] then
+  paused = 1
+end
 return {
-  redis.call('ZCARD', K.delayed), redis.call('LLEN', K.ready), redis.call('ZCARD', K.leased),
-  redis.call('ZCARD', K.dead), first_score(K.delayed) or -1,
+  redis.call('ZCARD', K.delayed), redis.call('LLEN', K.ready) - (tonumber(control[2]) or 0),
+  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
 }

@@ -1,9 +1,10 @@
 --[[
 take: lease up to `count` due jobs of one topic to a consumer, in one atomic step.
 
-Takes the head of the ready list with LRANGE + LTRIM (never a blocking pop) and, when that holds
-fewer than `count`, due jobs straight from the delayed set, so a consumer that wakes when a job
-falls due finds it without waiting for the sweeper. Leases each job until now + its timeout + grace.
+Takes the head of the ready list with LRANGE + LTRIM (never a blocking pop; take_ready in
+includes/queue.lua, which drops the holes of cancelled jobs) and, when that holds fewer than `count`,
+due jobs straight from the delayed set, so a consumer that wakes when a job falls due finds it
+without waiting for the sweeper. Leases each job until now + its timeout + grace.
 An id whose job is gone or no longer queued is skipped; a job whose run-at is still ahead goes back
 to the delayed set, so nothing is ever handed over early; a job whose timeout is longer than the
 time the consumer has left goes back to the head of the ready list, for a consumer with more time;
@@ -17,9 +18,9 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..7]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[8]     the partition's _seq counter (lease tokens of takes without an id)
-KEYS[9]     with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS); its control hash says whether it is paused
+KEYS[9]     the partition's _seq counter (lease tokens of takes without an id)
+KEYS[10]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -30,7 +31,8 @@ ARGV[6]     optional: the take's id, the lease token of its jobs
 Returns {now_ms, next_in_ms, dead, then 7 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
          then the ids of the dead}
-  next_in_ms  ms until the topic's next delayed job falls due, -1 if none
+  next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
+              (pause.lua), nothing was taken, and the reply ends there
   dead        how many jobs went to the dead letters for a timeout longer than ARGV[5]; their ids
               are the last `dead` values of the reply
 calls.py take() packs these arguments and reads the reply.
@@ -47,16 +49,18 @@ local longest = tonumber(ARGV[4])
 local run_limit = tonumber(ARGV[5])
 local take_id = ARGV[6]
 local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
-if take_id and redis.call('ZREM', KEYS[9], take_id) == 1 then
+if take_id and redis.call('ZREM', KEYS[10], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
+end
+-- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
+-- off this lane for a tick.
+if redis.call('HGET', K.control, 'paused') then
+  return {now, -2, 0}
 end
 local dead = {}
 local ids = {}
 if count > 0 then
-  ids = redis.call('LRANGE', K.ready, 0, count - 1)
-  if #ids > 0 then
-    redis.call('LTRIM', K.ready, #ids, -1)
-  end
+  ids = take_ready(K, count)
 end
 if #ids < count then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
@@ -68,7 +72,7 @@ end
 if #ids > 0 then
   -- Each lease's token: the take's id, else the next number of the partition's counter.
   local token = take_id
-  local seq = not take_id and redis.call('INCRBY', KEYS[8], #ids) - #ids
+  local seq = not take_id and redis.call('INCRBY', KEYS[9], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}

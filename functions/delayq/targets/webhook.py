@@ -42,7 +42,9 @@ Outcome of one attempt
   when the topic does not set ``allow_http``; an address refused by the guard below.
 
 A retried webhook job waits at least ``WEBHOOK_MIN_BACKOFF_S`` (settings) between attempts, whatever
-its topic's or its own backoff says.
+its topic's or its own backoff says. A 429 or 503 with ``Retry-After`` (delay seconds, or an HTTP date,
+counted from the answer's own ``Date`` when it has one, else from this machine's clock) raises
+``WebhookRetryAfter``, a ``RetryAfter``: its retry waits max(backoff, min(Retry-After, a day)).
 
 The error text (the job's ``last_error``, which every API caller can read) names the URL's scheme and
 host, the status and its reason phrase: a webhook URL's path, or its server's answer, may hold a
@@ -77,6 +79,8 @@ the attempt at its timeout in any case.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import hashlib
 import heapq
 import hmac
@@ -94,7 +98,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from delayq import aws_secrets
-from delayq.errors import ConfigError, PermanentFailure
+from delayq.errors import MAX_RETRY_AFTER_S, ConfigError, PermanentFailure, RetryAfter
 from delayq.job import Job
 from delayq.settings import ENV, Settings, TopicConfig
 from delayq.version import VERSION
@@ -109,6 +113,7 @@ SIGNATURE_TOLERANCE_S = 300
 SIGNING_KEY_MAX_AGE_S = 300  # a key from DELAYQ_WEBHOOK_SECRET_ID is read again after this long
 ERROR_BODY_CHARS = 200  # of a failed response's body, in the error text
 RETRIED_4XX = frozenset({408, 425, 429})
+RETRY_AFTER_STATUSES = frozenset({429, 503})  # whose Retry-After holds the retry back
 
 _READ_BYTES = 2048  # read of a failed response's body, enough for ERROR_BODY_CHARS characters
 _REASON_CHARS = 60
@@ -167,6 +172,7 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HOSTNAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$")
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
+_DELAY_SECONDS = re.compile(r"^[0-9]+$")  # RFC 9110 delay-seconds: ASCII digits, nothing else
 _FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6})
 
 
@@ -176,6 +182,10 @@ USER_AGENT = f"delayq/{VERSION}"  # the package's, in a Lambda bundle too (it ha
 class WebhookError(Exception):
     """A failed attempt worth retrying: a 408, 425, 429 or 5xx answer, a timeout, or a DNS, TCP or
     TLS failure."""
+
+
+class WebhookRetryAfter(WebhookError, RetryAfter):
+    """A 429 or 503 answer with ``Retry-After``: retried, no sooner than it asks (at most a day later)."""
 
 
 class WebhookRefused(PermanentFailure):
@@ -490,6 +500,37 @@ class _Answer:
     reason: str
     location: str | None
     body: str
+    retry_after: str | None = None
+    date: str | None = None
+
+
+def retry_after_s(value: str | None, *, date: str | None = None, now: float | None = None) -> float | None:
+    """The seconds a ``Retry-After`` header asks to wait, never negative: delay seconds, or an HTTP date
+    counted from ``date`` (the answer's own ``Date`` header, so that only the server's clock counts)
+    when it reads as one, else from ``now`` (default: this machine's clock). None when absent or
+    unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if _DELAY_SECONDS.fullmatch(text):
+        return float(text) if len(text) <= 15 else float(MAX_RETRY_AFTER_S)  # beyond any cap: no huge int
+    until = _http_date(text)
+    if until is None:
+        return None
+    since = _http_date(date) if date is not None else None
+    return max(0.0, until - (since if since is not None else time.time() if now is None else now))
+
+
+def _http_date(text: str) -> float | None:
+    """An HTTP date (IMF-fixdate, or the obsolete RFC 850 and asctime forms) as epoch seconds; GMT
+    when it names no zone."""
+    try:
+        when = email.utils.parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when.timestamp()
 
 
 SigningKey = Callable[[], str | None]
@@ -646,7 +687,8 @@ class Webhook:
                 text = response.read(_READ_BYTES).decode("utf-8", errors="replace")
             except (OSError, http.client.HTTPException, ValueError):
                 text = "(the body could not be read)"
-        return _Answer(status, _clean(response.reason or "", _REASON_CHARS), location, _clean(text, ERROR_BODY_CHARS))
+        reason, shown = _clean(response.reason or "", _REASON_CHARS), _clean(text, ERROR_BODY_CHARS)
+        return _Answer(status, reason, location, shown, response.getheader("Retry-After"), response.getheader("Date"))
 
     def _judge(self, answer: _Answer) -> None:
         status = answer.status
@@ -661,6 +703,9 @@ class Webhook:
             raise WebhookRefused(f"{said}: redirected to {where}; redirects are not followed, point the topic there")
         said += f": {answer.body}" if answer.body and self.error_detail else ""
         if status in RETRIED_4XX or 500 <= status < 600:
+            wait = retry_after_s(answer.retry_after, date=answer.date) if status in RETRY_AFTER_STATUSES else None
+            if wait is not None:
+                raise WebhookRetryAfter(f"{said} (Retry-After: {wait:g}s)", wait)
             raise WebhookError(said)
         if 400 <= status < 500:
             raise WebhookRefused(said)

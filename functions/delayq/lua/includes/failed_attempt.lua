@@ -2,8 +2,9 @@
 -- @include backoff
 -- A failed attempt of a leased job (its handler failed or timed out, or its lease expired): back to
 -- delayed after its backoff, or dead once its retries are spent, or at once when the failure is
--- permanent (retrying cannot help). Returns 'retried' or 'dead'.
-local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, permanent)
+-- permanent (retrying cannot help). A retry waits its backoff, or `at_least` ms when that is longer
+-- (a Retry-After; nil or 0 for none). Returns 'retried' or 'dead'.
+local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, permanent, at_least)
   redis.call('ZREM', K.leased, id)
   redis.call('HSET', K.errors, id, err)
   m.lease = ''
@@ -19,7 +20,7 @@ local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, 
       backoff = m.backoff
     end
     m.state = 'q'
-    m.run_at = now + backoff_ms(backoff, attempts)
+    m.run_at = now + math.max(backoff_ms(backoff, attempts), at_least or 0)
     redis.call('ZADD', K.delayed, m.run_at, id)
     outcome = 'retried'
   else

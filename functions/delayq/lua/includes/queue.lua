@@ -1,8 +1,62 @@
--- Where a queued job waits: the delayed set until its run-at, the tail of the ready list once due.
+-- Where a queued job waits: the delayed set until its run-at, the ready list once due.
+--
+-- A ready job keeps its place: its position, tail - LLEN + its index (control 'tail' counts the ids
+-- ever pushed at the tail), never changes while it stays in the list. Pushes at the tail count
+-- themselves (push_ready); pushes at the head (LPUSH) and takes from the head change LLEN and the
+-- index alike; a job removed from anywhere else leaves a hole (remove_ready) instead of shifting the
+-- jobs behind it, and the take drops holes as it reaches them (take_ready). A listing's cursor is a
+-- position (jobs_ready.lua): every job that stays ready is listed once, whatever moves meanwhile.
+-- control 'holes' counts the holes in the list, so that LLEN - holes is how many jobs are ready.
+
+local HOLE = ''  -- no job id is empty
+
+-- Pushes `ids` at the tail of the ready list, in order.
+local function push_ready(K, ids)
+  redis.call('RPUSH', K.ready, unpack(ids))
+  redis.call('HINCRBY', K.control, 'tail', #ids)
+end
+
+-- Takes a job out of the ready list: popped when it is the head, else left as a hole.
+local function remove_ready(K, id)
+  local at = redis.call('LPOS', K.ready, id)
+  if at == 0 then
+    redis.call('LPOP', K.ready)
+  elseif at then
+    redis.call('LSET', K.ready, at, HOLE)
+    redis.call('HINCRBY', K.control, 'holes', 1)
+  end
+end
+
+-- Up to `count` ids off the head of the ready list (LRANGE + LTRIM), in order, reading on past the
+-- holes it drops.
+local function take_ready(K, count)
+  local ids, holes = {}, 0
+  while #ids < count do
+    local want = count - #ids
+    local got = redis.call('LRANGE', K.ready, 0, want - 1)
+    if #got > 0 then
+      redis.call('LTRIM', K.ready, #got, -1)
+    end
+    for _, id in ipairs(got) do
+      if id == HOLE then
+        holes = holes + 1
+      else
+        ids[#ids + 1] = id
+      end
+    end
+    if #got < want then
+      break
+    end
+  end
+  if holes > 0 then
+    redis.call('HINCRBY', K.control, 'holes', -holes)
+  end
+  return ids
+end
 
 local function place(K, id, run_at, now)
   if run_at <= now then
-    redis.call('RPUSH', K.ready, id)
+    push_ready(K, {id})
   else
     redis.call('ZADD', K.delayed, run_at, id)
   end
@@ -10,7 +64,7 @@ end
 
 local function unqueue(K, id)
   if redis.call('ZREM', K.delayed, id) == 0 then
-    redis.call('LREM', K.ready, 1, id)
+    remove_ready(K, id)
   end
 end
 
@@ -30,7 +84,7 @@ local function promote(K, now, limit)
   end
   local ids = take_due(K, now, limit)
   if #ids > 0 then
-    redis.call('RPUSH', K.ready, unpack(ids))
+    push_ready(K, ids)
   end
   return #ids
 end

@@ -1,0 +1,355 @@
+"""The operator's commands of ``delayq`` (and ``python -m delayq``), on the ``DELAYQ_*`` settings:
+
+    delayq topics   [--limit N] [--cursor C | --all]              topics with their counts
+    delayq jobs     TOPIC --state S [--limit N] [--cursor C | --all]  a topic's jobs in one state
+    delayq job      TOPIC ID                                      one job, whole
+    delayq dead     TOPIC [--limit N]                             dead jobs, newest first
+    delayq replay   TOPIC [ID ...]                                dead jobs due again now (all without ids)
+    delayq purge    TOPIC                                         dead jobs deleted for good
+    delayq pause    TOPIC                                         no consumer starts the topic's jobs
+    delayq resume   TOPIC                                         ... until this
+    delayq forecast TOPIC [--minutes N] [--bucket S]              delayed jobs falling due, as a bar chart
+
+Tables for people by default (times in ISO-8601 UTC, bodies and errors cut short); ``--json`` prints
+exactly what the matching HTTP route answers (the same ``to_dict`` and ``answers``), errors too; with
+``--all``, one page per line. Exit codes, for scripts: 0 done; 1 not found or nothing (no such job
+or topic, an empty list, nothing replayed or purged); 2 usage, or a value delayq refuses; 3 Redis
+unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+from . import answers
+from .errors import DelayqError, InvalidField, RedisUnavailable
+from .job import DeadJob, JobInfo, TopicStats
+from .listing import DEFAULT_BUCKET_S, DEFAULT_LIMIT, DEFAULT_MINUTES, STATES, Forecast, JobPage, TopicPage
+from .queue import Queue
+from .schedule import iso_utc
+
+OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
+Page = TypeVar("Page", JobPage, TopicPage)
+SHORT_BODY = 40  # characters of a body in a table
+SHORT_ERROR = 60  # of a last error
+BAR_WIDTH = 50  # characters of the forecast's longest bar
+
+EXIT_CODES = f"""exit codes: {OK} done; {NOTHING} not found or nothing (no such job or topic, an empty list,
+nothing replayed or purged); {USAGE} usage, or a value delayq refuses; {UNAVAILABLE} Redis unavailable"""
+
+
+class Printer:
+    """Where a command's answer goes: JSON documents, aligned tables, lines."""
+
+    def __init__(self, out: TextIO, *, as_json: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+
+    def json(self, document: Any) -> None:
+        self.out.write(json.dumps(document, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def line(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+
+    def table_or(
+        self, nothing: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Iterable[int] = ()
+    ) -> None:
+        """The table, or when there are no rows, the line ``nothing``."""
+        if rows:
+            self.table(headers, rows, right=right)
+        else:
+            self.line(nothing)
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Iterable[int] = ()) -> None:
+        """``rows`` under ``headers``, columns aligned (those in ``right`` to the right: numbers)."""
+        widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+        numbers = set(right)
+        for row in [headers, *rows]:
+            cells = [cell.rjust(widths[i]) if i in numbers else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+            self.line("  ".join(cells).rstrip())
+
+
+# ------------------------------------------------------------------------------------ text for people
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: control and format characters (escape sequences, newlines,
+    bidirectional overrides) written as escapes. Last errors come from handlers and remote servers."""
+    return "".join(
+        char.encode("unicode_escape").decode("ascii") if unicodedata.category(char)[0] == "C" else char for char in text
+    )
+
+
+def short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short_body(body: Any) -> str:
+    return short(json.dumps(body, ensure_ascii=False, separators=(",", ":")), SHORT_BODY)
+
+
+def short_error(error: str | None) -> str:
+    return "-" if error is None else short(printable(error), SHORT_ERROR)
+
+
+def duration(ms: int) -> str:
+    """``1.5s``, ``4m05s``, ``2h10m``, ``3d04h``: how long, to a glance's precision."""
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def when(ms: int | None) -> str:
+    return "-" if ms is None else iso_utc(ms)
+
+
+# ------------------------------------------------------------------------------------ the commands
+
+
+def _pages(fetch: Callable[[str | None], Page], args: argparse.Namespace) -> Iterator[Page]:
+    """One page at ``--cursor``, or with ``--all`` every page from there on."""
+    cursor = args.cursor
+    while True:
+        page = fetch(cursor)
+        yield page
+        cursor = page.next
+        if not args.all or cursor is None:
+            return
+
+
+def topics(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found: list[TopicStats] = []
+    following = None
+    for page in _pages(lambda cursor: queue.topics(args.limit, cursor), args):
+        if printer.as_json:
+            printer.json(page.to_dict())
+        found += page.topics
+        following = page.next
+    if not printer.as_json:
+        rows = [
+            [
+                stats.topic,
+                str(stats.delayed),
+                str(stats.ready),
+                str(stats.reserved),
+                str(stats.dead),
+                when(stats.next_run_at_ms),
+                duration(stats.oldest_ready_ms) if stats.oldest_ready_ms else "-",
+                "paused" if stats.paused else "",
+            ]
+            for stats in found
+        ]
+        headers = ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "NEXT RUN AT", "OLDEST READY", "STATE"]
+        printer.table_or("no topics", headers, rows, right=(1, 2, 3, 4))
+        _more(printer, following)
+    return OK if found else NOTHING
+
+
+def jobs(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found: list[JobInfo] = []
+    following = None
+    for page in _pages(lambda cursor: queue.jobs(args.topic, args.state, args.limit, cursor), args):
+        if printer.as_json:
+            printer.json(page.to_dict())
+        found += page.jobs
+        following = page.next
+    if not printer.as_json:
+        rows = [
+            [job.id, iso_utc(job.run_at_ms), str(job.attempts), str(job.retries), short_body(job.body),
+             short_error(job.last_error)]
+            for job in found
+        ]  # fmt: skip
+        headers = ["ID", "RUN AT", "ATTEMPTS", "RETRIES", "BODY", "LAST ERROR"]
+        printer.table_or(f"no {args.state} jobs in {args.topic}", headers, rows, right=(2, 3))
+        _more(printer, following)
+    return OK if found else NOTHING
+
+
+def _more(printer: Printer, cursor: str | None) -> None:
+    if cursor is not None:
+        printer.line(f"(more: --cursor {cursor}, or --all)")
+
+
+def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    info = queue.get(args.topic, args.id)
+    if printer.as_json:
+        printer.json(info.to_dict())
+        return OK
+    fields = [
+        ("topic", info.topic),
+        ("id", info.id),
+        ("state", info.state),
+        ("run at", iso_utc(info.run_at_ms)),
+        ("enqueued at", iso_utc(info.enqueued_at_ms)),
+        ("attempts", f"{info.attempts} (retries: {info.retries})"),
+        ("last error", "-" if info.last_error is None else printable(info.last_error)),
+    ]
+    for name, value in fields:
+        printer.line(f"{name:<12} {value}")
+    printer.line("body")
+    for line in json.dumps(info.body, ensure_ascii=False, indent=2).splitlines():
+        printer.line("  " + line)
+    return OK
+
+
+def dead(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found: list[DeadJob] = queue.dead(args.topic, args.limit)
+    if printer.as_json:
+        printer.json(answers.dead_jobs(found))
+    else:
+        rows = [
+            [job.id, iso_utc(job.died_at_ms), str(job.attempts), short_error(job.last_error), short_body(job.body)]
+            for job in found
+        ]
+        headers = ["ID", "DIED AT", "ATTEMPTS", "LAST ERROR", "BODY"]
+        printer.table_or(f"no dead jobs in {args.topic}", headers, rows, right=(2,))
+    return OK if found else NOTHING
+
+
+def replay(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    count = queue.replay(args.topic, args.ids or None)
+    if printer.as_json:
+        printer.json(answers.replayed(count))
+    else:
+        printer.line(f"{count} dead job{'s' * (count != 1)} of {args.topic} replayed: due now")
+    return OK if count else NOTHING
+
+
+def purge(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    count = queue.purge(args.topic)
+    if printer.as_json:
+        printer.json(answers.purged(count))
+    else:
+        printer.line(f"{count} dead job{'s' * (count != 1)} of {args.topic} deleted")
+    return OK if count else NOTHING
+
+
+def pause(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    queue.pause(args.topic)
+    if printer.as_json:
+        printer.json(answers.paused(True))
+    else:
+        printer.line(f"{args.topic} paused: no consumer starts its jobs until 'delayq resume {args.topic}'")
+    return OK
+
+
+def resume(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    queue.resume(args.topic)
+    if printer.as_json:
+        printer.json(answers.paused(False))
+    else:
+        printer.line(f"{args.topic} resumed")
+    return OK
+
+
+def forecast(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found: Forecast = queue.forecast(args.topic, args.minutes, args.bucket)
+    if printer.as_json:
+        printer.json(found.to_dict())
+        return OK
+    total = sum(bucket.count for bucket in found.buckets)
+    printer.line(
+        f"{args.topic}: {total} delayed job{'s' * (total != 1)} due in the next {args.minutes} min, by {args.bucket} s"
+    )
+    most = max((bucket.count for bucket in found.buckets), default=0)
+    width = len(str(most))
+    for bucket in found.buckets:
+        bar = "█" * (round(bucket.count / most * BAR_WIDTH) if most else 0)
+        if bucket.count and not bar:
+            bar = "▏"  # a few among many: not nothing
+        printer.line(f"{iso_utc(bucket.from_ms)}  {bucket.count:>{width}}  {bar}".rstrip())
+    return OK
+
+
+# ------------------------------------------------------------------------------------ the parser
+
+
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[Queue, argparse.Namespace, Printer], int]
+    help: str
+    description: str
+
+
+COMMANDS: dict[str, Command] = {
+    "topics": Command(topics, "topics with their counts, by name", "Every configured topic and every topic holding "
+                      "jobs, by name: its jobs in each state, its next run-at, how long its oldest due job has waited, "
+                      "and whether it is paused. GET /topics."),
+    "jobs": Command(jobs, "a topic's jobs in one state", "A topic's jobs in one state, a page at a time: delayed by "
+                    "run-at (soonest first), ready in the order they will be taken, reserved by lease deadline, dead "
+                    "newest first. GET /topics/{topic}/jobs."),
+    "job": Command(job, "one job, with its body and last error", "One job in any state. GET /jobs/{topic}/{id}."),
+    "dead": Command(dead, "dead jobs, newest first", "A topic's dead jobs, newest first, with their last error. "
+                    "GET /topics/{topic}/dead."),
+    "replay": Command(replay, "make dead jobs due again now", "The dead jobs given (all of the topic's without ids) "
+                      "are due again now, with fresh attempts. POST /topics/{topic}/dead/replay."),
+    "purge": Command(purge, "delete a topic's dead jobs", "Deletes every dead job of the topic for good. "
+                     "DELETE /topics/{topic}/dead."),
+    "pause": Command(pause, "stop consumers starting a topic's jobs", "From the next tick no consumer, anywhere, "
+                     "starts a job of the topic. Jobs keep falling due (ready grows), creates are accepted, jobs "
+                     "already started finish. Idempotent. POST /topics/{topic}/pause."),
+    "resume": Command(resume, "undo a pause", "Consumers start the topic's jobs again. Idempotent. "
+                      "POST /topics/{topic}/resume."),
+    "forecast": Command(forecast, "delayed jobs falling due, as a bar chart", "How many delayed jobs of the topic "
+                        "fall due in each bucket of time from now (Redis' time) on. GET /topics/{topic}/forecast."),
+}  # fmt: skip
+
+
+def add_commands(commands: Any) -> None:
+    """Adds the operator's commands to ``commands``, the subparsers of ``delayq``'s parser."""
+    for name, command in COMMANDS.items():
+        parser: argparse.ArgumentParser = commands.add_parser(
+            name, help=command.help, description=command.description, epilog=EXIT_CODES
+        )
+        parser.add_argument("--json", action="store_true", help="print what the matching HTTP route answers")
+        if name != "topics":
+            parser.add_argument("topic", metavar="TOPIC")
+        if name == "job":
+            parser.add_argument("id", metavar="ID")
+        if name == "jobs":
+            parser.add_argument("--state", required=True, choices=STATES, help="which of the topic's jobs")
+        if name in ("topics", "jobs", "dead"):
+            parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
+        if name in ("topics", "jobs"):
+            where = parser.add_mutually_exclusive_group()
+            where.add_argument("--cursor", help="start after the previous page's 'next'")
+            where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
+        if name == "replay":
+            parser.add_argument("ids", metavar="ID", nargs="*", help="the dead jobs to replay (default: all)")
+        if name == "forecast":
+            parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
+            parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")
+
+
+def run(args: argparse.Namespace, *, queue: Queue | None = None, out: TextIO | None = None) -> int:
+    """Runs the operator's command ``args.command``; its exit code."""
+    printer = Printer(out or sys.stdout, as_json=args.json)
+    try:
+        return COMMANDS[args.command].run(queue or Queue.from_env(), args, printer)
+    except DelayqError as exc:
+        if printer.as_json:
+            printer.json(exc.to_dict())
+        else:
+            field = f"{exc.field}: " if isinstance(exc, InvalidField) else ""
+            sys.stderr.write(f"delayq {args.command}: {field}{printable(exc.message)}\n")
+        return _exit_code(exc)
+
+
+def _exit_code(exc: DelayqError) -> int:
+    if isinstance(exc, RedisUnavailable):
+        return UNAVAILABLE
+    return NOTHING if exc.status == 404 else USAGE  # refused, or the settings are wrong (ConfigError)

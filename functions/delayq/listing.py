@@ -1,0 +1,217 @@
+"""Pages: a topic's jobs by state, the topics by name, a topic's forecast; their cursors and checks.
+
+Each partition keeps its own order (``jobs_scored.lua``, ``jobs_ready.lua``); a page merges them.
+Jobs in a sorted set order by (score, id) in every partition alike, so one cursor, the (score, id) of
+the last job listed, serves them all. The ready lists have no common order: a ready cursor holds one
+position per partition read so far, and a page takes from the partitions' heads, soonest run-at first.
+Either way each partition is walked in its own order from its own cursor, so a job that stays in its
+state is listed exactly once.
+
+A cursor is opaque to callers: base64url of a small JSON array that names its listing, so a cursor of
+another listing (or state) is refused, 422 naming ``cursor``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Literal, get_args
+
+from .calls import Listed, ReadyPage
+from .errors import InvalidField
+from .job import JobInfo, TopicStats
+from .models import ID_RE, TOPIC_RE
+
+JobState = Literal["delayed", "ready", "reserved", "dead"]  # the states a topic's jobs are listed by
+STATES: tuple[str, ...] = get_args(JobState)
+# The sorted set that keeps each state's jobs (keys.py), and whether its pages go newest first.
+SCORED: dict[str, tuple[str, bool]] = {
+    "delayed": ("delayed", False),
+    "reserved": ("leased", False),
+    "dead": ("dead", True),
+}
+READY = "ready"
+TOPICS = "topics"
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+MAX_CURSOR_CHARS = 16_384  # a ready cursor grows with the partitions it has read: about 12 characters each
+DEFAULT_MINUTES, MAX_MINUTES = 60, 10_080  # a forecast looks this far ahead (a week at most)
+DEFAULT_BUCKET_S, MAX_BUCKET_S = 60, 86_400
+MAX_BUCKETS = 1440  # a day of minutes: one ZCOUNT per bucket and partition, one row per bucket
+
+
+# ------------------------------------------------------------------------------------ pages
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a topic's jobs in one state; ``next`` is the cursor of the following page, None at the end."""
+
+    jobs: list[JobInfo]
+    next: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"jobs": [job.to_dict() for job in self.jobs], "next": self.next}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPage:
+    """A page of topics by name, each with its stats; ``next`` as for ``JobPage``."""
+
+    topics: list[TopicStats]
+    next: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topics": [topic.to_dict() for topic in self.topics], "next": self.next}
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    from_ms: int
+    to_ms: int
+    count: int  # delayed jobs falling due in [from_ms, to_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from_ms": self.from_ms, "to_ms": self.to_ms, "count": self.count}
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """How many delayed jobs fall due in each bucket from Redis' now on; empty buckets too."""
+
+    topic: str
+    buckets: list[Bucket]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "buckets": [bucket.to_dict() for bucket in self.buckets]}
+
+
+# ------------------------------------------------------------------------------------ checks
+
+
+def check_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidField("limit", f"must be an integer from 1 to {MAX_LIMIT}")
+    return limit
+
+
+def check_state(state: Any) -> str:
+    if state not in STATES:
+        raise InvalidField("state", f"must be one of {', '.join(STATES)}")
+    return str(state)
+
+
+def forecast_window(minutes: Any, bucket: Any) -> tuple[int, int]:
+    """(bucket, window) in ms of a forecast of ``minutes`` in buckets of ``bucket`` seconds."""
+    for name, value, most in (("minutes", minutes, MAX_MINUTES), ("bucket", bucket, MAX_BUCKET_S)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise InvalidField(name, f"must be an integer from 1 to {most}")
+    if math.ceil(minutes * 60 / bucket) > MAX_BUCKETS:
+        shortest = math.ceil(minutes * 60 / MAX_BUCKETS)
+        raise InvalidField("bucket", f"at most {MAX_BUCKETS} buckets: for {minutes} minutes, at least {shortest} s")
+    return bucket * 1000, minutes * 60_000
+
+
+def buckets(now_ms: int, bucket_ms: int, window_ms: int, counts: Sequence[int]) -> list[Bucket]:
+    end = now_ms + window_ms
+    return [
+        Bucket(now_ms + i * bucket_ms, min(now_ms + (i + 1) * bucket_ms, end), count) for i, count in enumerate(counts)
+    ]
+
+
+# ------------------------------------------------------------------------------------ cursors
+
+
+def encode_cursor(kind: str, *parts: Any) -> str:
+    raw = json.dumps([kind, *parts], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _decode(cursor: Any, kind: str) -> list[Any]:
+    """The parts of ``cursor``, a cursor of the listing ``kind``; ``InvalidField`` naming ``cursor``."""
+    if not isinstance(cursor, str) or not 0 < len(cursor) <= MAX_CURSOR_CHARS:
+        raise InvalidField("cursor", "must be the 'next' of a previous page")
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError):
+        raise InvalidField("cursor", "must be the 'next' of a previous page") from None
+    if not isinstance(value, list) or not value or value[0] != kind:
+        raise InvalidField("cursor", f"is not a cursor of this listing ({kind})")
+    return value[1:]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def scored_cursor(cursor: str | None, state: str) -> tuple[int, str] | None:
+    """The (score, id) a page of ``state`` starts after."""
+    if cursor is None:
+        return None
+    parts = _decode(cursor, state)
+    if len(parts) != 2 or not _is_int(parts[0]) or not isinstance(parts[1], str) or not ID_RE.fullmatch(parts[1]):
+        raise InvalidField("cursor", f"is not a cursor of this listing ({state})")
+    return parts[0], parts[1]
+
+
+def ready_cursor(cursor: str | None, partitions: int) -> dict[int, int]:
+    """Partition index -> the position a ready page starts after there (absent: at the head)."""
+    if cursor is None:
+        return {}
+    parts = _decode(cursor, READY)
+    positions = parts[0] if len(parts) == 1 else None
+    if not isinstance(positions, dict):
+        raise InvalidField("cursor", f"is not a cursor of this listing ({READY})")
+    out: dict[int, int] = {}
+    for index, position in positions.items():
+        if not index.isdigit() or not int(index) < partitions or not _is_int(position):
+            raise InvalidField("cursor", "is not a cursor of this namespace's ready lists")
+        out[int(index)] = position
+    return out
+
+
+def topics_cursor(cursor: str | None) -> str | None:
+    """The topic name a page of topics starts after."""
+    if cursor is None:
+        return None
+    parts = _decode(cursor, TOPICS)
+    if len(parts) != 1 or not isinstance(parts[0], str) or not TOPIC_RE.fullmatch(parts[0]):
+        raise InvalidField("cursor", f"is not a cursor of this listing ({TOPICS})")
+    return parts[0]
+
+
+# ------------------------------------------------------------------------------------ merging
+
+
+def merge_scored(parts: Iterable[list[Listed]], state: str, limit: int) -> tuple[list[Listed], str | None]:
+    """The first ``limit`` jobs of the partitions' pages (each asked for ``limit + 1``) in the
+    state's order, and the next cursor: more are left when the pages hold more than ``limit``."""
+    descending = SCORED[state][1]
+    merged = list(islice(heapq.merge(*parts, key=lambda job: (job.place, job.id), reverse=descending), limit + 1))
+    if len(merged) <= limit:
+        return merged, None
+    last = merged[limit - 1]
+    return merged[:limit], encode_cursor(state, last.place, last.id)
+
+
+def merge_ready(
+    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, int], limit: int
+) -> tuple[list[Listed], str | None]:
+    """The first ``limit`` jobs taken from the heads of the partitions' ready pages (partition index,
+    page), soonest run-at first, each partition in its own order; and the next cursor."""
+    streams = [[(job.meta.run_at_ms, index, n, job) for n, job in enumerate(page.jobs)] for index, page in parts]
+    # heapq.merge takes the least head each time: each stream keeps its own order, sorted or not.
+    page = [entry for entry in islice(heapq.merge(*streams), limit)]
+    used = dict.fromkeys((index for _, index, _, _ in page), 0)
+    for _, index, _, job in page:
+        positions[index] = job.place
+        used[index] += 1
+    more = any(p.more or used.get(index, 0) < len(p.jobs) for index, p in parts)
+    cursor = encode_cursor(READY, {str(index): position for index, position in sorted(positions.items())})
+    return [job for _, _, _, job in page], cursor if more else None

@@ -1,0 +1,183 @@
+"""Seeing and steering a queue through the HTTP API: GET /topics, GET /topics/{topic}/jobs, GET
+/topics/{topic}/forecast, POST /topics/{topic}/pause and /resume; their refusals (422 naming the
+field, 404 for a topic nobody knows), each leaving Redis as it was."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from delayq import Queue
+from delayq.api import ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
+from delayq.listing import encode_cursor
+
+from api_support import Api, assert_model
+from conftest import RECORDER
+
+
+@pytest.fixture
+def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
+    api = Api.start(redis_client, namespace)
+    api.create("orders", "seed", delay=600)
+    return api
+
+
+def walk(api: Api, path: str, key: str, **query: str) -> list[dict]:
+    items: list[dict] = []
+    cursor = None
+    while True:
+        reply = api.get(path, query=query | ({"cursor": cursor} if cursor else {}))
+        assert reply.status == 200, reply
+        items += reply.json[key]
+        cursor = reply.json["next"]
+        if cursor is None:
+            return items
+
+
+# ------------------------------------------------------------------------------------------ GET /topics
+
+
+def test_topics_by_name_a_page_at_a_time(api: Api):
+    api.create("zeta", "z", delay=0)  # a "*" topic holding a job
+    reply = api.get("/topics", query={"limit": "2"})
+    assert reply.status == 200, reply
+    assert_model(TopicPageOut, reply.json)
+    assert [topic["topic"] for topic in reply.json["topics"]] == ["orders", "payments"]
+    for topic in reply.json["topics"]:
+        assert_model(TopicOut, topic)
+    assert [topic["topic"] for topic in walk(api, "/topics", "topics", limit="2")] == [
+        "orders", "payments", "reminders", "zeta"
+    ]  # fmt: skip
+    assert api.get("/topics").json["topics"][0] == api.stats("orders")
+
+
+# ------------------------------------------------------------------------------------------ GET /topics/{topic}/jobs
+
+
+def test_jobs_by_state_as_get_shows_each(api: Api):
+    api.kill("orders", "x1", error="it broke")
+    for i in range(5):
+        api.create("orders", f"d{i}", delay=60 + i, body={"i": i})
+    api.create("orders", "r1", delay=0)
+    reply = api.get("/topics/orders/jobs", query={"state": "delayed", "limit": "2"})
+    assert reply.status == 200, reply
+    assert_model(JobPageOut, reply.json)
+    assert reply.json["jobs"] == [api.job("orders", "d0"), api.job("orders", "d1")]
+    for job in reply.json["jobs"]:
+        assert_model(JobOut, job)
+    delayed = walk(api, "/topics/orders/jobs", "jobs", state="delayed", limit="2")
+    assert [job["id"] for job in delayed] == ["d0", "d1", "d2", "d3", "d4", "seed"]
+    assert [job["id"] for job in walk(api, "/topics/orders/jobs", "jobs", state="ready")] == ["r1"]
+    dead = walk(api, "/topics/orders/jobs", "jobs", state="dead")
+    assert [(job["id"], job["state"], job["last_error"]) for job in dead] == [("x1", "dead", "it broke")]
+    assert api.get("/topics/orders/jobs", query={"state": "reserved"}).json == {"jobs": [], "next": None}
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({}, "state"),
+        ({"state": "waiting"}, "state"),
+        ({"state": "delayed", "limit": "0"}, "limit"),
+        ({"state": "delayed", "limit": "1001"}, "limit"),
+        ({"state": "delayed", "limit": "ten"}, "limit"),
+        ({"state": "delayed", "cursor": "nonsense"}, "cursor"),
+        ({"state": "delayed", "cursor": encode_cursor("dead", 1, "a")}, "cursor"),
+        ({"state": "ready", "cursor": encode_cursor("ready", {"7": 1})}, "cursor"),
+        ({"state": "delayed", "cursor": "x" * 20_000}, "cursor"),
+    ],
+)
+def test_job_lists_refuse_bad_queries_naming_the_field(api: Api, query: dict[str, str], field: str):
+    api.refused(422, field, "GET", "/topics/orders/jobs", query=query, error="invalid")
+
+
+def test_topics_refuse_bad_queries_naming_the_field(api: Api):
+    api.refused(422, "limit", "GET", "/topics", query={"limit": "0"})
+    api.refused(422, "cursor", "GET", "/topics", query={"cursor": encode_cursor("delayed", 1, "a")})
+
+
+# ------------------------------------------------------------------------------------------ forecast
+
+
+def test_forecast_buckets_from_now(api: Api):
+    for i in range(3):
+        api.create("orders", f"soon{i}", delay=30)
+    reply = api.get("/topics/orders/forecast", query={"minutes": "15", "bucket": "300"})
+    assert reply.status == 200, reply
+    assert_model(ForecastOut, reply.json)
+    first = reply.json["buckets"][0]
+    seed = (api.job("orders", "seed")["run_at_ms"] - first["from_ms"]) // 300_000  # its bucket: in 10 minutes
+    assert [bucket["count"] for bucket in reply.json["buckets"]] == [3 + (seed == 0), int(seed == 1), int(seed == 2)]
+    assert abs(first["from_ms"] - api.server_ms()) < 10_000
+    assert reply.json["buckets"][-1]["to_ms"] == first["from_ms"] + 15 * 60_000
+    assert len(api.get("/topics/orders/forecast").json["buckets"]) == 60
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [({"minutes": "0"}, "minutes"), ({"minutes": "10081"}, "minutes"), ({"minutes": "1.5"}, "minutes"),
+     ({"bucket": "0"}, "bucket"), ({"bucket": "86401"}, "bucket"), ({"minutes": "10080", "bucket": "1"}, "bucket")],
+)  # fmt: skip
+def test_forecast_refuses_bad_windows_naming_the_field(api: Api, query: dict[str, str], field: str):
+    api.refused(422, field, "GET", "/topics/orders/forecast", query=query, error="invalid")
+
+
+# ------------------------------------------------------------------------------------------ pause, resume
+
+
+def test_pause_and_resume_are_idempotent_and_shown_in_the_stats(api: Api):
+    for _ in range(2):
+        reply = api.post("/topics/orders/pause")
+        assert (reply.status, reply.json) == (200, {"paused": True})
+        assert_model(PausedOut, reply.json)
+        assert api.stats("orders")["paused"] is True
+    assert api.stats("reminders")["paused"] is False
+    for _ in range(2):
+        reply = api.post("/topics/orders/resume")
+        assert (reply.status, reply.json) == (200, {"paused": False})
+    assert api.stats("orders")["paused"] is False
+
+
+def test_a_body_is_not_needed_but_must_be_json_when_given(api: Api):
+    assert api.post("/topics/orders/pause", {}).status == 200
+    api.refused(400, None, "POST", "/topics/orders/pause", raw_body="{not json")
+
+
+# ------------------------------------------------------------------------------------------ topics nobody knows
+
+
+@pytest.fixture
+def named_only(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str):
+    monkeypatch.setenv("DELAYQ_TOPICS", json.dumps({"orders": {"target": RECORDER}}))
+    api = Api.start(redis_client, namespace)
+    api.create("orders", "seed", delay=600)
+    return api
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query"),
+    [
+        ("GET", "/topics/nope/jobs", {"state": "delayed"}),
+        ("GET", "/topics/nope/forecast", None),
+        ("POST", "/topics/nope/pause", None),
+        ("POST", "/topics/nope/resume", None),
+    ],
+)
+def test_a_topic_neither_configured_nor_holding_jobs_is_404(
+    named_only: Api, method: str, path: str, query: dict[str, str] | None
+):
+    reply = named_only.refused(404, "topic", method, path, query=query, error="not_found")
+    assert "nope" in reply.json["message"]
+
+
+def test_a_topic_no_longer_configured_but_holding_jobs_is_seen_and_steered(
+    named_only: Api, handler_env: dict[str, str]
+):
+    Queue.from_env(topics={"*": {"target": RECORDER}}).enqueue("retired", {}, id="left", delay=60)
+    assert [job["id"] for job in named_only.get("/topics/retired/jobs", query={"state": "delayed"}).json["jobs"]] == [
+        "left"
+    ]
+    assert named_only.post("/topics/retired/pause").status == 200
+    assert [topic["topic"] for topic in named_only.get("/topics").json["topics"]] == ["orders", "retired"]

@@ -1,0 +1,234 @@
+"""The operator's commands, ``delayq topics|jobs|job|dead|replay|purge|pause|resume|forecast``, against
+the real Redis: what people see, what ``--json`` prints (what the HTTP route answers), exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from delayq import Queue, answers, calls
+from delayq.__main__ import main
+from delayq.calls import Failure
+
+from conftest import DEFAULT_TOPICS
+
+Run = Callable[..., tuple[int, str, str]]
+ENTRY_POINTS = [[sys.executable, "-m", "delayq"], [str(Path(sys.executable).parent / "delayq")]]
+
+
+@pytest.fixture
+def cli(handler_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Run:
+    """``cli("jobs", "orders", "--state", "ready")``: exit code, stdout, stderr of one command, in this
+    process, on this test's namespace."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def queue(handler_env: dict[str, str]) -> Queue:
+    return Queue.from_env()
+
+
+def kill(queue: Queue, topic: str, job_id: str, error: str = "boom") -> None:
+    queue.enqueue(topic, {"n": job_id}, id=job_id, delay=0, retries=0)
+    partition = queue.keys.for_job(topic, job_id)
+    taken = calls.take(partition, topic, count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    failures = [Failure(job.id, token, error) for job, token, _ in taken.leases]
+    calls.fail(partition, topic, queue.settings.topics.retrying(topic), failures).run(queue.redis)
+
+
+def table(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines()]
+
+
+# ------------------------------------------------------------------------------------- topics, jobs, job
+
+
+def test_topics_as_a_table_and_as_json(cli: Run, queue: Queue) -> None:
+    queue.enqueue("orders", {}, id="a", delay=60)
+    queue.enqueue("extra", {}, id="b", delay=0)
+    queue.pause("extra")
+    code, out, _ = cli("topics")
+    assert code == 0
+    rows = table(out)
+    assert rows[0] == ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "NEXT", "RUN", "AT", "OLDEST", "READY", "STATE"]
+    assert [row[0] for row in rows[1:]] == ["extra", "orders", "payments", "reminders"]
+    assert rows[1][1:5] == ["0", "1", "0", "0"]
+    assert rows[1][-1] == "paused"
+    assert rows[2][1:6] == ["1", "0", "0", "0", queue.stats("orders").to_dict()["next_run_at"]]
+    code, out, _ = cli("topics", "--json", "--limit", "2")
+    page = json.loads(out)
+    expected = [queue.stats(name).to_dict() for name in ("extra", "orders")]
+    for topic in (*page["topics"], *expected):
+        assert topic.pop("oldest_ready_ms") >= 0  # how long "extra"'s ready job has waited: it grows
+    assert page == {"topics": expected, "next": page["next"]}
+    assert page["topics"][0]["paused"] is True
+    code, out, _ = cli("topics", "--json", "--limit", "2", "--cursor", page["next"])
+    assert [topic["topic"] for topic in json.loads(out)["topics"]] == ["payments", "reminders"]
+
+
+def test_jobs_by_state_a_page_or_all(cli: Run, queue: Queue) -> None:
+    for i in range(5):
+        queue.enqueue("orders", {"i": i, "text": "x" * 100}, id=f"j{i}", delay=60 + i)
+    code, out, _ = cli("jobs", "orders", "--state", "delayed", "--limit", "2")
+    rows = table(out)
+    assert code == 0
+    assert rows[0] == ["ID", "RUN", "AT", "ATTEMPTS", "RETRIES", "BODY", "LAST", "ERROR"]
+    assert [row[0] for row in rows[1:3]] == ["j0", "j1"]
+    assert rows[1][1] == queue.get("orders", "j0").to_dict()["run_at"]
+    assert rows[1][4].endswith("…")  # a long body, cut short
+    cursor = queue.jobs("orders", "delayed", limit=2).next
+    assert rows[3] == ["(more:", "--cursor", f"{cursor},", "or", "--all)"]
+    code, out, _ = cli("jobs", "orders", "--state", "delayed", "--limit", "2", "--cursor", str(cursor))
+    assert [row[0] for row in table(out)[1:3]] == ["j2", "j3"]
+    code, out, _ = cli("jobs", "orders", "--state", "delayed", "--limit", "2", "--all")
+    assert [row[0] for row in table(out)[1:]] == ["j0", "j1", "j2", "j3", "j4"]
+    code, out, _ = cli("jobs", "orders", "--state", "delayed", "--limit", "2", "--all", "--json")
+    pages = [json.loads(line) for line in out.splitlines()]
+    assert [len(page["jobs"]) for page in pages] == [2, 2, 1]
+    assert pages[0] == queue.jobs("orders", "delayed", limit=2).to_dict()
+    assert pages[-1]["next"] is None
+    code, out, _ = cli("jobs", "orders", "--state", "dead")
+    assert (code, out) == (1, "no dead jobs in orders\n")
+
+
+def test_job_whole_and_its_error_made_safe_for_a_terminal(cli: Run, queue: Queue) -> None:
+    kill(queue, "orders", "x1", error="\x1b[31mred\x1b[0m\nsecond line\u202e")
+    code, out, _ = cli("job", "orders", "x1")
+    assert code == 0
+    assert "\x1b" not in out
+    assert "\u202e" not in out
+    assert "last error   \\x1b[31mred\\x1b[0m\\nsecond line\\u202e" in out
+    assert '    "n": "x1"' in out
+    code, out, _ = cli("job", "orders", "x1", "--json")
+    assert json.loads(out) == queue.get("orders", "x1").to_dict()
+
+
+# ------------------------------------------------------------------------------------- dead letters
+
+
+def test_dead_replay_purge(cli: Run, queue: Queue) -> None:
+    for job_id in ("d1", "d2", "d3"):
+        kill(queue, "orders", job_id)
+    code, out, _ = cli("dead", "orders")
+    assert code == 0
+    assert sorted(row[0] for row in table(out)[1:]) == ["d1", "d2", "d3"]
+    code, out, _ = cli("dead", "orders", "--json", "--limit", "2")
+    assert json.loads(out) == answers.dead_jobs(queue.dead("orders", 2))
+    code, out, _ = cli("replay", "orders", "d1", "--json")
+    assert (code, json.loads(out)) == (0, {"replayed": 1})
+    code, out, _ = cli("replay", "orders", "d1")
+    assert (code, out) == (1, "0 dead jobs of orders replayed: due now\n")  # nothing: d1 is not dead now
+    code, out, _ = cli("purge", "orders")
+    assert (code, out) == (0, "2 dead jobs of orders deleted\n")
+    code, out, _ = cli("purge", "orders", "--json")
+    assert (code, json.loads(out)) == (1, {"purged": 0})
+    assert queue.get("orders", "d1").state == "ready"
+
+
+# ------------------------------------------------------------------------------------- pause, forecast
+
+
+def test_pause_and_resume(cli: Run, queue: Queue) -> None:
+    code, out, _ = cli("pause", "orders")
+    assert (code, out) == (0, "orders paused: no consumer starts its jobs until 'delayq resume orders'\n")
+    assert queue.stats("orders").paused
+    code, out, _ = cli("pause", "orders", "--json")
+    assert (code, json.loads(out)) == (0, {"paused": True})
+    code, out, _ = cli("resume", "orders", "--json")
+    assert (code, json.loads(out)) == (0, {"paused": False})
+    assert not queue.stats("orders").paused
+
+
+def test_forecast_as_a_bar_chart(cli: Run, queue: Queue) -> None:
+    for i in range(8):
+        queue.enqueue("orders", {}, id=f"a{i}", delay=30)
+    for i in range(2):
+        queue.enqueue("orders", {}, id=f"b{i}", delay=150)
+    code, out, _ = cli("forecast", "orders", "--minutes", "4")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == "orders: 10 delayed jobs due in the next 4 min, by 60 s"
+    bars = [line.split()[1:] for line in lines[1:]]
+    assert bars == [["8", "█" * 50], ["0"], ["2", "█" * 12], ["0"]]
+    code, out, _ = cli("forecast", "orders", "--minutes", "4", "--bucket", "120", "--json")
+    assert [bucket["count"] for bucket in json.loads(out)["buckets"]] == [8, 2]
+
+
+# ------------------------------------------------------------------------------------- errors and exit codes
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["job", "orders", "nope"], 1, "delayq job: no job 'nope' in topic 'orders'\n"),
+        (["jobs", "orders", "--state", "ready", "--limit", "0"], 2,
+         "delayq jobs: limit: must be an integer from 1 to 1000\n"),
+        (["jobs", "orders", "--state", "ready", "--cursor", "bogus"], 2,
+         "delayq jobs: cursor: must be the 'next' of a previous page\n"),
+        (["forecast", "orders", "--minutes", "10080", "--bucket", "60"], 2,
+         "delayq forecast: bucket: at most 1440 buckets: for 10080 minutes, at least 420 s\n"),
+        (["job", "bad!", "x"], 2, "delayq job: topic: must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$\n"),
+    ],
+)  # fmt: skip
+def test_refusals_say_what_is_wrong_and_exit_with_their_code(
+    cli: Run, argv: list[str], code: int, message: str
+) -> None:
+    assert cli(*argv) == (code, "", message)
+
+
+def test_errors_with_json_are_the_apis_error_documents(cli: Run) -> None:
+    code, out, err = cli("job", "orders", "nope", "--json")
+    assert (code, err) == (1, "")
+    assert json.loads(out) == {
+        "status": 404,
+        "error": "not_found",
+        "field": "id",
+        "message": "no job 'nope' in topic 'orders'",
+    }
+
+
+def test_usage_errors_exit_2(cli: Run) -> None:
+    for argv in (["jobs", "orders"], ["jobs", "orders", "--state", "waiting"], ["topics", "--all", "--cursor", "x"],
+                 ["forecast", "orders", "--minutes", "soon"], ["nosuchcommand"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exited:
+            cli(*argv)
+        assert exited.value.code == 2, argv
+
+
+@pytest.mark.parametrize("command", ENTRY_POINTS, ids=["python -m delayq", "delayq"])
+def test_the_installed_command(command: list[str], handler_env: dict[str, str], redis_client: redis.Redis) -> None:
+    """As a user runs it: the console script and ``python -m delayq``, with their exit codes."""
+    env = {"PATH": "/usr/bin:/bin", **handler_env}
+    done = subprocess.run(
+        [*command, "topics", "--json"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, json.loads(done.stdout)["next"]) == (0, None)
+    assert [t["topic"] for t in json.loads(done.stdout)["topics"]] == sorted(set(DEFAULT_TOPICS) - {"*"})
+    done = subprocess.run(
+        [*command, "jobs", "--help"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0
+    assert "GET /topics/{topic}/jobs" in done.stdout
+    assert "exit codes: 0 done; 1 not found or nothing" in " ".join(done.stdout.split())
+    down = env | {"DELAYQ_REDIS_URL": "redis://127.0.0.1:1/0"}
+    done = subprocess.run([*command, "topics"], env=down, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (3, "")
+    assert done.stderr.startswith("delayq topics: Redis")
+    assert "unavailable" in done.stderr
+    done = subprocess.run(
+        [*command, "jobs", "orders"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
