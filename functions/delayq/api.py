@@ -91,6 +91,13 @@ class BatchOut(BaseModel):
     results: list[BatchItemOut]
 
 
+class LatenessOut(BaseModel):
+    window_s: int = Field(description="How far back the deliveries counted started")
+    deliveries: int = Field(description="Handler starts in the window, by every consumer")
+    p50_ms: float | None = Field(description="Median of handler start minus run-at (ms, within 9%); null: none")
+    p99_ms: float | None = Field(description="99th percentile of the same; null: none")
+
+
 class TopicOut(BaseModel):
     topic: str
     delayed: int
@@ -99,6 +106,7 @@ class TopicOut(BaseModel):
     dead: int
     next_run_at_ms: int | None
     next_run_at: str | None
+    lateness: LatenessOut
 
 
 class DeadJobOut(BaseModel):
@@ -267,7 +275,9 @@ def cancel_job(request: Request, topic: TopicPath, job_id: IdPath) -> Response[A
     responses=_responses(200, TopicOut, 404, words={404: NO_TOPIC}),
 )
 def topic_stats(request: Request, topic: TopicPath) -> Response[Any]:
-    return _json(200, _queue(request).stats(topic).to_dict())
+    queue = _queue(request)
+    stats = queue.stats(topic).to_dict()
+    return _json(200, stats | {"lateness": queue.lateness([topic])[topic].to_dict()})
 
 
 @router.get("/topics/<topic>/dead", summary="Dead jobs, newest first", responses=_responses(200, DeadListOut, 404))

@@ -40,6 +40,8 @@ from .errors import (
 )
 from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
+from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from .lateness import Lateness
 from .models import (
     ID_PATTERN,
     ID_RE,
@@ -61,6 +63,7 @@ from .settings import ENV, Settings, TopicConfig, Topics
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
+LATENESS_READS = 100  # topics per call of lateness_read.lua
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
@@ -454,6 +457,28 @@ class Queue:
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
             raise TopicNotFound(topic)
         return stats
+
+    def lateness(self, topics: Iterable[str]) -> dict[str, Lateness]:
+        """The recent lateness of each of ``topics`` (``delayq.lateness``): p50 and p99 of the handler
+        starts of the last ``lateness.WINDOW_MINUTES`` minutes; one call per partition involved."""
+        by_partition: dict[Partition, list[str]] = defaultdict(list)
+        for topic in dict.fromkeys(topics):
+            by_partition[self.keys.for_topic(check_topic(topic))].append(topic)
+        chunks = [
+            (partition, names[i : i + LATENESS_READS])
+            for partition, names in by_partition.items()
+            for i in range(0, len(names), LATENESS_READS)
+        ]
+        if not chunks:
+            return {}
+        reads = [calls.read_lateness(p, names, window_minutes=LATENESS_WINDOW_MINUTES) for p, names in chunks]
+        with redis_errors(self._server):
+            replies: list[list[dict[int, int]]] = run_many(self.redis, reads)
+        return {
+            topic: Lateness.of(counts)
+            for (_, names), reply in zip(chunks, replies, strict=True)
+            for topic, counts in zip(names, reply, strict=True)
+        }
 
     def dead(self, topic: str, limit: int = 100) -> list[DeadJob]:
         """The most recent dead jobs of ``topic``, newest first."""

@@ -59,6 +59,7 @@ def test_stats_of_an_empty_topic(api: Api):
         "dead": 0,
         "next_run_at_ms": None,
         "next_run_at": None,
+        "lateness": {"window_s": 300, "deliveries": 0, "p50_ms": None, "p99_ms": None},
     }
 
 
