@@ -275,9 +275,7 @@ def cancel_job(request: Request, topic: TopicPath, job_id: IdPath) -> Response[A
     responses=_responses(200, TopicOut, 404, words={404: NO_TOPIC}),
 )
 def topic_stats(request: Request, topic: TopicPath) -> Response[Any]:
-    queue = _queue(request)
-    stats = queue.stats(topic).to_dict()
-    return _json(200, stats | {"lateness": queue.lateness([topic])[topic].to_dict()})
+    return _json(200, _queue(request).stats(topic).to_dict())
 
 
 @router.get("/topics/<topic>/dead", summary="Dead jobs, newest first", responses=_responses(200, DeadListOut, 404))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import DelayqError, InvalidField
+from .lateness import NONE, Lateness
 from .schedule import iso_utc
 
 QUEUED, LEASED, DEAD = "q", "l", "x"
@@ -162,6 +163,7 @@ class TopicStats:
     reserved: int
     dead: int
     next_run_at_ms: int | None
+    lateness: Lateness = NONE  # of the recent deliveries (delayq.lateness)
 
     @property
     def jobs(self) -> int:
@@ -177,6 +179,7 @@ class TopicStats:
             "dead": self.dead,
             "next_run_at_ms": self.next_run_at_ms,
             "next_run_at": None if self.next_run_at_ms is None else iso_utc(self.next_run_at_ms),
+            "lateness": self.lateness.to_dict(),
         }
 
 

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import Any, cast
 
@@ -442,7 +442,8 @@ class Queue:
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
-        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at.
+        """How many jobs of ``topic`` are delayed, ready, reserved and dead, the next run-at, and the
+        lateness of its recent deliveries.
         ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
         parts: list[TopicStats] = self._each_partition(calls.stats, check_topic(topic))
         nexts = [part.next_run_at_ms for part in parts if part.next_run_at_ms is not None]
@@ -456,7 +457,7 @@ class Queue:
         )
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
             raise TopicNotFound(topic)
-        return stats
+        return replace(stats, lateness=self.lateness([topic])[topic])
 
     def lateness(self, topics: Iterable[str]) -> dict[str, Lateness]:
         """The recent lateness of each of ``topics`` (``delayq.lateness``): p50 and p99 of the handler
