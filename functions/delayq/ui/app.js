@@ -8,7 +8,7 @@ const API = location.pathname.replace(/\/ui\/.*$/, ""); // the API's base: the p
 const TOKEN = "delayq.token";
 const REFRESH_MS = 2000;
 const STATES = ["delayed", "ready", "reserved", "dead", "done"];
-const CANCELLABLE = new Set(["delayed", "ready", "dead"]); // DELETE /topics/{topic}/jobs?state=
+const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
 const PAGE = 50;
 const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
 const SVG = "http://www.w3.org/2000/svg";
@@ -240,8 +240,8 @@ function topicsView() {
       h("thead", {}, h("tr", {},
         h("th", {}, "Topic"), h("th", {}, "State"),
         ...STATES.map((state) => h("th", { class: "num" }, state)),
-        h("th", { class: "num", title: "median lateness of recent deliveries" }, "p50"),
-        h("th", { class: "num", title: "99th percentile lateness of recent deliveries" }, "p99"),
+        h("th", { class: "num", title: "median lateness of recent deliveries" }, "late p50"),
+        h("th", { class: "num", title: "99th percentile lateness of recent deliveries" }, "late p99"),
         h("th", { class: "num", title: "how long the oldest ready job has waited since it fell due" }, "oldest ready"),
         h("th", {}, "next due"), h("th", {}, ""))),
       tbody),
@@ -435,7 +435,7 @@ function forecastPart(topic) {
       const total = buckets.reduce((sum, b) => sum + b.count, 0);
       const busiest = buckets.reduce((best, b) => (b.count > (best ? best.count : 0) ? b : best), null);
       text(summary, total
-        ? `${count(total)} jobs fall due in the next ${range}; the busiest ${duration(bucket * 1000)} from ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}: ${count(busiest.count)}.`
+        ? `${count(total)} jobs fall due in the next ${range}, in buckets of ${duration(bucket * 1000)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
         : `No delayed job falls due in the next ${range}.`);
       draw(chart, buckets, bucket, minutes > 1440);
     },
