@@ -17,9 +17,9 @@ serves the gauge only.
 At most ``DELAYQ_METRICS_TOPICS`` topics (100) are named; the rest are summed under
 ``topic="_other"`` (no topic name starts with ``_``), so 10,000 topics do not make 50,000 series. The
 gauge names the topics holding the most jobs at each scrape (a gauge may move). The counters name
-the busiest topics, by what was counted, as names are given out at a scrape, and a name is kept for
-the life of the process, so that every series only grows, as a counter must: a topic named after
-its counts were shown under ``_other`` leaves those there and starts from zero under its name.
+the busiest topics, by what was counted, when names are given out at a scrape; a name is kept for
+the life of the process, and a topic counted under ``_other`` stays there, so that every series only
+grows, as a counter must.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ HELP = {
 
 @dataclass(slots=True)
 class _Counted:
-    """One topic's counts (or what of them a series leaves out): per counter, and lateness per bucket."""
+    """One topic's counts (or the sum of several): per counter, and lateness per bucket."""
 
     counters: dict[str, float] = field(default_factory=dict)
     buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BUCKETS_S) + 1))  # the last: +Inf
@@ -83,14 +83,11 @@ class _Counted:
     def activity(self) -> float:
         return sum(self.counters.values()) + sum(self.buckets)
 
-    def copy(self) -> _Counted:
-        return _Counted(dict(self.counters), list(self.buckets), self.lateness_s)
-
-    def add(self, other: _Counted, sign: int = 1) -> None:
+    def add(self, other: _Counted) -> None:
         for name, value in other.counters.items():
-            self.counters[name] = self.counters.get(name, 0.0) + sign * value
-        self.buckets = [mine + sign * theirs for mine, theirs in zip(self.buckets, other.buckets, strict=True)]
-        self.lateness_s += sign * other.lateness_s
+            self.counters[name] = self.counters.get(name, 0.0) + value
+        self.buckets = [mine + theirs for mine, theirs in zip(self.buckets, other.buckets, strict=True)]
+        self.lateness_s += other.lateness_s
 
 
 class LoopMetrics:
@@ -101,8 +98,7 @@ class LoopMetrics:
         self.limit = limit
         self._lock = threading.Lock()
         self._counted: dict[str, _Counted] = {}
-        self._named: dict[str, _Counted] = {}  # topic -> what its series leaves out (shown under _other before)
-        self._shown_as_other: set[str] = set()
+        self._named: set[str] = set()  # topics with a series of their own, for the life of the process
         self._redis_errors = 0.0
 
     # the Telemetry sink
@@ -161,25 +157,19 @@ class LoopMetrics:
         )
 
     def _series(self) -> list[tuple[str, _Counted]]:
-        """(topic label, values) of each series now, names given out first (under the lock)."""
+        """(topic label, counts) of each series now, names given out first (under the lock). Names go
+        to the busiest topics waiting while any is left; a topic shown under ``_other`` was shown there
+        because none was, and stays there: every series only grows."""
         free = self.limit - len(self._named)
         if free > 0:
             waiting = [topic for topic in self._counted if topic not in self._named]
-            for topic in sorted(waiting, key=lambda t: (-self._counted[t].activity, t))[:free]:
-                shown = self._counted[topic] if topic in self._shown_as_other else _Counted()
-                self._named[topic] = shown.copy()
-        series = []
-        other = _Counted()
-        for topic, counted in sorted(self._counted.items()):
-            if topic in self._named:
-                own = counted.copy()
-                own.add(self._named[topic], -1)
-                other.add(self._named[topic])
-                series.append((topic, own))
-            else:
-                other.add(counted)
-                self._shown_as_other.add(topic)
-        if self._shown_as_other:
+            self._named.update(sorted(waiting, key=lambda t: (-self._counted[t].activity, t))[:free])
+        series = [(topic, counted) for topic, counted in sorted(self._counted.items()) if topic in self._named]
+        if len(series) < len(self._counted):
+            other = _Counted()
+            for topic, counted in self._counted.items():
+                if topic not in self._named:
+                    other.add(counted)
             series.append((OTHER, other))
         return series
 
@@ -234,9 +224,9 @@ class JobsGauge:
 
 
 def read_stats(queue: Queue) -> list[TopicStats]:
-    """Every configured topic's and every topic's with jobs, with its counts."""
-    topics = sorted(set(queue.settings.topics.named) | queue.known_topics())
-    return [s for s in _stats_of(queue, topics) if s.jobs or s.topic in queue.settings.topics.named]
+    """Every configured topic and every topic that ever had a job, with its counts: a topic whose jobs
+    are all gone reads 0 (its series falls to 0, and does not vanish)."""
+    return list(_stats_of(queue, sorted(set(queue.settings.topics.named) | queue.known_topics())))
 
 
 def _stats_of(queue: Queue, topics: Sequence[str]) -> Iterable[TopicStats]:
