@@ -42,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -53,7 +53,9 @@ from .errors import ConfigError, DelayqError, PermanentFailure
 from .job import Job
 from .keys import Partition
 from .lateness import FLUSH_S as LATENESS_FLUSH_S
+from .lateness import MAX_BUCKET as LATENESS_MAX_BUCKET
 from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from .lateness import bucket_of
 from .loop import Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
@@ -94,6 +96,10 @@ def _log_context(job: Job, lateness_ms: float, started: float) -> dict[str, Any]
     }
 
 
+def _no_lateness() -> list[int]:
+    return [0] * (LATENESS_MAX_BUCKET + 1)
+
+
 @dataclass(eq=False)
 class _Topic:
     name: str
@@ -102,6 +108,7 @@ class _Topic:
     workers: Workers[_Delivery]
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
+    lateness: list[int] = field(default_factory=_no_lateness)  # deliveries per bucket since the last record
 
     @property
     def free(self) -> int:
@@ -295,10 +302,16 @@ class Consumer:
         if not due and now - self._lateness_recorded < LATENESS_FLUSH_S:
             return []
         self._lateness_recorded = now
+        counted: dict[str, dict[int, int]] = {}
+        with self._lock:
+            for topic in self._topics.values():
+                if any(topic.lateness):
+                    counted[topic.name] = {bucket: n for bucket, n in enumerate(topic.lateness) if n}
+                    topic.lateness = _no_lateness()
         keys = self.queue.keys
         return [
             calls.add_lateness(keys.for_topic(topic), topic, counts, window_minutes=LATENESS_WINDOW_MINUTES)
-            for topic, counts in self.queue.telemetry.recent.drain().items()
+            for topic, counts in counted.items()
         ]
 
     def _record_lateness_now(self) -> None:
@@ -465,7 +478,10 @@ class Consumer:
                 permanent = isinstance(exc, PermanentFailure)
                 error = _describe(exc)
         finally:
+            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
+            bucket = bucket_of(lateness_ms)
             with self._lock:
+                delivery.lane.topic.lateness[bucket] += 1
                 delivery.lane.topic.running -= 1
                 self._running.discard(delivery)
                 if not self._running:
@@ -482,7 +498,6 @@ class Consumer:
                     delivery.lane.pending.fails.append(Failure(job.id, delivery.token, error, permanent))
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
-            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
             self.queue.telemetry.lateness(job.topic, lateness_ms)
             if error is None and not late:  # the common case: a line only when DEBUG is on
                 self.queue.telemetry.count("Delivered", job.topic)

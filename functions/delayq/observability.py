@@ -1,6 +1,5 @@
-"""Observability: the one place the loops count, for CloudWatch EMF in Lambda, for Prometheus outside
-it (``delayq.metrics``), and for the recent lateness every reader of the queue sees (``delayq.lateness``);
-and the core's logs as Powertools JSON lines.
+"""Observability: the one place the loops count, for CloudWatch EMF in Lambda and for Prometheus
+outside it (``delayq.metrics``); and the core's logs as Powertools JSON lines.
 
 The core logs through the standard ``logging`` module (``delayq.*`` loggers: plain text in the local
 stack); ``route_logs_to(logger)`` hands them to a Powertools ``Logger``, so in Lambda every line is
@@ -25,9 +24,7 @@ its topics) and the consumer's topic listing.
 
 A ``Queue`` carries a ``Telemetry`` with EMF disabled unless given one: only the Lambda handlers
 publish EMF. Outside Lambda, a ``Telemetry`` given a Prometheus sink (``delayq.metrics.LoopMetrics``)
-feeds it every count and lateness sample as they happen. Whatever the outputs, each lateness sample is
-also counted into ``recent`` (a dict increment), which the consumer adds to the topic's recent lateness
-in Redis every ``lateness.FLUSH_S``.
+feeds it every count and lateness sample as they happen.
 """
 
 from __future__ import annotations
@@ -44,8 +41,6 @@ from typing import Any, Protocol, TypeVar
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-
-from .lateness import Counts
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_NAMESPACE = "delayq"
@@ -64,7 +59,7 @@ class Sink(Protocol):
 
 class Telemetry:
     """Counters and lateness samples per topic, until ``flush`` (EMF, when ``enabled``), and as they
-    happen to ``sink`` and (lateness) to ``recent``. Thread-safe."""
+    happen to ``sink``. Thread-safe."""
 
     def __init__(
         self,
@@ -76,7 +71,6 @@ class Telemetry:
     ) -> None:
         self.enabled = enabled
         self.sink = sink
-        self.recent = Counts()
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.service = service or os.environ.get("POWERTOOLS_SERVICE_NAME") or "delayq"
         self._counts: defaultdict[str | None, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -102,7 +96,6 @@ class Telemetry:
     def lateness(self, topic: str, ms: float) -> None:
         """A delivery's lateness: handler start minus run-at, in ms (Redis' clock)."""
         ms = max(0.0, ms)
-        self.recent.add(topic, ms)
         if self.enabled:
             with self._lock:
                 self._lateness[topic].append(ms)
