@@ -1,8 +1,8 @@
 // The delayq web view: reads and steers a queue through its JSON API, nothing else.
 //
 // Safe by construction: every value the API answers (topic names, ids, bodies, errors) reaches the
-// page as text, through textContent or text nodes (h() and text() below), never as markup; nothing
-// here sets innerHTML. Views refresh themselves every REFRESH_MS by updating their nodes in place.
+// page as text, through textContent or text nodes (h() and text() below), never as markup: nothing
+// here parses a string as HTML. Views refresh themselves every REFRESH_MS, updating their nodes in place.
 
 const API = location.pathname.replace(/\/ui\/.*$/, ""); // the API's base: the page is served at <base>/ui/
 const TOKEN = "delayq.token";
