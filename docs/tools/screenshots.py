@@ -63,10 +63,10 @@ def fill(base: str, rng: random.Random) -> None:
     orders = [
         {
             "topic": "orders",
-            "id": f"order-{4100 + n}",
+            "id": f"order-{5100 + n}",
             "delay": rng.triangular(20, 3500, 900),
             "body": {
-                "order": 4100 + n,
+                "order": 5100 + n,
                 "customer": f"cus_{rng.randrange(10**6):06}",
                 "total": round(rng.uniform(9, 400), 2),
             },

@@ -132,6 +132,7 @@ function duration(ms) {
   return `${(ms / 86_400_000).toFixed(1)} d`;
 }
 
+const span = (s) => (s % 3600 === 0 ? `${s / 3600} h` : s % 60 === 0 ? `${s / 60} min` : `${s} s`);
 const pad = (n) => String(n).padStart(2, "0");
 function clock(ms, { seconds = true, day = false } = {}) {
   const d = new Date(ms);
@@ -435,7 +436,7 @@ function forecastPart(topic) {
       const total = buckets.reduce((sum, b) => sum + b.count, 0);
       const busiest = buckets.reduce((best, b) => (b.count > (best ? best.count : 0) ? b : best), null);
       text(summary, total
-        ? `${count(total)} jobs fall due in the next ${range}, in buckets of ${duration(bucket * 1000)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
+        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
         : `No delayed job falls due in the next ${range}.`);
       draw(chart, buckets, bucket, minutes > 1440);
     },
