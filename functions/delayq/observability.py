@@ -95,12 +95,11 @@ class Telemetry:
 
     def lateness(self, topic: str, ms: float) -> None:
         """A delivery's lateness: handler start minus run-at, in ms (Redis' clock)."""
-        ms = max(0.0, ms)
         if self.enabled:
             with self._lock:
-                self._lateness[topic].append(ms)
+                self._lateness[topic].append(max(0.0, ms))
         if self.sink is not None:
-            self.sink.lateness(topic, ms)
+            self.sink.lateness(topic, max(0.0, ms))
 
     def flush_due(self, every_s: float = FLUSH_EVERY_S) -> None:
         """Flushes if the last flush is older than ``every_s``: long loops publish as they go."""
