@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, expect
 from delayq import Queue, Settings, Topics
 
 from local_support import send
-from ui_support import TOPICS, Watched, chromium, delayq_ui, own_namespace, stack_env, watched
+from ui_support import LISTING, TOPICS, Watched, chromium, delayq_ui, own_namespace, stack_env, watched
 
 pytestmark = pytest.mark.timeout(240)
 TOKEN = "s3cret-token-of-the-view"
@@ -37,6 +37,7 @@ def client(redis_url: str, namespace: str) -> Queue:
     return Queue(Settings(redis_url=redis_url, namespace=namespace, topics=Topics.parse(TOPICS)))
 
 
+@LISTING
 def test_delayq_ui_shows_the_queue_a_client_writes_to(redis_url: str, tab: Watched) -> None:
     with own_namespace(redis_url) as namespace, delayq_ui(stack_env(namespace, redis_url)) as ui:
         assert ui.base.endswith(f":{ui.port}")
@@ -56,24 +57,24 @@ def test_delayq_ui_shows_the_queue_a_client_writes_to(redis_url: str, tab: Watch
 
 def test_with_a_token_nothing_answers_without_it(redis_url: str, tab: Watched) -> None:
     with own_namespace(redis_url) as namespace, delayq_ui(stack_env(namespace, redis_url, DELAYQ_UI_TOKEN=TOKEN)) as ui:
-        client(redis_url, namespace).enqueue("reports", {"n": 1}, id="r-1", delay=600)
+        before = client(redis_url, namespace).enqueue("reports", {"n": 1}, id="r-1", delay=600).run_at_ms
         assert TOKEN not in ui.output()
-        for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/topics", "/topics/reports", "/metrics", "/"):
+        for path in ("/ui/", "/ui/app.js", "/ui/app.css", "/topics/reports", "/jobs/reports/r-1", "/metrics", "/"):
             answer = send(ui.port, "GET", path)
             assert answer.status == 401, (path, answer)
             assert answer.headers["www-authenticate"] == "Bearer"
         assert send(ui.port, "GET", "/ui/?token=wrong").status == 401
-        assert send(ui.port, "GET", "/topics", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
+        assert send(ui.port, "GET", "/topics/reports", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
 
         page = tab.page
         refused = page.goto(f"{ui.base}/ui/")
         assert refused is not None
         assert refused.status == 401
 
-        page.goto(f"{ui.base}/ui/?token={TOKEN}#/topics/reports")
-        expect(page.locator("#jobs tbody tr")).to_have_count(1)  # its API calls carry the token
+        page.goto(f"{ui.base}/ui/?token={TOKEN}#/topics/reports/jobs/r-1")
+        expect(page.locator("#body")).to_have_text('{\n  "n": 1\n}')  # its API calls carry the token
         assert TOKEN not in page.url  # taken out of the address bar (and so of the history)
-        assert page.url == f"{ui.base}/ui/#/topics/reports"
+        assert page.url == f"{ui.base}/ui/#/topics/reports/jobs/r-1"
         cookie = next(c for c in page.context.cookies() if c["name"] == "delayq_ui")
         assert cookie["httpOnly"] is True
         assert cookie["sameSite"] == "Strict"
@@ -81,10 +82,11 @@ def test_with_a_token_nothing_answers_without_it(redis_url: str, tab: Watched) -
         assert TOKEN not in cookie["value"]  # derived from it, not the token itself
 
         page.reload()  # the page and its files come with the cookie; the API calls with the kept token
-        expect(page.locator("#jobs tbody tr")).to_have_count(1)
-        page.locator("h1").get_by_role("button", name="Pause").click()
-        expect(page.locator("h1 .badge")).to_have_text("paused")
-        assert client(redis_url, namespace).stats("reports").paused is True
+        expect(page.locator("h1 .badge")).to_have_text("delayed")
+        page.get_by_label("delay in seconds").fill("7200")
+        page.get_by_role("button", name="Reschedule").first.click()  # a PATCH, with the token
+        expect(page.locator("#notice")).to_contain_text("Rescheduled to")
+        assert client(redis_url, namespace).get("reports", "r-1").run_at_ms > before + 3600 * 1000
 
 
 def test_the_cookie_is_no_token_for_what_changes_things(redis_url: str) -> None:
@@ -94,9 +96,8 @@ def test_the_cookie_is_no_token_for_what_changes_things(redis_url: str) -> None:
         assert first.status == 200
         cookie = first.headers["set-cookie"].split(";")[0]
         assert send(ui.port, "GET", "/ui/app.js", headers={"Cookie": cookie}).status == 200
-        assert send(ui.port, "GET", "/topics", headers={"Cookie": cookie}).status == 200
-        post = send(
-            ui.port, "POST", "/topics/reports/pause", "{}", {"Cookie": cookie, "Content-Type": "application/json"}
-        )
-        assert post.status == 401
+        assert send(ui.port, "GET", "/topics/reports", headers={"Cookie": cookie}).status == 200
+        json_cookie = {"Cookie": cookie, "Content-Type": "application/json"}
+        assert send(ui.port, "POST", "/jobs", '{"topic": "reports"}', json_cookie).status == 401
+        assert send(ui.port, "DELETE", "/topics/reports/dead", None, {"Cookie": cookie}).status == 401
         assert send(ui.port, "GET", "/ui/app.js", headers={"Cookie": "delayq_ui=forged"}).status == 401

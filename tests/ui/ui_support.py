@@ -19,6 +19,8 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
+from delayq import Queue
+
 from local_support import ROOT, Stack, base_env, local_stack
 from servers import free_port
 
@@ -30,6 +32,17 @@ TOPICS = {
     "*": {"target": "python:delayq.local:log_delivery"},
     "fails": {"target": "python:ui_targets:fail_with_markup", "retries": 0},
 }
+
+
+def waits_for(attribute: str, routes: str) -> pytest.MarkDecorator:
+    """A test of the contract's routes that another stream (see18) adds: until ``Queue`` has
+    ``attribute`` it is not run and is reported as waiting (xfail) for ``routes``; from then on it runs
+    like any other, with nothing to change here."""
+    return pytest.mark.xfail(not hasattr(Queue, attribute), reason=f"waits for see18: {routes}", run=False, strict=True)
+
+
+LISTING = waits_for("topics", "GET /topics, GET /topics/{topic}/jobs and /forecast, POST /topics/{topic}/pause")
+BULK_CANCEL = waits_for("cancel_all", "DELETE /topics/{topic}/jobs?state=")
 
 
 def chromium_path() -> str:
@@ -142,4 +155,4 @@ def fresh_topic() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-__all__ = ["WAIT_MS", "pytest"]
+__all__ = ["BULK_CANCEL", "LISTING", "WAIT_MS"]
