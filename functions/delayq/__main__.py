@@ -2,14 +2,17 @@
 container, a VM, a test), and the operator's commands (``cli.py``: topics, jobs, job, dead, replay,
 purge, pause, resume, forecast):
 
-    delayq sweep   [--seconds N]               the sweep loop
-    delayq consume [--seconds N] [--topic T]   the consume loop
-    delayq local   [--port 8000]               the local stack (API + both loops)
+    delayq sweep   [--seconds N] [--metrics-port P]               the sweep loop
+    delayq consume [--seconds N] [--topic T] [--metrics-port P]   the consume loop
+    delayq local   [--port 8000]    the local stack (API + both loops, the web view, metrics)
+    delayq ui      [--port 8001]    the web view and the jobs gauge of the queue the settings name
     delayq topics | jobs | job | ...           see delayq <command> --help
 
 Settings come from the ``DELAYQ_*`` environment. Without ``--seconds`` a loop runs until SIGTERM or
 SIGINT, then finishes what it started, releases its locks, prints its summary as JSON and exits,
-even if a handler that outlived its timeout (settled as a failed attempt) is still running.
+even if a handler that outlived its timeout (settled as a failed attempt) is still running. With
+``--metrics-port`` a loop serves its Prometheus metrics at ``/metrics`` there (``delayq.metrics``),
+on loopback unless ``--metrics-host`` says otherwise (which needs ``DELAYQ_UI_TOKEN``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,21 @@ import logging
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import cli
 from .consumer import Consumer
 from .loop import Budget
+from .observability import Telemetry
 from .queue import Queue
+from .settings import Settings
 from .sweeper import Sweeper
 from .version import VERSION
+
+LOCAL_EXTRA = "pip install 'delayq[local]'"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,30 +50,81 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--seconds", type=float, help="loop this long (0: one pass); default: until stopped")
         if name == "consume":
             command.add_argument("--topic", action="append", help="consume only this topic (repeatable)")
-    local = commands.add_parser("local", help="the local stack: the API with both loops")
+        command.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at /metrics on this port")
+        command.add_argument("--metrics-host", default="127.0.0.1", help="anything but loopback needs DELAYQ_UI_TOKEN")
+    local = commands.add_parser("local", help="the local stack: the API with both loops, the web view, metrics")
     local.add_argument("--host", default="127.0.0.1")
     local.add_argument("--port", type=int, default=8000)
+    ui = commands.add_parser("ui", help="the web view (and the jobs gauge) of the queue the settings name")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=8001)
     cli.add_commands(commands)
     args = parser.parse_args(argv)
 
     if args.command in cli.COMMANDS:
         return cli.run(args)
-    if args.command == "local":
-        from .local import main as local_main  # noqa: PLC0415 - only this command needs the HTTP server
-
-        local_main(["--host", args.host, "--port", str(args.port)])
+    if args.command in ("local", "ui"):
+        serve = _needs_local_extra(lambda: _server_main(args.command))
+        serve(["--host", args.host, "--port", str(args.port)])
         return 0
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    queue = Queue.from_env()
-    budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
-    loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: loop.request_stop())
-    summary: dict[str, Any] = loop.run(budget)
+    settings = Settings.from_env()
+    with _metrics(args, settings) as telemetry:
+        queue = Queue(settings, telemetry=telemetry)
+        budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
+        loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: loop.request_stop())
+        summary: dict[str, Any] = loop.run(budget)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0
+
+
+def _server_main(command: str) -> Callable[[list[str]], None]:
+    """The main of ``local`` or ``ui``: imported only for them (they need the ``local`` extra)."""
+    if command == "local":
+        from .local import main  # noqa: PLC0415 - only this command needs the HTTP server
+    else:
+        from .webview import main  # noqa: PLC0415 - only this command needs the HTTP server
+    return main
+
+
+def _needs_local_extra(load: Callable[[], Any]) -> Any:
+    """``load()``, or an exit naming the extra to install when a module it needs is missing."""
+    try:
+        return load()
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"delayq: this command needs {exc.name}: {LOCAL_EXTRA}") from None
+
+
+@contextmanager
+def _metrics(args: argparse.Namespace, settings: Settings) -> Iterator[Telemetry]:
+    """The loop's telemetry: counting for Prometheus, served at ``--metrics-port`` while the loop runs."""
+    if args.metrics_port is None:
+        yield Telemetry.disabled()
+        return
+
+    def load() -> Any:
+        from . import localhttp, metrics, webview  # noqa: PLC0415 - only --metrics-port needs them
+
+        return localhttp, metrics, webview
+
+    localhttp, metrics, webview = _needs_local_extra(load)
+    counted = metrics.LoopMetrics(settings.metrics_topics)
+    telemetry = Telemetry.disabled(sink=counted)
+    program = f"delayq {args.command}"
+    server = localhttp.listen(args.metrics_host, args.metrics_port, settings.ui_token, program=program)
+    app = webview.metrics_surface(metrics.Metrics(Queue(settings), counted).app)
+    thread = threading.Thread(target=server.serve, args=(app,), name="metrics", daemon=True)
+    thread.start()
+    logging.getLogger("delayq.metrics").info("%s: Prometheus metrics at %s/metrics", program, server.binding.url)
+    try:
+        yield telemetry
+    finally:
+        server.stop()
+        thread.join(5)
 
 
 def exit_now(code: int = 0) -> None:

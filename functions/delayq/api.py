@@ -108,6 +108,13 @@ class BatchOut(BaseModel):
     results: list[BatchItemOut]
 
 
+class LatenessOut(BaseModel):
+    window_s: int = Field(description="How far back the deliveries counted started")
+    deliveries: int = Field(description="Handler starts in the window, by every consumer")
+    p50_ms: float | None = Field(description="Median of handler start minus run-at (ms, within 9%); null: none")
+    p99_ms: float | None = Field(description="99th percentile of the same; null: none")
+
+
 class TopicOut(BaseModel):
     topic: str
     delayed: int
@@ -118,6 +125,7 @@ class TopicOut(BaseModel):
     next_run_at: str | None
     paused: bool = Field(description="No consumer starts a job of the topic while it is paused")
     oldest_ready_ms: int = Field(description="How long ago (Redis time) the oldest due job fell due; 0 if none")
+    lateness: LatenessOut
 
 
 class DeadJobOut(BaseModel):

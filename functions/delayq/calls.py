@@ -12,7 +12,7 @@ holds its jobs' tokens and timeouts in lists beside the jobs (``leases`` pairs t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple, Protocol
@@ -413,3 +413,25 @@ def replay_oldest(partition: Partition, topic: str, limit: int) -> Call[int]:
 def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
     """Deletes up to ``limit`` dead jobs for good, oldest deaths first; how many (0: none are left)."""
     return Call(Scripts.purge, partition.topic_keys(topic), [limit], int)
+
+
+# ------------------------------------------------------------------------------------ recent lateness
+
+
+def add_lateness(partition: Partition, topic: str, counts: Mapping[int, int], *, window_minutes: int) -> Call[int]:
+    """Adds ``counts`` (bucket -> deliveries) to ``topic``'s recent lateness, kept in ``partition``
+    (``Keyspace.for_topic``); how many old fields it forgot."""
+    args: list[Arg] = [window_minutes]
+    for bucket, deliveries in counts.items():
+        args += [bucket, deliveries]
+    return Call(Scripts.lateness_add, [partition.lateness(topic)], args, int)
+
+
+def read_lateness(partition: Partition, topics: Sequence[str], *, window_minutes: int) -> Call[list[dict[int, int]]]:
+    """The recent lateness of ``topics`` (all kept in ``partition``), each as bucket -> deliveries."""
+    keys = [partition.lateness(topic) for topic in topics]
+    return Call(Scripts.lateness_read, keys, [window_minutes], _lateness_read)
+
+
+def _lateness_read(reply: list[list[int]]) -> list[dict[int, int]]:
+    return [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply]

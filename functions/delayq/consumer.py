@@ -20,6 +20,9 @@ such a consumer: the take sends it to the dead letters at once, with that as its
 than put it back forever; a topic whose own timeout is that long is reported at start. A consumer
 without a deadline (the CLI, the local stack) takes any job.
 
+Every ``lateness.FLUSH_S`` a pass also adds the lateness of the deliveries since the last one to
+each topic's recent lateness in Redis (``delayq.lateness``), in the same round trip.
+
 A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
 a later pass. A take whose reply never came may have run, or may still run when Redis reads it: each
 take carries an id of its own, and the next passes undo it (``untake.lua``: the jobs it leased go back
@@ -39,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -49,6 +52,10 @@ from .calls import Failure, Taken
 from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
+from .lateness import FLUSH_S as LATENESS_FLUSH_S
+from .lateness import MAX_BUCKET as LATENESS_MAX_BUCKET
+from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from .lateness import bucket_of
 from .loop import Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
@@ -89,6 +96,10 @@ def _log_context(job: Job, lateness_ms: float, started: float) -> dict[str, Any]
     }
 
 
+def _no_lateness() -> list[int]:
+    return [0] * (LATENESS_MAX_BUCKET + 1)
+
+
 @dataclass(eq=False)
 class _Topic:
     name: str
@@ -97,6 +108,7 @@ class _Topic:
     workers: Workers[_Delivery]
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
+    lateness: list[int] = field(default_factory=_no_lateness)  # deliveries per bucket since the last record
 
     @property
     def free(self) -> int:
@@ -165,6 +177,7 @@ class Consumer:
         self._idle.set()
         self._settlement = Settlement(self._lock, self.counts, queue.telemetry, self._redis_error)
         self._topics_checked = -float("inf")
+        self._lateness_recorded = time.monotonic()
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
             self._add_topic(name)
@@ -186,6 +199,7 @@ class Consumer:
                     break
                 self._sleep(self._wait(budget, taking=True))
             self._finish(budget)
+            self._record_lateness_now()
         finally:
             for topic in self._topics.values():
                 topic.workers.shutdown()
@@ -262,7 +276,8 @@ class Consumer:
             self._refresh_topics(now)
         settles = self._settlement.calls()
         takes = self._takes(budget, now) if take else []
-        sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes]
+        records = self._lateness_records(now)
+        sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes] + records
         if not sends:
             return
         try:
@@ -274,8 +289,41 @@ class Consumer:
             replies = [exc] * len(sends)
         for settle, reply in zip(settles, replies[: len(settles)], strict=True):
             self._settlement.settled(settle, reply)
-        for sent, reply in zip(takes, replies[len(settles) :], strict=True):
+        for sent, reply in zip(takes, replies[len(settles) : len(settles) + len(takes)], strict=True):
             self._taken(sent, reply, now)
+        # The records' replies say nothing the pass needs: counts a failed call held are lost, and the
+        # failure, the pass's own, is reported by its settles and takes.
+
+    # --------------------------------------------------------------------------------- recent lateness
+
+    def _lateness_records(self, now: float, *, due: bool = False) -> list[Call[int]]:
+        """Every ``lateness.FLUSH_S`` (or now, if ``due``): the lateness counted since the last record,
+        added to each topic's recent lateness in Redis, one call per topic (``delayq.lateness``)."""
+        if not due and now - self._lateness_recorded < LATENESS_FLUSH_S:
+            return []
+        self._lateness_recorded = now
+        counted: dict[str, dict[int, int]] = {}
+        with self._lock:
+            for topic in self._topics.values():
+                if any(topic.lateness):
+                    counted[topic.name] = {bucket: n for bucket, n in enumerate(topic.lateness) if n}
+                    topic.lateness = _no_lateness()
+        keys = self.queue.keys
+        return [
+            calls.add_lateness(keys.for_topic(topic), topic, counts, window_minutes=LATENESS_WINDOW_MINUTES)
+            for topic, counts in counted.items()
+        ]
+
+    def _record_lateness_now(self) -> None:
+        """At the end of a run: the lateness of its last deliveries, so that none is lost (best effort)."""
+        records = self._lateness_records(time.monotonic(), due=True)
+        if not records:
+            return
+        try:
+            with redis_errors():
+                run_many(self.queue.redis, records, return_exceptions=True)
+        except DelayqError as exc:
+            log.debug("recent lateness not recorded: %s", exc.message)
 
     # --------------------------------------------------------------------------------- topics
 
@@ -435,7 +483,10 @@ class Consumer:
                 retry_after_ms = exc.wait_ms if isinstance(exc, RetryAfter) else 0
                 error = _describe(exc)
         finally:
+            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
+            bucket = bucket_of(lateness_ms)
             with self._lock:
+                delivery.lane.topic.lateness[bucket] += 1
                 delivery.lane.topic.running -= 1
                 self._running.discard(delivery)
                 if not self._running:
@@ -453,7 +504,6 @@ class Consumer:
                     delivery.lane.pending.fails.append(failure)
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
-            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
             self.queue.telemetry.lateness(job.topic, lateness_ms)
             if error is None and not late:  # the common case: a line only when DEBUG is on
                 self.queue.telemetry.count("Delivered", job.topic)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import DelayqError, InvalidField
+from .lateness import NONE, Lateness
 from .schedule import iso_utc
 
 QUEUED, LEASED, DEAD = "q", "l", "x"
@@ -184,6 +185,7 @@ class TopicStats:
     next_run_at_ms: int | None
     paused: bool = False
     oldest_ready_ms: int = 0
+    lateness: Lateness = NONE  # of the recent deliveries (delayq.lateness)
 
     @property
     def jobs(self) -> int:
@@ -201,6 +203,7 @@ class TopicStats:
             "next_run_at": None if self.next_run_at_ms is None else iso_utc(self.next_run_at_ms),
             "paused": self.paused,
             "oldest_ready_ms": self.oldest_ready_ms,
+            "lateness": self.lateness.to_dict(),
         }
 
 

@@ -35,6 +35,10 @@ or replaced) while ready leaves a hole instead of being removed, and the take dr
 them. So ``tail - LLEN + index`` is a fixed position, and a listing's cursor can be one
 (``lua/includes/queue.lua``).
 
+Per topic, in one partition chosen by its name (``Keyspace.for_topic``), outside ``TOPIC_KEYS``::
+
+    {ns}:{tag}:{topic}:lateness hash     "<minute>:<bucket>" -> deliveries: recent lateness (lateness.py)
+
 Topic names cannot start with ``_``, so topic keys never collide with partition keys.
 """
 
@@ -109,6 +113,10 @@ class Partition:
         base = f"{self.prefix}{topic}:"
         return [base + kind for kind in TOPIC_KEYS]
 
+    def lateness(self, topic: str) -> str:
+        """The hash of ``topic``'s recent lateness (in the partition ``Keyspace.for_topic`` names)."""
+        return f"{self.prefix}{topic}:lateness"
+
 
 class Keyspace:
     """All partitions of one namespace."""
@@ -128,6 +136,10 @@ class Keyspace:
 
     def for_job(self, topic: str, job_id: str) -> Partition:
         return self.partitions[partition_of(topic, job_id, len(self.partitions))]
+
+    def for_topic(self, topic: str) -> Partition:
+        """The partition that keeps what is recorded for a whole topic (its recent lateness)."""
+        return self.partitions[zlib.crc32(topic.encode()) % len(self.partitions)]
 
     def slot(self, partition: Partition) -> int:
         return key_slot(partition.tag.encode())

@@ -1,5 +1,6 @@
 """The local stack: the HTTP API on http://127.0.0.1:8000, with the sweep and consume loops, in one
-process. ``python -m delayq.local`` (``make dev``).
+process, and the web view at ``/ui/`` and Prometheus metrics at ``/metrics`` beside the API.
+``python -m delayq.local`` (``make dev``).
 
 The API is the same resolver the Lambda runs, behind a real HTTP server (``delayq.localhttp``:
 waitress, safe by default) that turns each request into an API Gateway REST proxy event. Redis is,
@@ -29,13 +30,15 @@ import redis
 from .api import create_app
 from .connection import RedisClient, client_options, connect, redact
 from .consumer import Consumer
-from .errors import ConfigError
 from .job import Job
-from .localhttp import Server, lambda_app
+from .localhttp import lambda_app, listen
 from .loop import Budget
+from .metrics import LoopMetrics, Metrics
+from .observability import Telemetry
 from .queue import Queue
 from .settings import ENV, Settings, Topics
 from .sweeper import Sweeper
+from .webview import surface, ui_query
 
 log = logging.getLogger("delayq.local")
 
@@ -142,21 +145,6 @@ def choose_redis(settings: Settings, stack: ExitStack) -> tuple[RedisClient, str
 # ----------------------------------------------------------------------------------- main
 
 
-def listen(host: str, port: int, token: str | None) -> Server:
-    """The HTTP server, bound to ``host:port`` (requests are answered once it serves). Exits with one
-    line when the address is taken, or reaches beyond this machine without a token, before anything
-    else has started."""
-    try:
-        return Server(host, port, token=token)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise SystemExit(
-            f"delayq local: cannot listen on {host}:{port}: {reason} (another `make dev`? pick one with --port)"
-        ) from None
-    except ConfigError as exc:
-        raise SystemExit(f"delayq local: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m delayq.local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help=f"anything but loopback needs {ENV.UI_TOKEN}")
@@ -167,11 +155,13 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     if not settings.topics:
         settings = settings.with_(topics=Topics.parse(EXAMPLE_TOPICS))
-    server = listen(args.host, args.port, settings.ui_token)  # first: a busy port stops here, with nothing to undo
+    # First: a busy port stops here, with nothing to undo.
+    server = listen(args.host, args.port, settings.ui_token, program="delayq local")
     with ExitStack() as stack:
         stack.callback(server.close)
         client, where = choose_redis(settings, stack)
-        queue = Queue(settings, redis=client)
+        counted = LoopMetrics(settings.metrics_topics)
+        queue = Queue(settings, redis=client, telemetry=Telemetry.disabled(sink=counted))
         sweeper, consumer = Sweeper(queue), Consumer(queue)
         loops = [
             threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep", daemon=True),
@@ -203,7 +193,9 @@ def main(argv: list[str] | None = None) -> None:
             base,
             auth,
         )
-        server.serve(lambda_app(create_app(queue).resolve))
+        log.info("the web view: %s/ui/%s; Prometheus metrics: %s/metrics", base, ui_query(settings), base)
+        api = lambda_app(create_app(queue).resolve)
+        server.serve(surface(api, metrics=Metrics(queue, counted).app, token=settings.ui_token))
     log.info("stopped")
 
 

@@ -9,7 +9,9 @@ guard, in front of every app the server runs, refuses:
 - a Host that is not a name the server was bound to (403): a page served from a rebound DNS name
   cannot talk to it;
 - without the token, when ``DELAYQ_UI_TOKEN`` is set (401): it is required to bind anything but
-  loopback;
+  loopback. A bearer credential on any request; on a GET or HEAD also ``?token=`` (the web view's
+  first page load) or the web view's cookie, which that load sets (``ui_cookie``): the browser sends
+  it with the page's own files and reloads, never with a request that changes anything;
 - a state-changing request (POST, PUT, PATCH, DELETE) from another origin (403, by ``Origin`` or
   ``Sec-Fetch-Site``), or whose body is not ``application/json`` (415): a cross-site form or
   ``text/plain`` fetch, which a browser sends without asking, cannot pass.
@@ -18,6 +20,7 @@ guard, in front of every app the server runs, refuses:
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -28,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from http import HTTPStatus
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
@@ -47,6 +51,7 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 SAME_ORIGIN_FETCHES = ("same-origin", "none")  # Sec-Fetch-Site: "none" is a user's own navigation
 POLL_S = 0.2  # how often the serving loop looks whether it was told to stop
+UI_COOKIE = "delayq_ui"  # the web view's credential for its own files (GET and HEAD only): see ui_cookie
 # Headers the server sets itself: the hop-by-hop ones (WSGI forbids an application to set them), and
 # the length, counted from the body actually sent.
 SERVER_HEADERS = frozenset(
@@ -307,7 +312,8 @@ class Guard:
             return Forbidden(f"this server answers to Host {', '.join(sorted(self.binding.names))} only", field="Host")
         if self.token is not None and not self._authorized(environ):
             return Unauthorized(
-                f"this server needs its token ({ENV.UI_TOKEN}): send Authorization: Bearer <token>",
+                f"this server needs its token ({ENV.UI_TOKEN}): send Authorization: Bearer <token>"
+                " (the web view: open /ui/?token=<token>)",
                 field="Authorization",
             )
         if environ["REQUEST_METHOD"] in STATE_CHANGING:
@@ -315,19 +321,45 @@ class Guard:
         return None
 
     def _authorized(self, environ: WSGIEnvironment) -> bool:
-        """The token as a bearer credential, or as ``?token=`` on a GET (the web view's first page load).
-        Compared in constant time."""
+        """The token as a bearer credential; on a GET or HEAD, also as ``?token=`` (the web view's first
+        page load) or the web view's cookie. Compared in constant time."""
         scheme, _, credential = _unwsgi(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")
         if scheme.lower() == "bearer" and self._is_token(credential.strip()):
             return True
         if environ["REQUEST_METHOD"] not in ("GET", "HEAD"):
             return False
-        query = parse_qsl(_unwsgi(environ.get("QUERY_STRING", "")), keep_blank_values=True)
-        return any(self._is_token(value) for name, value in query if name == "token")
+        given = query_token(environ)
+        if given is not None and self._is_token(given):
+            return True
+        cookie = request_cookie(environ, UI_COOKIE)
+        assert self.token is not None
+        return cookie is not None and hmac.compare_digest(cookie, ui_cookie(self.token.decode()))
 
     def _is_token(self, candidate: str) -> bool:
         assert self.token is not None
         return hmac.compare_digest(candidate.encode(), self.token)
+
+
+def query_token(environ: WSGIEnvironment) -> str | None:
+    """The ``?token=`` of a request, if it has one (the last, if several)."""
+    query = parse_qsl(_unwsgi(environ.get("QUERY_STRING", "")), keep_blank_values=True)
+    found = [value for name, value in query if name == "token"]
+    return found[-1] if found else None
+
+
+def request_cookie(environ: WSGIEnvironment, name: str) -> str | None:
+    """The value of cookie ``name`` the request carries, if any (a malformed Cookie header has none)."""
+    try:
+        morsel = SimpleCookie(_unwsgi(environ.get("HTTP_COOKIE", ""))).get(name)
+    except CookieError:
+        return None
+    return None if morsel is None else morsel.value
+
+
+def ui_cookie(token: str) -> str:
+    """The web view's cookie value: derived from the token (a MAC of a fixed label), so the cookie jar
+    never holds the token itself, and the cookie, good for GET and HEAD only, cannot stand in for it."""
+    return hmac.new(token.encode(), b"delayq web view files", hashlib.sha256).hexdigest()
 
 
 def _cross_origin(environ: WSGIEnvironment, origin: str) -> DelayqError | None:
@@ -420,6 +452,21 @@ class Server:
         """Stop the worker threads and close the listening socket and every connection."""
         self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
         wasyncore.close_all(self._map)
+
+
+def listen(host: str, port: int, token: str | None, *, program: str) -> Server:
+    """A ``Server`` bound to ``host:port`` (requests are answered once it serves). Exits with one line
+    naming ``program`` when the address is taken, or reaches beyond this machine without a token,
+    before anything else has started."""
+    try:
+        return Server(host, port, token=token)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SystemExit(
+            f"{program}: cannot listen on {host}:{port}: {reason} (another one running? pick one with --port)"
+        ) from None
+    except ConfigError as exc:
+        raise SystemExit(f"{program}: {exc}") from None
 
 
 def _bound_port(server: BaseWSGIServer | MultiSocketServer) -> int:

@@ -1,5 +1,5 @@
-"""Observability in Lambda: metrics per topic as CloudWatch EMF, and the core's logs as Powertools
-JSON lines.
+"""Observability: the one place the loops count, for CloudWatch EMF in Lambda and for Prometheus
+outside it (``delayq.metrics``); and the core's logs as Powertools JSON lines.
 
 The core logs through the standard ``logging`` module (``delayq.*`` loggers: plain text in the local
 stack); ``route_logs_to(logger)`` hands them to a Powertools ``Logger``, so in Lambda every line is
@@ -22,7 +22,9 @@ its topics) and the consumer's topic listing.
 ``Lateness`` is, per delivery, the handler's start minus the job's run-at, measured on Redis' clock
 (the server time at take plus the time until the handler started), so machines' clocks do not enter.
 
-A ``Queue`` carries a disabled ``Telemetry`` unless given one: only the Lambda handlers publish.
+A ``Queue`` carries a ``Telemetry`` with EMF disabled unless given one: only the Lambda handlers
+publish EMF. Outside Lambda, a ``Telemetry`` given a Prometheus sink (``delayq.metrics.LoopMetrics``)
+feeds it every count and lateness sample as they happen.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -47,11 +49,28 @@ _COUNT = MetricUnit.Count
 _MS = MetricUnit.Milliseconds
 
 
-class Telemetry:
-    """Counters and lateness samples per topic, until ``flush``. Thread-safe."""
+class Sink(Protocol):
+    """Where a ``Telemetry`` also sends each count and lateness sample as it happens (Prometheus)."""
 
-    def __init__(self, *, namespace: str | None = None, service: str | None = None, enabled: bool = True) -> None:
+    def count(self, metric: str, topic: str | None, value: float) -> None: ...
+
+    def lateness(self, topic: str, ms: float) -> None: ...
+
+
+class Telemetry:
+    """Counters and lateness samples per topic, until ``flush`` (EMF, when ``enabled``), and as they
+    happen to ``sink``. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        namespace: str | None = None,
+        service: str | None = None,
+        enabled: bool = True,
+        sink: Sink | None = None,
+    ) -> None:
         self.enabled = enabled
+        self.sink = sink
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.service = service or os.environ.get("POWERTOOLS_SERVICE_NAME") or "delayq"
         self._counts: defaultdict[str | None, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -60,19 +79,27 @@ class Telemetry:
         self._flushed = time.monotonic()
 
     @classmethod
-    def disabled(cls) -> Telemetry:
-        return cls(enabled=False)
+    def disabled(cls, sink: Sink | None = None) -> Telemetry:
+        """No EMF (outside Lambda); ``sink`` still gets every count."""
+        return cls(enabled=False, sink=sink)
 
     def count(self, metric: str, topic: str | None, value: float = 1) -> None:
         """Adds ``value`` to ``metric`` of ``topic`` (and so to the totals); ``None``: the totals only."""
-        if self.enabled and value:
+        if not value:
+            return
+        if self.enabled:
             with self._lock:
                 self._counts[topic][metric] += value
+        if self.sink is not None:
+            self.sink.count(metric, topic, value)
 
     def lateness(self, topic: str, ms: float) -> None:
+        """A delivery's lateness: handler start minus run-at, in ms (Redis' clock)."""
         if self.enabled:
             with self._lock:
                 self._lateness[topic].append(max(0.0, ms))
+        if self.sink is not None:
+            self.sink.lateness(topic, max(0.0, ms))
 
     def flush_due(self, every_s: float = FLUSH_EVERY_S) -> None:
         """Flushes if the last flush is older than ``every_s``: long loops publish as they go."""

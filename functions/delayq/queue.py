@@ -14,7 +14,7 @@ from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import Any, cast
 
@@ -40,6 +40,8 @@ from .errors import (
 )
 from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
+from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from .lateness import Lateness
 from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
@@ -82,6 +84,7 @@ from .settings import ENV, Settings, TopicConfig, Topics
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
+LATENESS_READS = 100  # topics per call of lateness_read.lua
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
@@ -450,13 +453,35 @@ class Queue:
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
-        """How many jobs of ``topic`` are in each state, its next run-at, whether it is paused, and
-        how long ago its oldest due job fell due. ``TopicNotFound`` for a topic neither configured
-        (nor covered by ``*``) nor holding jobs."""
+        """How many jobs of ``topic`` are in each state, its next run-at, whether it is paused, how
+        long ago its oldest due job fell due, and the lateness of its recent deliveries.
+        ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
         stats = _merge_stats(topic, self._each_partition(calls.stats, check_topic(topic)))
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
             raise TopicNotFound(topic)
-        return stats
+        return replace(stats, lateness=self.lateness([topic])[topic])
+
+    def lateness(self, topics: Iterable[str]) -> dict[str, Lateness]:
+        """The recent lateness of each of ``topics`` (``delayq.lateness``): p50 and p99 of the handler
+        starts of the last ``lateness.WINDOW_MINUTES`` minutes; one call per partition involved."""
+        by_partition: dict[Partition, list[str]] = defaultdict(list)
+        for topic in dict.fromkeys(topics):
+            by_partition[self.keys.for_topic(check_topic(topic))].append(topic)
+        chunks = [
+            (partition, names[i : i + LATENESS_READS])
+            for partition, names in by_partition.items()
+            for i in range(0, len(names), LATENESS_READS)
+        ]
+        if not chunks:
+            return {}
+        reads = [calls.read_lateness(p, names, window_minutes=LATENESS_WINDOW_MINUTES) for p, names in chunks]
+        with redis_errors(self._server):
+            replies: list[list[dict[int, int]]] = run_many(self.redis, reads)
+        return {
+            topic: Lateness.of(counts)
+            for (_, names), reply in zip(chunks, replies, strict=True)
+            for topic, counts in zip(names, reply, strict=True)
+        }
 
     def topics(self, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> TopicPage:
         """Every configured topic and every topic holding jobs, by name, with its stats, a page at a
@@ -471,9 +496,10 @@ class Queue:
             chunk = names[start : start + limit + 1 - len(found)]
             start += len(chunk)
             found += [stats for stats in self._stats_of(chunk) if stats.topic in named or stats.jobs]
-        if len(found) <= limit:
-            return TopicPage(found, None)
-        return TopicPage(found[:limit], encode_cursor("topics", found[limit - 1].topic))
+        page = found[:limit]
+        lateness = self.lateness(stats.topic for stats in page)
+        following = encode_cursor("topics", page[-1].topic) if len(found) > limit else None
+        return TopicPage([replace(stats, lateness=lateness[stats.topic]) for stats in page], following)
 
     def jobs(self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> JobPage:
         """A page of ``topic``'s jobs in ``state``: delayed by run-at (soonest first), ready in the

@@ -192,6 +192,8 @@ class Scripts:
     dead = Script.load("dead")
     unlock = Script.load("unlock")
     layout = Script.load("layout")
+    lateness_add = Script.load("lateness_add")
+    lateness_read = Script.load("lateness_read")
 
 
 def all_scripts() -> list[Script]:

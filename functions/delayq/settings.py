@@ -28,6 +28,7 @@ WEBHOOK_SCHEMES = ("https://", "http://")
 WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 # A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
+MAX_METRICS_TOPICS = 10_000  # series per metric stay in the tens of thousands at most
 BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
 
@@ -46,6 +47,7 @@ class ENV:
     WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
     UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
     API_BASE_PATH = "DELAYQ_API_BASE_PATH"
+    METRICS_TOPICS = "DELAYQ_METRICS_TOPICS"
 
 
 def is_webhook(target: str) -> bool:
@@ -184,6 +186,7 @@ class Settings:
     webhook_secret_id: str | None = None
     ui_token: str | None = field(default=None, repr=False)
     api_base_path: str = ""  # stripped from request paths before routing: "/delayq" for a custom domain's mapping
+    metrics_topics: int = 100  # topics named in Prometheus metrics, the busiest; the rest summed as "_other"
 
     def __post_init__(self) -> None:
         parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
@@ -199,6 +202,8 @@ class Settings:
             raise ConfigError(f"{ENV.TICK} must be between 0.001 and 60 seconds")
         if not 0 <= self.loop_seconds <= 900:
             raise ConfigError(f"{ENV.LOOP_SECONDS} must be between 0 and 900 seconds")
+        if not 1 <= self.metrics_topics <= MAX_METRICS_TOPICS:
+            raise ConfigError(f"{ENV.METRICS_TOPICS} must be between 1 and {MAX_METRICS_TOPICS}")
         if not BASE_PATH_RE.fullmatch(self.api_base_path):
             raise ConfigError(f"{ENV.API_BASE_PATH} must be a path such as /delayq, not {self.api_base_path!r}")
 
@@ -232,6 +237,8 @@ class Settings:
             values["ui_token"] = env[ENV.UI_TOKEN]
         if env.get(ENV.API_BASE_PATH):
             values["api_base_path"] = base_path(env[ENV.API_BASE_PATH])
+        if env.get(ENV.METRICS_TOPICS):
+            values["metrics_topics"] = _number(env, ENV.METRICS_TOPICS, int)
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)

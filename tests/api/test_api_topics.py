@@ -61,6 +61,7 @@ def test_stats_of_an_empty_topic(api: Api):
         "next_run_at": None,
         "paused": False,
         "oldest_ready_ms": 0,
+        "lateness": {"window_s": 300, "deliveries": 0, "p50_ms": None, "p99_ms": None},
     }
 
 

@@ -131,6 +131,8 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(calls.unlock(p, "me")) is True
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
+    assert restricted(calls.add_lateness(p, "orders", {3: 2, 40: 1}, window_minutes=5)) == 0
+    assert restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5)) == [{3: 2, 40: 1}, {}]
 
     assert restricted.ran == {script.name for script in all_scripts()}  # type: ignore[attr-defined]
 

@@ -1,0 +1,198 @@
+"""The web view's screenshots in docs/img/, taken from a real local stack with a few topics at work:
+
+    .venv/bin/python docs/tools/screenshots.py [--out docs/img]
+
+Starts ``python -m delayq.local`` on a free port, in a namespace of its own on the Redis at
+DELAYQ_REDIS_URL (default 127.0.0.1:6379; the namespace is deleted afterwards), fills it (delayed jobs
+spread over the next hour, a steady flow of due ones, dead letters, a paused topic), and photographs
+four pages in Debian's chromium (headless, through Playwright): the topics, a topic's delayed jobs, a
+job, the forecast. Also prints the weight of the first paint of a topic page: the bytes on the wire
+of the page, its files and the API answers it shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from playwright.sync_api import Page, Request, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPICS = {
+    "orders": {"target": "python:delayq.local:log_delivery"},
+    "emails": {"target": "python:delayq.local:log_delivery"},
+    "invoices": {"target": "python:delayq.local:log_delivery"},
+    "webhooks": {"target": "python:delayq.local:fail_delivery", "retries": 1, "backoff": [1]},
+    "*": {"target": "python:delayq.local:log_delivery"},
+}
+VIEW = {"width": 1280, "height": 760}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def call(base: str, method: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+def fill(base: str, rng: random.Random) -> None:
+    """The queue the pictures show."""
+    orders = [
+        {
+            "topic": "orders",
+            "id": f"order-{5100 + n}",
+            "delay": rng.triangular(20, 3500, 900),
+            "body": {
+                "order": 5100 + n,
+                "customer": f"cus_{rng.randrange(10**6):06}",
+                "total": round(rng.uniform(9, 400), 2),
+            },
+        }
+        for n in range(240)
+    ]
+    emails = [
+        {
+            "topic": "emails",
+            "delay": rng.uniform(5, 3600),
+            "body": {"to": f"user{n}@example.com", "template": "reminder"},
+        }
+        for n in range(90)
+    ]
+    invoices = [{"topic": "invoices", "delay": rng.uniform(600, 3000), "body": {"invoice": n}} for n in range(40)]
+    for jobs in (orders, emails, invoices):
+        call(base, "POST", "/jobs/batch", {"jobs": jobs})
+    call(base, "POST", "/jobs", {"topic": "orders", "id": "order-4242", "delay": 1800, "body": ORDER})
+    for n in range(6):
+        call(
+            base,
+            "POST",
+            "/jobs",
+            {"topic": "webhooks", "id": f"hook-{n}", "delay": 0, "body": {"event": "paid", "n": n}},
+        )
+    call(base, "POST", "/topics/invoices/pause")
+
+
+ORDER = {
+    "order": 4242,
+    "customer": {"id": "cus_004242", "name": "Ada Lovelace", "email": "ada@example.com"},
+    "items": [{"sku": "BOOK-1843", "qty": 1, "price": 42.0}, {"sku": "NOTE-7", "qty": 3, "price": 2.5}],
+    "note": "<b>gift wrap</b>, please",
+}
+
+
+def flow(base: str, stop: threading.Event, rng: random.Random) -> None:
+    """Jobs falling due all the time, so that the topics show lateness."""
+    while not stop.is_set():
+        jobs = [
+            {"topic": rng.choice(["orders", "emails"]), "delay": rng.uniform(0, 2), "body": {"n": n}} for n in range(8)
+        ]
+        call(base, "POST", "/jobs/batch", {"jobs": jobs})
+        stop.wait(0.5)
+
+
+def shoot(page: Page, url: str, out: Path, wait_for: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(wait_for)
+    page.wait_for_timeout(2500)  # two refreshes: the figures settle
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(out))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+
+
+def first_paint(page: Page, url: str) -> dict[str, int]:
+    """Bytes on the wire (headers and bodies) of the first request of each path, until the jobs show."""
+    sizes: dict[str, int] = {}
+
+    def finished(request: Request) -> None:
+        sizes.setdefault(urlsplit(request.url).path, sum(request.sizes().values()))
+
+    page.on("requestfinished", finished)
+    page.goto(url)
+    page.wait_for_selector("#jobs tbody tr")
+    page.wait_for_load_state("networkidle")
+    page.remove_listener("requestfinished", finished)
+    return sizes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    redis_url = os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0")
+    namespace = f"shots-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_")}
+    env.update(
+        DELAYQ_REDIS_URL=redis_url, DELAYQ_NAMESPACE=namespace, DELAYQ_TOPICS=json.dumps(TOPICS), DELAYQ_TICK="0.2"
+    )
+    stack = subprocess.Popen(
+        [sys.executable, "-m", "delayq.local", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    stop = threading.Event()
+    try:
+        for _ in range(300):
+            try:
+                call(base, "GET", "/health")
+                break
+            except OSError:
+                time.sleep(0.1)
+        rng = random.Random(20)
+        fill(base, rng)
+        feeder = threading.Thread(target=flow, args=(base, stop, rng), daemon=True)
+        feeder.start()
+        time.sleep(6)  # the consumer delivers a while: lateness to show, dead letters made
+        ui = f"{base}/ui/"
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+            )
+            page = browser.new_page(viewport=VIEW)
+            sizes = first_paint(page, f"{ui}#/topics/orders/delayed")
+            shoot(page, ui, args.out / "ui-topics.png", "#topics tbody tr")
+            shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-topic-delayed.png", "#jobs tbody tr")
+            shoot(page, f"{ui}#/topics/orders/jobs/order-4242", args.out / "ui-job.png", "#body")
+            shoot(page, f"{ui}#/topics/orders/forecast", args.out / "ui-forecast.png", "svg.chart rect")
+            browser.close()
+        print(f"first paint of a topic page: {sum(sizes.values()):,} bytes in {len(sizes)} requests: {sizes}")
+    finally:
+        stop.set()
+        stack.terminate()
+        stack.wait(15)
+        with redis.Redis.from_url(redis_url) as client:
+            keys = list(client.scan_iter(match=f"{namespace}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Prometheus metrics where no Lambda runs: served as text at ``/metrics`` by the local stack,
+``delayq ui``, and the sweep and consume loops started with ``--metrics-port``.
+
+    delayq_jobs{topic,state}          gauge      jobs in each state, read from Redis at scrape time
+    delayq_delivered_total{topic}     counter    deliveries whose handler succeeded
+    delayq_failed_total{topic}        counter    failed attempts: the handler failed or timed out, or
+                                                 its lease expired (a consumer died)
+    delayq_dead_total{topic}          counter    jobs sent to the dead letters
+    delayq_lateness_seconds{topic}    histogram  per delivery: handler start minus run-at (Redis' clock)
+    delayq_redis_errors_total         counter    Redis calls of the loops that failed (they carry on)
+
+The gauge reads the queue, so every process that serves it shows the same numbers. The counters and
+the histogram are the loops' own, process-local: ``LoopMetrics`` is the sink of the loops'
+``Telemetry``, the one place they count (EMF in Lambda, these here). ``delayq ui`` runs no loop and
+serves the gauge only.
+
+At most ``DELAYQ_METRICS_TOPICS`` topics (100) are named; the rest are summed under
+``topic="_other"`` (no topic name starts with ``_``), so 10,000 topics do not make 50,000 series. The
+gauge names the topics holding the most jobs at each scrape (a gauge may move). The counters name
+the busiest topics, by what was counted, when names are given out at a scrape; a name is kept for
+the life of the process, and a topic counted under ``_other`` stays there, so that every series only
+grows, as a counter must.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import make_wsgi_app
+from prometheus_client.process_collector import ProcessCollector
+
+from . import calls
+from .errors import DelayqError
+from .job import TopicStats
+from .queue import Queue, redis_errors
+from .scripts import run_many
+
+if TYPE_CHECKING:
+    from wsgiref.types import WSGIApplication
+
+log = logging.getLogger("delayq.metrics")
+
+OTHER = "_other"  # the topics beyond the limit, summed: no topic's name starts with "_"
+STATES = ("delayed", "ready", "reserved", "dead")
+LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
+JOBS_MAX_AGE_S = 2.0  # scrapes closer together than this share one read of Redis
+STATS_CALLS = 256  # stats calls per round trip of the gauge's read
+# Telemetry's metric -> the counter it adds to (the others are CloudWatch's only).
+COUNTERS = {
+    "Delivered": "delivered",
+    "Failed": "failed",
+    "TimedOut": "failed",
+    "LeaseExpired": "failed",
+    "Dead": "dead",
+}
+HELP = {
+    "delivered": "Deliveries whose handler succeeded, counted by this process",
+    "failed": "Failed attempts (handler failed or timed out, lease expired), counted by this process",
+    "dead": "Jobs sent to the dead letters, counted by this process",
+}
+
+
+# ------------------------------------------------------------------------------------ the loops' counts
+
+
+@dataclass(slots=True)
+class _Counted:
+    """One topic's counts (or the sum of several): per counter, and lateness per bucket."""
+
+    counters: dict[str, float] = field(default_factory=dict)
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BUCKETS_S) + 1))  # the last: +Inf
+    lateness_s: float = 0.0
+
+    @property
+    def activity(self) -> float:
+        return sum(self.counters.values()) + sum(self.buckets)
+
+    def add(self, other: _Counted) -> None:
+        for name, value in other.counters.items():
+            self.counters[name] = self.counters.get(name, 0.0) + value
+        self.buckets = [mine + theirs for mine, theirs in zip(self.buckets, other.buckets, strict=True)]
+        self.lateness_s += other.lateness_s
+
+
+class LoopMetrics:
+    """The loops' counters and lateness histogram (the ``Telemetry`` sink of a process), folded to at
+    most ``limit`` named topics at each scrape. Thread-safe; a count is a dict update under a lock."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._counted: dict[str, _Counted] = {}
+        self._named: set[str] = set()  # topics with a series of their own, for the life of the process
+        self._redis_errors = 0.0
+
+    # the Telemetry sink
+
+    def count(self, metric: str, topic: str | None, value: float) -> None:
+        if metric == "RedisErrors":
+            with self._lock:
+                self._redis_errors += value
+            return
+        counter = COUNTERS.get(metric)
+        if counter is None or topic is None:
+            return
+        with self._lock:
+            counters = self._topic(topic).counters
+            counters[counter] = counters.get(counter, 0.0) + value
+
+    def lateness(self, topic: str, ms: float) -> None:
+        seconds = ms / 1000
+        bucket = bisect.bisect_left(LATENESS_BUCKETS_S, seconds)  # le: a value on a bound is in its bucket
+        with self._lock:
+            counted = self._topic(topic)
+            counted.buckets[bucket] += 1
+            counted.lateness_s += seconds
+
+    def _topic(self, topic: str) -> _Counted:
+        counted = self._counted.get(topic)
+        if counted is None:
+            counted = self._counted[topic] = _Counted()
+        return counted
+
+    # the scrape
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            series = self._series()
+            errors = self._redis_errors
+        for name in ("delivered", "failed", "dead"):
+            family = CounterMetricFamily(f"delayq_{name}", HELP[name], labels=["topic"])
+            for topic, counted in series:
+                family.add_metric([topic], counted.counters.get(name, 0.0))
+            yield family
+        lateness = HistogramMetricFamily(
+            "delayq_lateness_seconds",
+            "Per delivery by this process: handler start minus run-at, on Redis' clock",
+            labels=["topic"],
+        )
+        for topic, counted in series:
+            cumulative, total = [], 0
+            for bound, count in zip((*LATENESS_BUCKETS_S, float("inf")), counted.buckets, strict=True):
+                total += count
+                cumulative.append((_bound(bound), float(total)))
+            lateness.add_metric([topic], cumulative, counted.lateness_s)
+        yield lateness
+        yield CounterMetricFamily(
+            "delayq_redis_errors", "Redis calls of this process's loops that failed", value=errors
+        )
+
+    def _series(self) -> list[tuple[str, _Counted]]:
+        """(topic label, counts) of each series now, names given out first (under the lock). Names go
+        to the busiest topics waiting while any is left; a topic shown under ``_other`` was shown there
+        because none was, and stays there: every series only grows."""
+        free = self.limit - len(self._named)
+        if free > 0:
+            waiting = [topic for topic in self._counted if topic not in self._named]
+            self._named.update(sorted(waiting, key=lambda t: (-self._counted[t].activity, t))[:free])
+        series = [(topic, counted) for topic, counted in sorted(self._counted.items()) if topic in self._named]
+        if len(series) < len(self._counted):
+            other = _Counted()
+            for topic, counted in self._counted.items():
+                if topic not in self._named:
+                    other.add(counted)
+            series.append((OTHER, other))
+        return series
+
+
+def _bound(seconds: float) -> str:
+    return "+Inf" if seconds == float("inf") else repr(float(seconds))
+
+
+# ------------------------------------------------------------------------------------ jobs, from Redis
+
+
+class JobsGauge:
+    """``delayq_jobs{topic,state}``, read from Redis at scrape time: every topic's counts, in round
+    trips of ``STATS_CALLS`` script calls, at most once per ``JOBS_MAX_AGE_S`` however often scraped."""
+
+    def __init__(self, queue: Queue, limit: int) -> None:
+        self.queue = queue
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._read_at = -float("inf")
+        self._stats: list[TopicStats] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._fresh()
+        if stats is None:
+            return
+        family = GaugeMetricFamily(
+            "delayq_jobs", "Jobs of each topic in each state, read from Redis", labels=["topic", "state"]
+        )
+        ranked = sorted(stats, key=lambda s: (-s.jobs, s.topic))
+        for topic in ranked[: self.limit]:
+            for state in STATES:
+                family.add_metric([topic.topic, state], getattr(topic, state))
+        rest = ranked[self.limit :]
+        if rest:
+            for state in STATES:
+                family.add_metric([OTHER, state], sum(getattr(topic, state) for topic in rest))
+        yield family
+
+    def _fresh(self) -> list[TopicStats] | None:
+        """The topics' stats, read again when the last read is older than ``JOBS_MAX_AGE_S``; None
+        when Redis does not answer (the scrape then has no ``delayq_jobs``: no number beats a wrong one)."""
+        with self._lock:
+            if time.monotonic() - self._read_at >= JOBS_MAX_AGE_S:
+                try:
+                    self._stats = read_stats(self.queue)
+                except DelayqError as exc:
+                    log.warning("delayq_jobs not read: %s", exc.message)
+                    self._stats = None
+                self._read_at = time.monotonic()
+            return self._stats
+
+
+def read_stats(queue: Queue) -> list[TopicStats]:
+    """Every configured topic and every topic that ever had a job, with its counts: a topic whose jobs
+    are all gone reads 0 (its series falls to 0, and does not vanish)."""
+    return list(_stats_of(queue, sorted(set(queue.settings.topics.named) | queue.known_topics())))
+
+
+def _stats_of(queue: Queue, topics: Sequence[str]) -> Iterable[TopicStats]:
+    partitions = queue.keys.partitions
+    sends = [calls.stats(partition, topic) for topic in topics for partition in partitions]
+    parts: list[TopicStats] = []
+    with redis_errors(lambda: "Redis"):
+        for start in range(0, len(sends), STATS_CALLS):
+            parts += run_many(queue.redis, sends[start : start + STATS_CALLS])
+    n = len(partitions)
+    for i, topic in enumerate(topics):
+        mine = parts[i * n : (i + 1) * n]
+        delayed, ready, reserved, dead = (sum(getattr(part, state) for part in mine) for state in STATES)
+        yield TopicStats(topic, delayed, ready, reserved, dead, next_run_at_ms=None)
+
+
+# ------------------------------------------------------------------------------------ the page
+
+
+class Metrics:
+    """The ``/metrics`` of one process: the jobs gauge, and with ``loops`` the loops' counters."""
+
+    def __init__(self, queue: Queue, loops: LoopMetrics | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(JobsGauge(queue, queue.settings.metrics_topics))
+        if loops is not None:
+            self.registry.register(loops)
+        ProcessCollector(registry=self.registry)
+        self.app: WSGIApplication = make_wsgi_app(self.registry)
+
+
+__all__ = ["OTHER", "JobsGauge", "LoopMetrics", "Metrics"]

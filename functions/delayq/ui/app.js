@@ -1,0 +1,586 @@
+// The delayq web view: reads and steers a queue through its JSON API, nothing else.
+//
+// Safe by construction: every value the API answers (topic names, ids, bodies, errors) reaches the
+// page as text, through textContent or text nodes (h() and text() below), never as markup: nothing
+// here parses a string as HTML. Views refresh themselves every REFRESH_MS, updating their nodes in place.
+
+const API = location.pathname.replace(/\/ui\/.*$/, ""); // the API's base: the page is served at <base>/ui/
+const TOKEN = "delayq.token";
+const REFRESH_MS = 2000;
+const STATES = ["delayed", "ready", "reserved", "dead", "done"];
+const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
+const PAGE = 50;
+const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
+const SVG = "http://www.w3.org/2000/svg";
+
+// ------------------------------------------------------------------------------------ the token
+
+// A first load may carry ?token=: keep it for this tab's API calls, and take it out of the address bar.
+(function keepToken() {
+  const url = new URL(location.href);
+  const token = url.searchParams.get("token");
+  if (token === null) return;
+  sessionStorage.setItem(TOKEN, token);
+  url.searchParams.delete("token");
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+})();
+
+// ------------------------------------------------------------------------------------ the API
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+async function api(method, path, { query, body } = {}) {
+  const url = new URL(API + path, location.origin);
+  for (const [name, value] of Object.entries(query || {})) {
+    if (value !== undefined && value !== null) url.searchParams.set(name, value);
+  }
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = { method, headers, cache: "no-store" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(url, init);
+  const raw = await response.text();
+  let data = null;
+  try {
+    data = raw ? JSON.parse(raw) : null;
+  } catch {
+    data = { message: `not JSON (HTTP ${response.status})` };
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+const enc = encodeURIComponent;
+const jobPath = (topic, id) => `/jobs/${enc(topic)}/${enc(id)}`;
+const topicPath = (topic) => `/topics/${enc(topic)}`;
+const href = (...parts) => "#/" + parts.map(enc).join("/");
+
+// ------------------------------------------------------------------------------------ DOM, as text
+
+// h("td", {class: "num"}, "12", node): properties are set as properties, children strings as text nodes.
+function h(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (name === "class") node.className = value;
+    else if (name === "on") for (const [event, fn] of Object.entries(value)) node.addEventListener(event, fn);
+    else node[name] = value;
+  }
+  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false).map(asNode));
+  return node;
+}
+const asNode = (child) => (child instanceof Node ? child : document.createTextNode(String(child)));
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  node.append(...children.map(asNode));
+  return node;
+}
+
+// Changes a node's text only when it differs: no needless layout, no lost selection.
+function text(node, value) {
+  const wanted = String(value);
+  if (node.textContent !== wanted) node.textContent = wanted;
+}
+
+function toggle(node, name, on) {
+  if (node.classList.contains(name) !== on) node.classList.toggle(name, on);
+}
+
+// Rows keyed by key(item), kept in items' order; rows are made once and updated in place.
+function syncRows(tbody, items, key, make, update) {
+  const old = new Map([...tbody.rows].map((row) => [row.dataset.key, row]));
+  let previous = null;
+  for (const item of items) {
+    const k = key(item);
+    let row = old.get(k);
+    if (row) old.delete(k);
+    else {
+      row = make(item);
+      row.dataset.key = k;
+    }
+    update(row, item);
+    const expected = previous ? previous.nextSibling : tbody.firstChild;
+    if (expected !== row) tbody.insertBefore(row, expected);
+    previous = row;
+  }
+  for (const row of old.values()) row.remove();
+}
+
+// ------------------------------------------------------------------------------------ formats
+
+const number = new Intl.NumberFormat("en-US");
+const count = (n) => (n === undefined || n === null ? "—" : number.format(n));
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "—";
+  const abs = Math.abs(ms);
+  if (abs < 1) return "<1 ms";
+  if (abs < 1000) return `${Math.round(ms)} ms`;
+  if (abs < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (abs < 3_600_000) return `${(ms / 60_000).toFixed(1)} min`;
+  if (abs < 86_400_000) return `${(ms / 3_600_000).toFixed(1)} h`;
+  return `${(ms / 86_400_000).toFixed(1)} d`;
+}
+
+const span = (s) => (s % 3600 === 0 ? `${s / 3600} h` : s % 60 === 0 ? `${s / 60} min` : `${s} s`);
+const pad = (n) => String(n).padStart(2, "0");
+function clock(ms, { seconds = true, day = false } = {}) {
+  const d = new Date(ms);
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}` + (seconds ? `:${pad(d.getSeconds())}` : "");
+  return day ? `${d.toLocaleDateString("en-US", { weekday: "short" })} ${time}` : time;
+}
+function when(ms) {
+  if (ms === null || ms === undefined) return "—";
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock(ms)}`;
+}
+function relative(ms) {
+  if (ms === null || ms === undefined) return "—";
+  const left = ms - Date.now();
+  if (Math.abs(left) < 1000) return "now";
+  return left > 0 ? `in ${duration(left)}` : `${duration(-left)} ago`;
+}
+const oneLine = (value, most = 160) => {
+  const json = value === undefined ? "" : JSON.stringify(value);
+  return json.length > most ? json.slice(0, most - 1) + "…" : json;
+};
+
+// ------------------------------------------------------------------------------------ page furniture
+
+const main = document.getElementById("main");
+const statusLine = document.getElementById("status");
+const notice = document.getElementById("notice");
+
+function say(message, bad = false) {
+  text(notice, message);
+  toggle(notice, "bad", bad);
+  notice.hidden = false;
+  clearTimeout(say.timer);
+  say.timer = setTimeout(() => (notice.hidden = true), 6000);
+}
+
+function showStatus(error) {
+  if (!error) {
+    text(statusLine, `live · ${clock(Date.now())}`);
+    toggle(statusLine, "live", true);
+    toggle(statusLine, "down", false);
+    return;
+  }
+  toggle(statusLine, "live", false);
+  toggle(statusLine, "down", true);
+  if (error.status === 401) {
+    text(statusLine, "needs the token");
+    say("This server needs its token: open the page as /ui/?token=<DELAYQ_UI_TOKEN> (once per tab).", true);
+  } else if (error.status === 503) text(statusLine, "Redis does not answer");
+  else text(statusLine, error.status ? `error ${error.status}` : "server unreachable");
+}
+
+function crumbs(...parts) {
+  const nav = document.getElementById("crumbs");
+  const items = [h("a", { href: "#/" }, "topics")];
+  for (const [label, link] of parts) items.push(h("span", {}, "/"), link ? h("a", { href: link }, label) : h("b", {}, label));
+  nav.replaceChildren(...items);
+}
+
+// A modal question for what cannot be undone; resolves true when confirmed.
+function confirmed(question, verb) {
+  const dialog = document.getElementById("confirm");
+  text(document.getElementById("confirm-text"), question);
+  text(document.getElementById("confirm-yes"), verb);
+  return new Promise((resolve) => {
+    const done = (answer) => () => {
+      dialog.close();
+      resolve(answer);
+    };
+    document.getElementById("confirm-yes").onclick = done(true);
+    document.getElementById("confirm-no").onclick = done(false);
+    dialog.oncancel = done(false);
+    dialog.showModal();
+  });
+}
+
+// Runs an action (a write), says what it did, and refreshes the view at once.
+async function act(work, describe) {
+  try {
+    const answer = await work();
+    say(describe(answer));
+  } catch (error) {
+    say(`Not done: ${error.message}`, true);
+  }
+  await refresh();
+}
+
+function button(label, onclick, { danger = false, small = false } = {}) {
+  return h("button", { type: "button", class: [danger && "danger", small && "small"].filter(Boolean).join(" "), on: { click: onclick } }, label);
+}
+
+// ------------------------------------------------------------------------------------ topics
+
+function topicsView() {
+  crumbs();
+  const pages = [null]; // cursors of the pages seen: back is a pop, forth a push
+  const tbody = h("tbody");
+  const empty = h("p", { class: "empty", hidden: true }, "No topics yet: configure one (DELAYQ_TOPICS) or create a job.");
+  const where = h("span");
+  const back = button("← Previous", () => (pages.pop(), refresh()));
+  const next = button("Next →", () => (pages.push(next.cursor), refresh()));
+  main.replaceChildren(
+    h("h1", {}, "Topics"),
+    h("p", { class: "sub" }, "Jobs by state; lateness: handler start minus run-at over the last 5 minutes."),
+    h("table", { id: "topics" },
+      h("thead", {}, h("tr", {},
+        h("th", {}, "Topic"), h("th", {}, "State"),
+        ...STATES.map((state) => h("th", { class: "num" }, state)),
+        h("th", { class: "num", title: "median lateness of recent deliveries" }, "late p50"),
+        h("th", { class: "num", title: "99th percentile lateness of recent deliveries" }, "late p99"),
+        h("th", { class: "num", title: "how long the oldest ready job has waited since it fell due" }, "oldest ready"),
+        h("th", {}, "next due"), h("th", {}, ""))),
+      tbody),
+    empty,
+    h("div", { class: "pager" }, back, next, where));
+
+  const make = (topic) =>
+    h("tr", {},
+      h("td", { class: "id" }, h("a", { href: href("topics", topic.topic) }, topic.topic)),
+      h("td", {}, h("span", { class: "badge" })),
+      ...STATES.map(() => h("td", { class: "num" })),
+      h("td", { class: "num" }), h("td", { class: "num" }), h("td", { class: "num" }), h("td", {}),
+      h("td", {}, button("", (event) => pauseOrResume(event.target.closest("tr").dataset.key,
+        event.target.closest("tr").dataset.paused === "true"), { small: true })));
+
+  const update = (row, topic) => {
+    const cells = row.cells;
+    row.dataset.paused = String(Boolean(topic.paused));
+    const badge = cells[1].firstChild;
+    text(badge, topic.paused ? "paused" : "running");
+    toggle(badge, "paused", Boolean(topic.paused));
+    toggle(badge, "running", !topic.paused);
+    STATES.forEach((state, i) => {
+      text(cells[2 + i], count(topic[state]));
+      toggle(cells[2 + i], "zero", !topic[state]);
+    });
+    const lateness = topic.lateness || {};
+    text(cells[7], duration(lateness.p50_ms));
+    text(cells[8], duration(lateness.p99_ms));
+    text(cells[9], topic.oldest_ready_ms ? duration(topic.oldest_ready_ms) : "—");
+    text(cells[10], relative(topic.next_run_at_ms));
+    text(cells[11].firstChild, topic.paused ? "Resume" : "Pause");
+  };
+
+  return {
+    async refresh() {
+      const page = await api("GET", "/topics", { query: { limit: 100, cursor: pages.at(-1) } });
+      syncRows(tbody, page.topics, (topic) => topic.topic, make, update);
+      empty.hidden = page.topics.length > 0 || pages.length > 1;
+      next.cursor = page.next;
+      next.disabled = !page.next;
+      back.disabled = pages.length < 2;
+      text(where, `page ${pages.length}`);
+    },
+  };
+}
+
+function pauseOrResume(topic, paused) {
+  const verb = paused ? "resume" : "pause";
+  return act(() => api("POST", `${topicPath(topic)}/${verb}`), () => `${topic} ${paused ? "resumed" : "paused"}`);
+}
+
+// ------------------------------------------------------------------------------------ a topic
+
+function topicView(topic, tab) {
+  crumbs([topic, null]);
+  const badge = h("span", { class: "badge" });
+  const pause = button("", () => pauseOrResume(topic, badge.textContent === "paused"));
+  const facts = {};
+  const fact = (name, label) => h("div", {}, h("dt", {}, label), (facts[name] = h("dd", {}, "—")));
+  const counts = {};
+  const tabs = h("nav", { class: "tabs" },
+    ...STATES.map((state) =>
+      h("a", { href: href("topics", topic, state), class: state === tab ? "on" : "" }, state, (counts[state] = h("span", { class: "count" }, "·")))),
+    h("a", { href: href("topics", topic, "forecast"), class: tab === "forecast" ? "on" : "" }, "forecast"));
+  const body = tab === "forecast" ? forecastPart(topic) : jobsPart(topic, tab, counts);
+  main.replaceChildren(
+    h("h1", {}, h("span", { class: "name" }, topic), badge, pause),
+    h("dl", { class: "facts" },
+      fact("p50", "lateness p50 (5 min)"), fact("p99", "lateness p99 (5 min)"), fact("deliveries", "deliveries (5 min)"),
+      fact("oldest", "oldest ready waited"), fact("next", "next due")),
+    tabs,
+    body.node);
+
+  return {
+    async refresh() {
+      const [stats] = await Promise.all([api("GET", topicPath(topic)), body.refresh()]);
+      text(badge, stats.paused ? "paused" : "running");
+      toggle(badge, "paused", Boolean(stats.paused));
+      toggle(badge, "running", !stats.paused);
+      text(pause, stats.paused ? "Resume" : "Pause");
+      const lateness = stats.lateness || {};
+      text(facts.p50, duration(lateness.p50_ms));
+      text(facts.p99, duration(lateness.p99_ms));
+      text(facts.deliveries, count(lateness.deliveries));
+      text(facts.oldest, stats.oldest_ready_ms ? duration(stats.oldest_ready_ms) : "—");
+      text(facts.next, relative(stats.next_run_at_ms));
+      for (const state of STATES) text(counts[state], count(stats[state]));
+      body.stats?.(stats);
+    },
+  };
+}
+
+function jobsPart(topic, state, counts) {
+  const pages = [null];
+  const tbody = h("tbody");
+  const empty = h("p", { class: "empty", hidden: true }, `No ${state} jobs.`);
+  const where = h("span");
+  const back = button("← Previous", () => (pages.pop(), refresh()));
+  const next = button("Next →", () => (pages.push(next.cursor), refresh()));
+  const bulk = h("div", { class: "actions" });
+  if (state === "dead") {
+    bulk.append(
+      button("Replay all dead", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`), (a) => `Replayed ${count(a.replayed)} jobs`)),
+      button("Purge dead", async () => {
+        if (await confirmed(`Delete every dead job of ${topic} for good, with its body and last error?`, "Purge"))
+          await act(() => api("DELETE", `${topicPath(topic)}/dead`), (a) => `Purged ${count(a.purged)} dead jobs`);
+      }, { danger: true }));
+  }
+  if (CANCELLABLE.has(state)) {
+    bulk.append(button(`Cancel all ${state}`, async () => {
+      const n = counts[state].textContent;
+      if (await confirmed(`Cancel all ${n} ${state} jobs of ${topic}? They are gone for good.`, "Cancel them"))
+        await act(() => api("DELETE", `${topicPath(topic)}/jobs`, { query: { state } }), (a) => `Cancelled ${count(a.cancelled)} jobs`);
+    }, { danger: true }));
+  }
+  const fourth = state === "done" ? "done at" : "last error";
+  const node = h("section", {},
+    bulk,
+    h("table", { id: "jobs" },
+      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", {}, "run at"), h("th", { class: "num" }, "attempts"),
+        h("th", {}, fourth), h("th", {}, "body"), h("th", {}, ""))),
+      tbody),
+    empty,
+    h("div", { class: "pager" }, back, next, where));
+
+  const make = (job) => {
+    const link = h("a", { href: href("topics", topic, "jobs", job.id) }, job.id);
+    const actions = h("td", {});
+    if (state === "dead")
+      actions.append(button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [job.id] } }),
+        (a) => (a.replayed ? `Replayed ${job.id}` : `${job.id} was not dead any more`)), { small: true }), " ");
+    if (state !== "done")
+      actions.append(button("Cancel", () => cancelJob(topic, job.id), { small: true, danger: true }));
+    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", {}), h("td", { class: "num" }), h("td", { class: "clip" }),
+      h("td", { class: "clip mono" }), actions);
+  };
+  const update = (row, job) => {
+    const cells = row.cells;
+    text(cells[1], `${when(job.run_at_ms)} (${relative(job.run_at_ms)})`);
+    text(cells[2], job.retries === undefined ? count(job.attempts) : `${job.attempts} / ${job.retries + 1}`);
+    const fourthValue = state === "done" ? when(job.done_at_ms) : job.last_error || "";
+    text(cells[3], fourthValue);
+    cells[3].title = fourthValue;
+    const body = oneLine(job.body);
+    text(cells[4], body);
+    cells[4].title = body;
+  };
+
+  return {
+    node,
+    async refresh() {
+      const page = await api("GET", `${topicPath(topic)}/jobs`, { query: { state, limit: PAGE, cursor: pages.at(-1) } });
+      syncRows(tbody, page.jobs, (job) => job.id, make, update);
+      empty.hidden = page.jobs.length > 0;
+      next.cursor = page.next;
+      next.disabled = !page.next;
+      back.disabled = pages.length < 2;
+      text(where, `page ${pages.length} · ${PAGE} a page`);
+    },
+  };
+}
+
+async function cancelJob(topic, id) {
+  if (!(await confirmed(`Cancel job ${id} of ${topic}? It is gone for good, whatever its state.`, "Cancel it"))) return false;
+  await act(() => api("DELETE", jobPath(topic, id)), () => `Cancelled ${id}`);
+  return true;
+}
+
+// ------------------------------------------------------------------------------------ the forecast
+
+function forecastPart(topic) {
+  let range = "1 h";
+  const picker = h("select", { on: { change: () => ((range = picker.value), refresh()) } },
+    ...Object.keys(RANGES).map((name) => h("option", { value: name }, name)));
+  const summary = h("p", { class: "sub" });
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 960 260", role: "img" });
+  let drawn = "";
+  const node = h("section", {},
+    h("div", { class: "actions" }, h("label", {}, "Delayed jobs falling due in the next ", picker)),
+    summary, chart);
+  return {
+    node,
+    async refresh() {
+      const [minutes, bucket] = RANGES[range];
+      const forecast = await api("GET", `${topicPath(topic)}/forecast`, { query: { minutes, bucket } });
+      const buckets = forecast.buckets;
+      const key = range + JSON.stringify(buckets.map((b) => b.count)) + (buckets[0] && Math.floor(buckets[0].from_ms / 60000));
+      if (key === drawn) return;
+      drawn = key;
+      const total = buckets.reduce((sum, b) => sum + b.count, 0);
+      const busiest = buckets.reduce((best, b) => (b.count > (best ? best.count : 0) ? b : best), null);
+      text(summary, total
+        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
+        : `No delayed job falls due in the next ${range}.`);
+      draw(chart, buckets, bucket, minutes > 1440);
+    },
+  };
+}
+
+// A bar per bucket, drawn as SVG nodes: a grid of round numbers, times along the bottom.
+function draw(chart, buckets, bucketS, days) {
+  const [width, height, left, right, top, bottom] = [960, 260, 52, 12, 12, 30];
+  const plotW = width - left - right;
+  const plotH = height - top - bottom;
+  const most = Math.max(1, ...buckets.map((b) => b.count));
+  const step = niceStep(most / 4);
+  const ceiling = Math.ceil(most / step) * step;
+  const y = (n) => top + plotH - (n / ceiling) * plotH;
+  const slot = plotW / buckets.length;
+  const nodes = [];
+  for (let n = 0; n <= ceiling; n += step) {
+    nodes.push(svg("line", { class: "grid", x1: left, x2: width - right, y1: y(n), y2: y(n) }));
+    nodes.push(svg("text", { x: left - 6, y: y(n) + 4, "text-anchor": "end" }, count(n)));
+  }
+  buckets.forEach((b, i) => {
+    if (!b.count) return;
+    const barH = Math.max(1, plotH - (y(b.count) - top));
+    const rect = svg("rect", { class: "bar", x: left + i * slot + slot * 0.1, y: top + plotH - barH,
+      width: Math.max(1, slot * 0.8), height: barH });
+    rect.append(svg("title", {}, `${clock(b.from_ms, { seconds: bucketS < 60, day: days })}: ${count(b.count)} jobs`));
+    nodes.push(rect);
+  });
+  const every = Math.ceil(buckets.length / 8);
+  buckets.forEach((b, i) => {
+    if (i % every) return;
+    nodes.push(svg("text", { x: left + i * slot, y: height - 10 }, clock(b.from_ms, { seconds: bucketS < 60, day: days })));
+  });
+  nodes.push(svg("line", { class: "axis", x1: left, x2: width - right, y1: top + plotH, y2: top + plotH }));
+  chart.replaceChildren(...nodes);
+}
+
+function niceStep(raw) {
+  const power = 10 ** Math.floor(Math.log10(Math.max(raw, 1)));
+  return [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) || power * 10;
+}
+
+// ------------------------------------------------------------------------------------ a job
+
+function jobView(topic, id) {
+  crumbs([topic, href("topics", topic)], [id, null]);
+  const badge = h("span", { class: "badge" });
+  const rows = {};
+  const row = (name, label) => [h("dt", {}, label), (rows[name] = h("dd", {}, "—"))];
+  const bodyText = h("pre", { id: "body" });
+  const errorText = h("pre", { id: "last-error" });
+  const errorPart = h("section", { hidden: true }, h("h2", {}, "Last error"), errorText);
+  const gone = h("p", { class: "empty", hidden: true }, `No job ${id} in ${topic}: done and forgotten, cancelled or purged.`);
+  const delay = h("input", { type: "number", min: 0, step: "any", value: 60, ariaLabel: "delay in seconds" });
+  const at = h("input", { type: "datetime-local", step: 1, ariaLabel: "run at" });
+  const reschedule = h("section", { hidden: true }, h("h2", {}, "Reschedule"), h("div", { class: "reschedule" },
+    "run in", delay, "seconds", button("Reschedule", () => move({ delay: Number(delay.value) })),
+    h("span", {}, "·"), "run at", at, button("Reschedule", () => at.value && move({ run_at: new Date(at.value).toISOString() }))));
+  const replay = button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [id] } }),
+    (a) => (a.replayed ? `Replayed ${id}` : `${id} was not dead any more`)));
+  const cancel = button("Cancel", async () => {
+    if (await cancelJob(topic, id)) location.hash = href("topics", topic);
+  }, { danger: true });
+  const details = h("section", {},
+    h("div", { class: "actions" }, replay, cancel),
+    h("dl", { class: "job" },
+      ...row("state", "state"), ...row("run_at", "run at"), ...row("attempts", "attempts"), ...row("enqueued", "enqueued"),
+      ...row("started", "started"), ...row("done", "done")),
+    errorPart, reschedule, h("h2", {}, "Body"), bodyText);
+  main.replaceChildren(h("h1", {}, "Job ", h("span", { class: "name mono" }, id), badge), gone, details);
+
+  function move(when_) {
+    return act(() => api("PATCH", jobPath(topic, id), { body: when_ }), (a) => `Rescheduled to ${when(a.run_at_ms)}`);
+  }
+
+  return {
+    async refresh() {
+      let job;
+      try {
+        job = await api("GET", jobPath(topic, id));
+      } catch (error) {
+        if (error.status !== 404) throw error;
+        gone.hidden = false;
+        details.hidden = true;
+        text(badge, "gone");
+        return;
+      }
+      gone.hidden = true;
+      details.hidden = false;
+      text(badge, job.state);
+      for (const state of ["dead", "done"]) toggle(badge, state, job.state === state);
+      text(rows.state, job.state);
+      text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)}) · ${job.run_at}`);
+      text(rows.attempts, job.retries === undefined ? count(job.attempts) : `${job.attempts} of ${job.retries + 1}`);
+      text(rows.enqueued, job.enqueued_at_ms ? `${when(job.enqueued_at_ms)} (${relative(job.enqueued_at_ms)})` : "—");
+      text(rows.started, job.started_at_ms ? when(job.started_at_ms) : "—");
+      text(rows.done, job.done_at_ms ? when(job.done_at_ms) : "—");
+      errorPart.hidden = !job.last_error;
+      text(errorText, job.last_error || "");
+      text(bodyText, job.body === undefined ? "" : JSON.stringify(job.body, null, 2));
+      reschedule.hidden = !["delayed", "ready"].includes(job.state);
+      replay.hidden = job.state !== "dead";
+      text(cancel, job.state === "done" ? "Forget receipt" : "Cancel");
+    },
+  };
+}
+
+// ------------------------------------------------------------------------------------ routing and refreshing
+
+let view = null;
+let running = null; // the refresh in flight
+
+function route() {
+  let parts = [];
+  try {
+    parts = location.hash.slice(1).split("/").map(decodeURIComponent);
+  } catch {
+    // a mistyped address: the topics
+  }
+  const [, kind, topic, tab, id] = parts;
+  if (kind === "topics" && topic && tab === "jobs" && id) view = jobView(topic, id);
+  else if (kind === "topics" && topic) view = topicView(topic, STATES.includes(tab) || tab === "forecast" ? tab : "delayed");
+  else view = topicsView();
+  window.scrollTo(0, 0);
+  refresh();
+}
+
+// Refreshes the view shown; one refresh at a time, and an answer for a view left meanwhile is dropped.
+async function refresh() {
+  const mine = view;
+  if (running) await running.catch(() => {});
+  if (mine !== view) return;
+  running = mine.refresh();
+  try {
+    await running;
+    if (mine === view) showStatus(null);
+  } catch (error) {
+    if (mine === view) showStatus(error);
+  } finally {
+    running = null;
+  }
+}
+
+window.addEventListener("hashchange", route);
+setInterval(() => document.visibilityState === "visible" && !running && refresh(), REFRESH_MS);
+route();

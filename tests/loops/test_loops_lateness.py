@@ -1,0 +1,45 @@
+"""The consumer records its deliveries' lateness in Redis, where any reader finds it: every delivery
+is counted once, by whichever consumer made it, in the same round trips as its takes and settles."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from delayq import Queue
+from delayq.consumer import Consumer
+from delayq.loop import Budget
+
+from conftest import RECORDER
+from loops_support import running, wait_until
+
+MakeQueue = Callable[..., Queue]
+
+
+def test_every_delivery_of_two_consumers_is_counted_once(make_queue: MakeQueue) -> None:
+    topics = {"fast": {"target": RECORDER}, "idle": {"target": RECORDER}}
+    first, second = make_queue(topics=topics, tick=0.05), make_queue(topics=topics, tick=0.05)
+    first.enqueue_many({"topic": "fast", "delay": 0} for _ in range(300))
+    with running(Consumer(first)), running(Consumer(second)):
+        assert wait_until(lambda: first.stats("fast").jobs == 0, timeout=30)
+    # A run records what it counted as it ends: nothing waits for the next flush.
+    lateness = first.lateness(["fast", "idle"])
+    assert lateness["fast"].deliveries == 300
+    assert lateness["fast"].p50_ms is not None
+    assert lateness["fast"].p99_ms is not None
+    assert 0 <= lateness["fast"].p50_ms <= lateness["fast"].p99_ms < 60_000
+    assert lateness["idle"].deliveries == 0
+
+
+def test_a_long_run_records_as_it_goes(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"fast": {"target": RECORDER}}, tick=0.05)
+    queue.enqueue("fast", {"n": 1}, delay=0)
+    with running(Consumer(queue), budget_s=60):
+        # Recorded by a pass within lateness.FLUSH_S, while the consumer still runs.
+        assert wait_until(lambda: queue.lateness(["fast"])["fast"].deliveries == 1, timeout=15)
+
+
+def test_a_one_pass_run_records_too(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"fast": {"target": RECORDER}}, tick=0.05)
+    queue.enqueue_many({"topic": "fast", "delay": 0} for _ in range(5))
+    Consumer(queue).run(Budget.of(0))
+    assert queue.lateness(["fast"])["fast"].deliveries == 5

@@ -1,0 +1,12 @@
+"""Targets the web view's tests deliver to, from the local stack's process."""
+
+from __future__ import annotations
+
+from delayq import Job
+
+MARKUP_ERROR = "<img src=x onerror=alert(2)> could not be handled"
+
+
+def fail_with_markup(job: Job) -> None:
+    """Fails every delivery with an error that would be markup if a page parsed it."""
+    raise RuntimeError(MARKUP_ERROR)
