@@ -15,11 +15,13 @@ from .errors import (
     JobReserved,
     PermanentFailure,
     RedisUnavailable,
+    ScheduleNotFound,
     TooLarge,
     UnknownTopic,
 )
 from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
 from .queue import Queue
+from .recurring import ScheduleInfo
 from .settings import Settings, TopicConfig, Topics
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "Scheduled",
     "Settings",
     "TooLarge",

@@ -188,6 +188,11 @@ class Scripts:
     dead = Script.load("dead")
     unlock = Script.load("unlock")
     layout = Script.load("layout")
+    schedule_write = Script.load("schedule_write")
+    schedule_read = Script.load("schedule_read")
+    schedule_list = Script.load("schedule_list")
+    schedules_due = Script.load("schedules_due")
+    schedules_cas = Script.load("schedules_cas")
 
 
 def all_scripts() -> list[Script]:
