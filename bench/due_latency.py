@@ -54,7 +54,7 @@ def run(jobs: int, concurrency: int, partitions: int, url: str) -> dict[str, Any
     try:
         run_at = time.time() + 2
         results = queue.enqueue_many({"topic": "burst", "id": f"j{i}", "run_at": run_at} for i in range(jobs))
-        assert all(r["status"] == 201 for r in results), results[:3]
+        assert all(r.status == 201 for r in results), results[:3]
         for thread in loops:
             thread.start()
         deadline = time.time() + 60

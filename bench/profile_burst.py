@@ -110,7 +110,7 @@ def run_once(jobs: int, concurrency: int, batch: int, url: str) -> dict[str, Any
     try:
         due = time.time() + 1
         results = queue.enqueue_many({"topic": "burst", "body": {"pad": "x" * 90}, "run_at": due} for _ in range(jobs))
-        assert all(r["status"] == 201 for r in results), results[:3]
+        assert all(r.status == 201 for r in results), results[:3]
         worker = Consumer(queue)
         starts = STARTS
 

@@ -1,4 +1,5 @@
-"""API Gateway (REST proxy) -> the HTTP API of delayq. The routes live in ``delayq.api``."""
+"""API Gateway (a REST API, or an HTTP API with payload 1.0 or 2.0) -> the HTTP API of delayq. The
+routes live in ``delayq.api``; the payload format is read per event (``delayq.gateway``)."""
 
 from typing import Any
 
@@ -16,6 +17,7 @@ route_logs_to(logger)
 app = create_app(lambda: Queue.from_env(telemetry=telemetry))
 
 
+# requestContext.requestId: where both payload formats carry the request's id.
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 @tracer.capture_lambda_handler
 @telemetry.flushed

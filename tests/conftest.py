@@ -25,6 +25,7 @@ import pytest
 import redis
 
 from delayq import Queue, Settings, Topics
+from delayq.job import EnqueueResult, Refused, Scheduled
 
 import recorder
 from servers import SERVER_ENV, RedisServer, Server, server_kind
@@ -198,6 +199,49 @@ def api_event(
         event["headers"].update(headers)
         event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
     return event
+
+
+def http_api_event(
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    query: dict[str, str] | None = None,
+    raw_body: str | None = None,
+    headers: dict[str, str] | None = None,
+    stage: str = "$default",
+) -> dict[str, Any]:
+    """An API Gateway HTTP API event (payload 2.0) built on ``events/api/v2/post_jobs.json``: the
+    stage in front of the raw path unless it is ``$default``, header names in lower case."""
+    event = load_event("api/v2/post_jobs")
+    raw_path = path if stage == "$default" else f"/{stage}{path}"
+    event["rawPath"] = raw_path
+    event["pathParameters"] = {"proxy": path.lstrip("/")}
+    event["requestContext"]["http"]["method"] = method
+    event["requestContext"]["http"]["path"] = raw_path
+    event["requestContext"]["stage"] = stage
+    event["rawQueryString"] = "&".join(f"{name}={value}" for name, value in (query or {}).items())
+    event.pop("queryStringParameters", None)
+    if query:
+        event["queryStringParameters"] = query
+    text = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
+    event.pop("body", None)
+    if text is not None:
+        event["body"] = text
+    event["headers"].update({name.lower(): value for name, value in (headers or {}).items()})
+    return event
+
+
+def created(result: EnqueueResult) -> Scheduled:
+    """An answer of ``Queue.enqueue_many`` that must be a job written."""
+    assert isinstance(result, Scheduled), result
+    return result
+
+
+def refusal(result: EnqueueResult) -> tuple[int, str | None]:
+    """``(status, field)`` of an answer of ``Queue.enqueue_many`` that must be a refusal."""
+    assert isinstance(result, Refused), result
+    return result.status, result.error.field
 
 
 def response_json(response: dict[str, Any]) -> Any:

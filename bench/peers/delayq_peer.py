@@ -44,8 +44,9 @@ from common import (
     touch,
 )
 
-from delayq import Job, Queue, Settings, Topics
+from delayq import Job, Queue, Scheduled, Settings, Topics
 from delayq.consumer import Consumer
+from delayq.job import EnqueueResult
 from delayq.loop import Budget
 from delayq.sweeper import Sweeper
 
@@ -99,12 +100,13 @@ def job_dicts(ids: list[str], due_ms: float) -> list[dict[str, Any]]:
     return [{"topic": QUEUE_NAME, "id": job_id, "body": PAYLOAD, "run_at": due_ms / 1000} for job_id in ids]
 
 
-def check(results: list[dict[str, Any]], ids: list[str], writer: IdsWriter) -> None:
-    refused = [r for r in results if r.get("status") != 201]
+def check(answers: list[tuple[int, Any]], ids: list[str], writer: IdsWriter) -> None:
+    """Each job's answer as (status, run-at ms when created, else the answer): every one a 201."""
+    refused = [answer for status, answer in answers if status != 201]
     if refused:
         raise SystemExit(f"{len(refused)} jobs refused, the first: {refused[0]}")
-    for job_id, r in zip(ids, results, strict=True):
-        writer.add(job_id, r["run_at_ms"])
+    for job_id, (_, run_at_ms) in zip(ids, answers, strict=True):
+        writer.add(job_id, run_at_ms)
 
 
 def cmd_enqueue(args: Any) -> None:
@@ -115,12 +117,12 @@ def cmd_enqueue(args: Any) -> None:
     before = ROUND_TRIPS[0]
     started = time.perf_counter()
     chunk = args.chunk or len(jobs)  # default: one call, which writes 1000 jobs per Lua call, 16 per round trip
-    results: list[dict[str, Any]] = []
+    results: list[EnqueueResult] = []
     for start in range(0, len(jobs), chunk):
         results += queue.enqueue_many(jobs[start : start + chunk])
     seconds = time.perf_counter() - started
     writer = IdsWriter(args.ids)
-    check(results, ids, writer)
+    check([(r.status, r.run_at_ms if isinstance(r, Scheduled) else r) for r in results], ids, writer)
     writer.close()
     result(jobs=args.jobs, seconds=seconds, round_trips=ROUND_TRIPS[0] - before, chunk=chunk)
 
@@ -173,7 +175,7 @@ def cmd_enqueue_api(args: Any) -> None:
             raise SystemExit(f"POST /jobs/batch answered {answer['statusCode']}: {answer.get('body', '')[:500]}")
         results += json.loads(answer["body"])["results"]
     writer = IdsWriter(args.ids)
-    check(results, ids, writer)
+    check([(r["status"], r.get("run_at_ms", r)) for r in results], ids, writer)
     writer.close()
     result(jobs=args.jobs, seconds=seconds, round_trips=ROUND_TRIPS[0] - before, requests=len(events))
 
@@ -223,7 +225,7 @@ def cmd_sweep_rate(args: Any) -> None:
     ids = job_ids(args.prefix, args.jobs)
     due = now_ms() + args.lead_s * 1000
     results = queue.enqueue_many(job_dicts(ids, due))
-    assert all(r["status"] == 201 for r in results), results[:3]
+    assert all(r.status == 201 for r in results), results[:3]
     if now_ms() > due:
         raise SystemExit("the jobs fell due before they were all enqueued: raise --lead-s")
     time.sleep((due - now_ms()) / 1000 + 0.05)

@@ -17,17 +17,20 @@ from .errors import (
     RedisUnavailable,
     ScheduleNotFound,
     TooLarge,
+    TopicNotFound,
     UnknownTopic,
 )
-from .job import DeadJob, Job, JobInfo, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
 from .queue import Queue
 from .recurring import ScheduleInfo
 from .settings import Settings, TopicConfig, Topics
+from .version import VERSION as __version__
 
 __all__ = [
     "ConfigError",
     "DeadJob",
     "DelayqError",
+    "EnqueueResult",
     "InvalidField",
     "Job",
     "JobDead",
@@ -38,13 +41,16 @@ __all__ = [
     "PermanentFailure",
     "Queue",
     "RedisUnavailable",
+    "Refused",
     "ScheduleInfo",
     "ScheduleNotFound",
     "Scheduled",
     "Settings",
     "TooLarge",
     "TopicConfig",
+    "TopicNotFound",
     "TopicStats",
     "Topics",
     "UnknownTopic",
+    "__version__",
 ]

@@ -17,18 +17,18 @@ import logging
 import os
 import signal
 import sys
-from importlib.metadata import version
 from typing import Any
 
 from .consumer import Consumer
 from .loop import Budget
 from .queue import Queue
 from .sweeper import Sweeper
+from .version import VERSION
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="delayq", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", action="version", version=f"delayq {version('delayq')}")
+    parser.add_argument("--version", action="version", version=f"delayq {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("sweep", "consume"):
         command = commands.add_parser(name, help=f"the {name} loop")

@@ -94,6 +94,16 @@ class ScheduleNotFound(DelayqError):
         super().__init__(f"no schedule {name!r} in topic {topic!r}", field="name")
 
 
+class TopicNotFound(DelayqError):
+    """A topic that is neither configured (nor covered by ``*``) nor holding jobs."""
+
+    status = 404
+    error = "not_found"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"no topic {topic!r}: it is not configured and holds no jobs", field="topic")
+
+
 class JobExists(DelayqError):
     status = 409
     error = "exists"

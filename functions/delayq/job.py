@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import DelayqError, InvalidField
 from .schedule import iso_utc
 
 QUEUED, LEASED, DEAD = "q", "l", "x"
@@ -111,9 +112,10 @@ class JobInfo:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Scheduled:
-    """The answer to a create, replace or reschedule: when the job is due."""
+    """The answer to a create, replace or reschedule: when the job is due. Not frozen: a frozen
+    dataclass takes twice as long to make, and ``enqueue_many`` makes one per job."""
 
     topic: str
     id: str
@@ -134,6 +136,24 @@ class Scheduled:
         }
 
 
+@dataclass(slots=True)
+class Refused:
+    """A job of ``Queue.enqueue_many`` (an item of ``POST /jobs/batch``) that was not written, and why:
+    ``error`` is what ``Queue.enqueue`` would have raised for it."""
+
+    id: Any  # the item's own ``id``, whatever it was (None when it had none)
+    error: DelayqError
+
+    @property
+    def status(self) -> int:
+        """409 for a conflict, 422 for anything invalid: in a batch, a body over the size limit is one
+        more invalid field (the request itself was not too large)."""
+        return 422 if isinstance(self.error, InvalidField) else self.error.status
+
+
+EnqueueResult = Scheduled | Refused  # each answer of ``Queue.enqueue_many``: ``.status`` 201, 409 or 422, and ``.id``
+
+
 @dataclass(frozen=True, slots=True)
 class TopicStats:
     topic: str
@@ -142,6 +162,11 @@ class TopicStats:
     reserved: int
     dead: int
     next_run_at_ms: int | None
+
+    @property
+    def jobs(self) -> int:
+        """Every job the topic holds, in any state."""
+        return self.delayed + self.ready + self.reserved + self.dead
 
     def to_dict(self) -> dict[str, Any]:
         return {

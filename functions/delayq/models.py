@@ -12,7 +12,15 @@ import re
 import time
 from typing import Annotated, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from .errors import InvalidField, TooLarge
@@ -56,6 +64,11 @@ Backoff = Annotated[
 MAX_EPOCH_S = 10**15  # run_at numbers beyond this are out of range, whatever the clock says
 NOT_A_TIME = "must be epoch seconds or an ISO-8601 date-time with a zone"
 STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+LONE_SURROGATE = "holds a lone surrogate (such as \\ud800): not Unicode text"
+
+
+def too_deep(max_depth: int) -> str:
+    return f"nests arrays and objects more than {max_depth} levels deep"
 
 
 def json_problem(value: Any, max_depth: int) -> str | None:
@@ -67,7 +80,7 @@ def json_problem(value: Any, max_depth: int) -> str | None:
         item, depth = stack.pop()
         if isinstance(item, str):
             if not item.isascii() and not _is_unicode(item):
-                return "holds a lone surrogate (such as \\ud800): not Unicode text"
+                return LONE_SURROGATE
             continue
         if isinstance(item, dict):
             children: list[Any] = [*item.keys(), *item.values()]
@@ -76,8 +89,27 @@ def json_problem(value: Any, max_depth: int) -> str | None:
         else:
             continue
         if depth >= max_depth:
-            return f"nests arrays and objects more than {max_depth} levels deep"
+            return too_deep(max_depth)
         stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where ``value`` holds a lone surrogate, as a field name (``jobs[2].body.note``; a key that holds
+    one is written with the surrogate escaped, ``\\ud800``), or None. Slower than ``json_problem``:
+    call it once that found one."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str) and not _is_unicode(item):
+            return field_name(path)
+        if isinstance(item, dict):
+            for key in item:
+                if not _is_unicode(key):
+                    return field_name((*path, key.encode("utf-8", "backslashreplace").decode("utf-8")))
+            stack.extend(((child, (*path, key)) for key, child in item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, i)) for i, child in enumerate(item))
     return None
 
 
@@ -94,9 +126,9 @@ def body_json(body: Any) -> str:
         text = _ENCODER.encode(body)
         size = len(text.encode())
     except RecursionError:
-        raise InvalidField("body", f"nests arrays and objects more than {MAX_BODY_DEPTH} levels deep") from None
+        raise InvalidField("body", too_deep(MAX_BODY_DEPTH)) from None
     except UnicodeEncodeError:
-        raise InvalidField("body", "holds a lone surrogate (such as \\ud800): not Unicode text") from None
+        raise InvalidField("body", LONE_SURROGATE) from None
     except (TypeError, ValueError) as exc:
         raise InvalidField("body", f"must be JSON (no NaN, Infinity, sets or bytes): {exc}") from None
     if text.count("[") + text.count("{") > MAX_BODY_DEPTH and (problem := json_problem(body, MAX_BODY_DEPTH)):
@@ -178,6 +210,24 @@ class PutJob(JobOptions):
     id: JobId | None = None
 
 
+class TopicJob(JobOptions):
+    """``POST /topics/{topic}/jobs``: the topic comes from the path (if repeated here, it must match)."""
+
+    topic: TopicName | None = None
+    id: JobId | None = Field(default=None, description="Generated when absent")
+
+    def in_topic(self, topic: str) -> NewJob:
+        """This job as ``POST /jobs`` takes it, in ``topic``; ``InvalidField`` if it names another."""
+        same_as_path("topic", self.topic, topic)
+        return NewJob.model_construct(**(dict(self) | {"topic": topic}))  # validated already, field by field
+
+
+def same_as_path(name: str, given: str | None, path: str) -> None:
+    """A field repeated in a body must be what the path says: ``InvalidField`` naming it otherwise."""
+    if given is not None and given != path:
+        raise InvalidField(name, f"{given!r} differs from the path's {path!r}")
+
+
 class Reschedule(When):
     """``PATCH /jobs/{topic}/{id}``: exactly one of ``delay`` or ``run_at``."""
 
@@ -193,7 +243,20 @@ class Batch(BaseModel):
 
     model_config = STRICT
 
-    jobs: list[Any] = Field(description=f"At most {MAX_BATCH} jobs, each a JSON object as for POST /jobs")
+    # Documented as jobs (the schema's items are NewJob, at most MAX_BATCH of them: more is a 413, by
+    # the route), but kept as sent: the queue validates each job on its own and answers it in place.
+    jobs: list[NewJob] = Field(
+        description=f"At most {MAX_BATCH} jobs, each as for POST /jobs", json_schema_extra={"maxItems": MAX_BATCH}
+    )
+
+    @field_validator("jobs", mode="wrap")
+    @classmethod
+    def _as_sent(cls, jobs: Any, as_jobs: ValidatorFunctionWrapHandler) -> Any:
+        return jobs if isinstance(jobs, list) else as_jobs(jobs)  # not a list: refused as the schema says
+
+    def as_sent(self) -> list[Any]:
+        """The jobs as sent, each a JSON value still to validate."""
+        return cast(list[Any], self.jobs)
 
 
 class Replay(BaseModel):

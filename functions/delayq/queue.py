@@ -20,13 +20,14 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import ValidationError
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoPermissionError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import calls
 from .calls import JobWrite
-from .connection import RedisClient, connect
+from .connection import RedisClient, connect, redact
 from .errors import (
     Code,
     ConfigError,
@@ -34,10 +35,11 @@ from .errors import (
     InvalidField,
     JobNotFound,
     RedisUnavailable,
+    TopicNotFound,
     UnknownTopic,
     code_error,
 )
-from .job import DeadJob, JobInfo, Scheduled, TopicStats
+from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
 from .keys import Keyspace, Partition
 from .models import (
     ID_PATTERN,
@@ -50,11 +52,12 @@ from .models import (
     Reschedule,
     body_json,
     invalid,
+    same_as_path,
     validate_new_job,
 )
 from .observability import Telemetry
 from .recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
-from .schedule import encode_backoff, iso_utc, seconds_to_ms
+from .schedule import encode_backoff, seconds_to_ms
 from .scripts import Call, run_many
 from .settings import ENV, Settings, TopicConfig, Topics
 
@@ -69,7 +72,7 @@ STATE_NAMES = {"l": "reserved", "x": "dead"}
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
 # The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
-_REFUSED = "Redis refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
+_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
 # How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
 # any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
 # failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
@@ -94,22 +97,32 @@ def new_id() -> str:
 
 
 @contextmanager
-def redis_errors() -> Iterator[None]:
-    """Turns Redis being down, loading, out of memory or failing over into ``RedisUnavailable``."""
+def redis_errors(server: Callable[[], str] = lambda: "Redis") -> Iterator[None]:
+    """Turns Redis being down, loading, out of memory or failing over into ``RedisUnavailable``, whose
+    message starts with ``server()``: which Redis (``Queue`` names its host and port)."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-        raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc
+        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
     except NoPermissionError as exc:
-        raise RedisUnavailable(_REFUSED) from exc
+        raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
     except ResponseError as exc:
         if str(exc).startswith(_UNAVAILABLE_PREFIXES):
-            raise RedisUnavailable(f"Redis is unavailable: {str(exc).split(' ', 1)[0]}") from exc
+            raise RedisUnavailable(f"{server()} is unavailable: {str(exc).split(' ', 1)[0]}") from exc
         if _REFUSED_IN_SCRIPT.search(str(exc)):
-            raise RedisUnavailable(_REFUSED) from exc
+            raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
         raise
     except RedisError as exc:
-        raise RedisUnavailable(f"Redis is unavailable: {type(exc).__name__}") from exc
+        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
+
+
+def server_address(client: RedisClient) -> str:
+    """Where ``client`` connects: host and port, or a socket's path (never a password)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"{node.host}:{node.port}" if node is not None else "a Redis Cluster"
+    options = client.connection_pool.connection_kwargs
+    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
 
 
 def check_topic(topic: str) -> str:
@@ -129,7 +142,7 @@ class _Batch:
     """A chunk of ``enqueue_many``, validated: the writes of its valid jobs and their positions in
     the chunk; ``results`` holds the answers of the invalid ones, ``None`` where a write's will be."""
 
-    results: list[dict[str, Any] | None]
+    results: list[EnqueueResult | None]
     writes: list[JobWrite] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
 
@@ -184,7 +197,7 @@ class Queue:
         """Records the partition count at the namespace's first use, and refuses another one after:
         jobs written with one count are found only by clients with the same count."""
         partitions = self.settings.partitions
-        with redis_errors():
+        with redis_errors(self._server):
             recorded = calls.layout(self.keys).run(client)
         if recorded != partitions:
             raise ConfigError(
@@ -193,6 +206,14 @@ class Queue:
                 "is fixed; use a new namespace for another)"
             )
         self._layout_checked = True
+
+    def _server(self) -> str:
+        """Which Redis this queue uses, for error messages: its host and port, never a password."""
+        if self._redis is not None:
+            return f"Redis at {server_address(self._redis)}"
+        if self.settings.redis_secret:
+            return f"Redis (the URL in {ENV.REDIS_SECRET})"
+        return f"Redis at {redact(self.settings.redis_url)}"
 
     def topic_config(self, topic: str) -> TopicConfig:
         config = self.settings.topics.for_topic(topic)
@@ -254,9 +275,8 @@ class Queue:
 
     def replace(self, topic: str, job_id: str, job: PutJob) -> Scheduled:
         """Create or replace a validated job (the API's ``PUT /jobs/{topic}/{id}``)."""
-        for name, given, path in (("topic", job.topic, topic), ("id", job.id, job_id)):
-            if given is not None and given != path:
-                raise InvalidField(name, f"{given!r} differs from the path's {path!r}")
+        same_as_path("topic", job.topic, topic)
+        same_as_path("id", job.id, job_id)
         write = self._prepare(job, topic, job_id)
         code, run_at_ms = self._write([write], replace=True)[0]
         if code < 0:
@@ -264,10 +284,11 @@ class Queue:
         self.telemetry.count("Enqueued", topic)
         return Scheduled(topic, job_id, run_at_ms, created=code == Code.CREATED)
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
         """Create many jobs, each validated and written on its own: valid ones are written even when
-        others are not. Answers like ``POST /jobs/batch``, in order: ``{"status": 201, "id", "run_at_ms",
-        "run_at"}``, or ``{"status": 409 | 422 | 413, "id", "error": {...}}``.
+        others are not. One answer per job, in order, as ``POST /jobs/batch`` answers: a ``Scheduled``
+        (``status`` 201) for a job written, a ``Refused`` (``status`` 409 or 422, ``error`` the
+        ``DelayqError`` that ``enqueue`` would raise) for one that was not.
 
         Jobs are written 1000 per Lua call. With more than that, a writer thread sends each chunk while
         the next is validated, so Redis runs one while Python prepares the other. If Redis fails,
@@ -285,14 +306,14 @@ class Queue:
 
         def write(writes: list[JobWrite]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
             if failed.is_set():
-                raise RedisUnavailable("Redis is unavailable: an earlier chunk failed")
+                raise RedisUnavailable(f"{self._server()} is unavailable: an earlier chunk failed")
             try:
                 return self._write(writes)
             except BaseException:
                 failed.set()
                 raise
 
-        results: list[dict[str, Any]] = []
+        results: list[EnqueueResult] = []
         in_flight: deque[tuple[_Batch, Future[list[tuple[int, int]]]]] = deque()
         with ThreadPoolExecutor(1, thread_name_prefix="delayq-writer") as writer:
             for chunk in chain((first, second), chunks):
@@ -315,30 +336,23 @@ class Queue:
                 job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
                 batch.writes.append(self._prepare(job, job.topic, job.id or next(fresh)))
                 batch.positions.append(i)
-            except InvalidField as exc:  # a body too large is a 422 here too: one status per invalid item
-                batch.results[i] = {"status": 422, "id": _item_id(item), "error": exc.to_dict() | {"status": 422}}
+            except InvalidField as exc:
+                batch.results[i] = Refused(_item_id(item), exc)
         return batch
 
-    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[EnqueueResult]:
         """The batch's answers, in order, with what the script answered for each write."""
         results = batch.results
         created: Counter[str] = Counter()
         for i, write, (code, run_at_ms) in zip(batch.positions, batch.writes, codes, strict=True):
             if code < 0:
-                error = code_error(code, write.topic, write.id)
-                results[i] = {"status": error.status, "id": write.id, "error": error.to_dict()}
+                results[i] = Refused(write.id, code_error(code, write.topic, write.id))
             else:
                 created[write.topic] += 1
-                results[i] = {
-                    "status": 201,
-                    "topic": write.topic,
-                    "id": write.id,
-                    "run_at": iso_utc(run_at_ms),
-                    "run_at_ms": run_at_ms,
-                }
+                results[i] = Scheduled(write.topic, write.id, run_at_ms, created=True)
         for topic, count in created.items():
             self.telemetry.count("Enqueued", topic, count)
-        return cast(list[dict[str, Any]], results)  # every job is answered by now
+        return cast(list[EnqueueResult], results)  # every job is answered by now
 
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
         config = self.topic_config(topic)
@@ -358,7 +372,7 @@ class Queue:
                 chunk = indexes[start : start + WRITE_CHUNK]
                 sends.append((chunk, calls.enqueue(partition, [writes[i] for i in chunk], replace=replace)))
         answers: list[tuple[int, int]] = [(0, 0)] * len(writes)
-        with redis_errors():
+        with redis_errors(self._server):
             for start in range(0, len(sends), PIPELINE_CALLS):
                 batch = sends[start : start + PIPELINE_CALLS]
                 replies: list[calls.Enqueued] = run_many(self.redis, [call for _, call in batch])
@@ -372,7 +386,7 @@ class Queue:
     def get(self, topic: str, id: str) -> JobInfo:  # noqa: A002 - the contract's name
         """A job in any state; ``JobNotFound`` when there is none."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors():
+        with redis_errors(self._server):
             found = calls.inspect(partition, topic, id).run(self.redis)
         if found is None:
             raise JobNotFound(topic, id)
@@ -408,7 +422,7 @@ class Queue:
     def reschedule_to(self, topic: str, job_id: str, when: Reschedule) -> Scheduled:
         partition = self.keys.for_job(check_topic(topic), check_id(job_id))
         kind, value = when.when()
-        with redis_errors():
+        with redis_errors(self._server):
             code, run_at_ms = calls.reschedule(partition, topic, job_id, kind, value).run(self.redis)
         if code < 0:
             raise code_error(code, topic, job_id)
@@ -417,7 +431,7 @@ class Queue:
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors():
+        with redis_errors(self._server):
             code = calls.cancel(partition, topic, id).run(self.redis)
         if code < 0:
             raise code_error(code, topic, id)
@@ -485,10 +499,11 @@ class Queue:
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
-        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at."""
+        """How many jobs of ``topic`` are delayed, ready, reserved and dead, and the next run-at.
+        ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
         parts: list[TopicStats] = self._each_partition(calls.stats, check_topic(topic))
         nexts = [part.next_run_at_ms for part in parts if part.next_run_at_ms is not None]
-        return TopicStats(
+        stats = TopicStats(
             topic=topic,
             delayed=sum(part.delayed for part in parts),
             ready=sum(part.ready for part in parts),
@@ -496,6 +511,9 @@ class Queue:
             dead=sum(part.dead for part in parts),
             next_run_at_ms=min(nexts) if nexts else None,
         )
+        if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
+            raise TopicNotFound(topic)
+        return stats
 
     def dead(self, topic: str, limit: int = 100) -> list[DeadJob]:
         """The most recent dead jobs of ``topic``, newest first."""
@@ -515,7 +533,7 @@ class Queue:
         for job_id in ids:
             by_partition[self.keys.for_job(topic, check_id(job_id))].append(job_id)
         replays = [calls.replay(partition, topic, chunk) for partition, chunk in by_partition.items()]
-        with redis_errors():
+        with redis_errors(self._server):
             return sum(run_many(self.redis, replays)) if replays else 0
 
     def purge(self, topic: str) -> int:
@@ -527,7 +545,7 @@ class Queue:
         pipe = self.redis.pipeline(transaction=False)
         for partition in self.keys.partitions:
             pipe.smembers(partition.topics)
-        with redis_errors():
+        with redis_errors(self._server):
             return set().union(*pipe.execute())
 
     def close(self) -> None:
@@ -537,18 +555,18 @@ class Queue:
 
     def ping(self) -> bool:
         """True when every partition's Redis answers."""
-        with redis_errors():
+        with redis_errors(self._server):
             return bool(self.redis.ping())
 
     def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any) -> list[Any]:
         """``call(partition, topic, *args)`` on every partition, in one round trip; the results."""
-        with redis_errors():
+        with redis_errors(self._server):
             return run_many(self.redis, [call(partition, topic, *args) for partition in self.keys.partitions])
 
     def _drain(self, call: Callable[[Partition, str, int], Call[int]], topic: str) -> int:
         """A bounded call, ``WRITE_CHUNK`` at a time, on every partition until each answers 0; the total."""
         total = 0
-        with redis_errors():
+        with redis_errors(self._server):
             for partition in self.keys.partitions:
                 while n := call(partition, topic, WRITE_CHUNK).run(self.redis):
                     total += n

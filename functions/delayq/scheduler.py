@@ -224,7 +224,7 @@ class Schedules:
         """Creates or replaces a validated schedule; its first occurrence exists when this returns."""
         self.queue.topic_config(topic)  # UnknownTopic (422) for a topic nobody configured
         partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors():
+        with redis_errors(self.queue._server):
             for _ in range(WRITE_TRIES):
                 stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
                 now_ms, old_raw = stored.now_ms, stored.schedules[0].progress
@@ -260,7 +260,7 @@ class Schedules:
     def delete(self, topic: str, name: str) -> None:
         """Deletes a schedule, and cancels its pending occurrence if it has not started."""
         partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors():
+        with redis_errors(self.queue._server):
             for _ in range(WRITE_TRIES):
                 stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
                 found = stored.schedules[0]
@@ -313,7 +313,7 @@ class Schedules:
 
     def get(self, topic: str, name: str) -> ScheduleInfo:
         partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors():
+        with redis_errors(self.queue._server):
             stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
         info = self._info(stored.schedules[0], stored.now_ms)
         if info is None:
@@ -325,7 +325,7 @@ class Schedules:
         # '0' follows '/': every topic/name of the topic sorts between '[topic/' and '(topic0'.
         first, last = ("-", "+") if topic is None else (f"[{topic}/", f"({topic}0")
         found: list[ScheduleInfo] = []
-        with redis_errors():
+        with redis_errors(self.queue._server):
             for partition in self.queue.keys.partitions:
                 found += self._list_partition(partition, first, last)
         found.sort(key=lambda info: (info.topic, info.name))

@@ -27,6 +27,8 @@ WEBHOOK_SCHEMES = ("https://", "http://")
 # a job with `retries: 25, backoff: [0]` must not become 26 POSTs at once at someone's server.
 WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+# A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
+BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
 
 class ENV:
@@ -43,6 +45,7 @@ class ENV:
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
     WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
     UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
+    API_BASE_PATH = "DELAYQ_API_BASE_PATH"
 
 
 def is_webhook(target: str) -> bool:
@@ -180,6 +183,7 @@ class Settings:
     webhook_secret: str | None = field(default=None, repr=False)
     webhook_secret_id: str | None = None
     ui_token: str | None = field(default=None, repr=False)
+    api_base_path: str = ""  # stripped from request paths before routing: "/delayq" for a custom domain's mapping
 
     def __post_init__(self) -> None:
         parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
@@ -195,9 +199,11 @@ class Settings:
             raise ConfigError(f"{ENV.TICK} must be between 0.001 and 60 seconds")
         if not 0 <= self.loop_seconds <= 900:
             raise ConfigError(f"{ENV.LOOP_SECONDS} must be between 0 and 900 seconds")
+        if not BASE_PATH_RE.fullmatch(self.api_base_path):
+            raise ConfigError(f"{ENV.API_BASE_PATH} must be a path such as /delayq, not {self.api_base_path!r}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:  # noqa: PLR0912 - one branch a variable
         """Read the environment (``os.environ`` by default); keyword arguments override it. An empty
         variable is an unset one (templates often pass empty strings)."""
         env = os.environ if environ is None else environ
@@ -224,6 +230,8 @@ class Settings:
             values["webhook_secret_id"] = env[ENV.WEBHOOK_SECRET_ID]
         if env.get(ENV.UI_TOKEN):
             values["ui_token"] = env[ENV.UI_TOKEN]
+        if env.get(ENV.API_BASE_PATH):
+            values["api_base_path"] = base_path(env[ENV.API_BASE_PATH])
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)
@@ -232,6 +240,13 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+def base_path(text: str) -> str:
+    """A base path as the environment gives it, written one way: ``delayq``, ``/delayq`` and
+    ``/delayq/`` are ``/delayq``; ``/`` is none (``""``)."""
+    inner = text.strip().strip("/")
+    return f"/{inner}" if inner else ""
 
 
 def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:

@@ -47,14 +47,18 @@ class Reply:
         return f"Reply({self.status}, {self.text!r:.300})"
 
 
-def check_reply(response: dict[str, Any], *, error_shape: bool = True) -> Reply:
-    """The handler's answer as a ``Reply``, after the checks every answer must pass."""
+def check_reply(response: dict[str, Any], *, error_shape: bool = True, head: bool = False) -> Reply:
+    """The handler's answer as a ``Reply``, after the checks every answer must pass (``head``: the
+    answer to a HEAD, which has no body)."""
     assert isinstance(response, dict), response
     status = response["statusCode"]
     text = response.get("body")
     everything = json.dumps(response, default=str)
     for marker in TRACEBACK_MARKERS:
         assert marker not in everything, f"a traceback in the response: {everything[:2000]}"
+    if head:
+        assert not text, f"a body in the answer to a HEAD: {text!r:.300}"
+        return Reply(status, text, None, _headers(response))
     data = None
     if text:
         assert not response.get("isBase64Encoded"), response
@@ -71,13 +75,19 @@ def check_reply(response: dict[str, Any], *, error_shape: bool = True) -> Reply:
         assert isinstance(data["message"], str), text
         assert data["message"], text
         assert data["field"] is None or isinstance(data["field"], str), text
-    headers = dict(response.get("headers") or {})
-    for name, values in (response.get("multiValueHeaders") or {}).items():
-        headers.setdefault(name, values[-1] if isinstance(values, list) and values else values)
+    headers = _headers(response)
     if text:
         content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "")
         assert str(content_type).startswith("application/json"), (status, headers)
     return Reply(status, text, data, headers)
+
+
+def _headers(response: dict[str, Any]) -> dict[str, Any]:
+    """An answer's headers, of either payload format (one value per name)."""
+    headers = dict(response.get("headers") or {})
+    for name, values in (response.get("multiValueHeaders") or {}).items():
+        headers.setdefault(name, values[-1] if isinstance(values, list) and values else values)
+    return headers
 
 
 def snapshot(client: redis.Redis, namespace: str) -> dict[str, tuple[str, Any]]:
@@ -118,7 +128,8 @@ class Api:
     # ------------------------------------------------------------------------------ requests
 
     def send(self, event: dict[str, Any], *, error_shape: bool = True) -> Reply:
-        return check_reply(enqueue.lambda_handler(event, FakeContext()), error_shape=error_shape)
+        head = str(event.get("httpMethod")).upper() == "HEAD"
+        return check_reply(enqueue.lambda_handler(event, FakeContext()), error_shape=error_shape, head=head)
 
     def call(
         self,

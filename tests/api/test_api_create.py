@@ -16,7 +16,7 @@ from delayq.api import JobOut, ScheduledOut
 from delayq.models import ID_PATTERN, MAX_BODY_BYTES
 
 from api_support import ANY_FIELD, Api, assert_model, b64_event
-from conftest import api_event
+from conftest import RECORDER, api_event
 
 DAY_S = 86_400
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -364,6 +364,25 @@ def test_invalid_base64_is_400_not_500(seeded: Api):
     assert seeded.snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"topic": "orders", "body": "caf\xe9"}', "request body is not valid UTF-8"),  # Latin-1, raw on the wire
+        (b"\xff\xfe{}", "request body is not valid UTF-8"),
+        (None, "request body is not valid base64"),
+    ],
+)
+def test_an_unreadable_body_says_what_is_wrong(seeded: Api, raw: bytes | None, message: str):
+    """Raw bytes that are not UTF-8 reach the handler in base64 (the local stack and API Gateway encode
+    them): the answer speaks of UTF-8, not of base64 the caller never sent."""
+    event = b64_event("POST", "/jobs", {"topic": "orders"})
+    event["body"] = base64.b64encode(raw).decode() if raw is not None else "!!!not base64!!!="
+    before = seeded.snapshot()
+    reply = seeded.send(event)
+    assert (reply.status, reply.json["message"]) == (400, message), reply
+    assert seeded.snapshot() == before
+
+
 def test_base64_of_something_not_json_is_400(seeded: Api):
     event = b64_event("POST", "/jobs", {"topic": "orders"})
     event["body"] = base64.b64encode(b"topic=orders").decode()
@@ -398,3 +417,60 @@ def test_json_body_under_another_content_type_is_never_a_500(seeded: Api, conten
     assert reply.status in (201, 400, 415, 422), reply
     if reply.status == 201:
         assert seeded.job("orders", "ct")["state"] == "delayed"
+
+
+# ------------------------------------------------------------------------------------ POST /topics/{topic}/jobs
+
+
+def test_create_in_the_topic_of_the_path(api: Api):
+    """The same create as ``POST /jobs``, its topic from the path (so a policy on the path can limit
+    a caller to its topics)."""
+    reply = api.post("/topics/orders/jobs", {"id": "t1", "delay": 60, "body": {"x": 1}})
+    assert reply.status == 201, reply
+    assert_model(ScheduledOut, reply.json)
+    assert (reply.json["topic"], reply.json["id"]) == ("orders", "t1")
+    job = api.job("orders", "t1")
+    assert (job["state"], job["body"], job["run_at_ms"]) == ("delayed", {"x": 1}, reply.json["run_at_ms"])
+
+
+def test_create_in_a_topic_generates_the_id_and_takes_the_overrides(api: Api):
+    reply = api.post("/topics/payments/jobs", {"retries": 0, "timeout": 5})
+    assert reply.status == 201, reply
+    job = api.job("payments", reply.json["id"])
+    assert (job["state"], job["retries"]) == ("ready", 0)
+
+
+def test_create_in_a_topic_that_the_body_repeats_alike(api: Api):
+    assert api.post("/topics/orders/jobs", {"topic": "orders", "id": "t2"}).status == 201
+
+
+def test_create_in_a_topic_the_body_contradicts_is_422_naming_topic(seeded: Api):
+    reply = seeded.refused(422, "topic", "POST", "/topics/orders/jobs", {"topic": "payments", "id": "t3"})
+    assert "differs from the path" in reply.json["message"], reply
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/topics/orders/jobs", {"id": "seed-delayed"}, 409, "id"),
+        ("/topics/orders/jobs", {"delay": -1}, 422, "delay"),
+        ("/topics/orders/jobs", {"id": "bad id"}, 422, "id"),
+        ("/topics/orders/jobs", {"delay_s": 5}, 422, "delay_s"),
+        ("/topics/orders/jobs", {"body": "x" * (MAX_BODY_BYTES + 1)}, 413, "body"),
+        ("/topics/has space/jobs", {}, 422, "topic"),
+    ],
+)
+def test_create_in_a_topic_refuses_as_post_jobs_does(seeded: Api, path: str, body: Any, status: int, field: str):
+    seeded.refused(status, field, "POST", path, body)
+    if status != 413:  # the same refusal by POST /jobs
+        topic = path.split("/")[2]
+        seeded.refused(status, field, "POST", "/jobs", {"topic": topic, **body})
+
+
+def test_create_in_a_topic_without_a_wildcard_must_be_configured(
+    handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str
+):
+    monkeypatch.setenv("DELAYQ_TOPICS", json.dumps({"orders": {"target": RECORDER}}))
+    api = Api.start(redis_client, namespace)
+    api.create("orders", "seed", delay=60)
+    api.refused(422, "topic", "POST", "/topics/nope/jobs", {"id": "a"}, error="invalid")

@@ -46,23 +46,40 @@ def down(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_cli
     [
         ("GET", "/"),
         ("GET", "/nope"),
-        ("GET", "/jobs"),
-        ("DELETE", "/jobs"),
         ("GET", "/jobs/orders"),
         ("POST", "/jobs/orders"),
-        ("POST", "/jobs/orders/a"),
         ("GET", "/jobs/orders/a/b"),
-        ("PUT", "/topics/orders"),
         ("GET", "/topics"),
-        ("POST", "/health"),
-        ("GET", "/topics/orders/dead/replay"),
+        ("OPTIONS", "/nope"),
     ],
 )
-def test_unknown_route_is_404_json(api: Api, method: str, path: str):
+def test_unknown_path_is_404_json(api: Api, method: str, path: str):
     api.create("orders", "seed", delay=60)
     body = {"topic": "orders", "delay": 1} if method in ("POST", "PUT") else None
     reply = api.refused(404, ANY_FIELD, method, path, NO_BODY if body is None else body, error="not_found")
     assert reply.field is None
+    assert "Allow" not in reply.headers
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/jobs", "OPTIONS, POST"),
+        ("DELETE", "/jobs", "OPTIONS, POST"),
+        ("POST", "/jobs/orders/a", "DELETE, GET, HEAD, OPTIONS, PATCH, PUT"),
+        ("PUT", "/topics/orders", "GET, HEAD, OPTIONS"),
+        ("POST", "/health", "GET, HEAD, OPTIONS"),
+        ("GET", "/topics/orders/dead/replay", "OPTIONS, POST"),
+        ("GET", "/topics/orders/jobs", "OPTIONS, POST"),
+        ("PATCH", "/topics/orders/dead", "DELETE, GET, HEAD, OPTIONS"),
+    ],
+)
+def test_a_known_path_with_another_method_is_405_naming_the_allowed(api: Api, method: str, path: str, allow: str):
+    api.create("orders", "seed", delay=60)
+    body = {"topic": "orders", "delay": 1} if method in ("POST", "PUT") else None
+    reply = api.refused(405, None, method, path, NO_BODY if body is None else body, error="method_not_allowed")
+    assert reply.headers["Allow"] == allow, reply.headers
+    assert allow in reply.json["message"], reply
 
 
 # ------------------------------------------------------------------------------------------ unknown topics
@@ -185,16 +202,41 @@ def test_every_route_answers_503_json_quickly_when_redis_is_down(
     assert connection_attempts == [("127.0.0.1", 1)]
 
 
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("redis://127.0.0.1:1/0", "127.0.0.1:1"),
+        ("redis://:hunter2-Secret@127.0.0.1:1/0", "127.0.0.1:1"),
+        ("redis://delayq:hunter2-Secret@localhost:1/3", "localhost:1"),
+    ],
+)
+def test_redis_down_names_host_and_port_never_the_password(
+    handler_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_client: redis.Redis,
+    namespace: str,
+    *,
+    url: str,
+    address: str,
+):
+    monkeypatch.setenv("DELAYQ_REDIS_URL", url)
+    api = Api.start(redis_client, namespace)
+    reply = api.post("/jobs", {"topic": "orders", "id": "a"})
+    assert (reply.status, reply.json["error"]) == (503, "unavailable"), reply
+    assert reply.json["message"] == f"Redis at {address} is unavailable: ConnectionError", reply
+    assert "hunter2" not in (reply.text or "")
+
+
 def test_every_sample_answers_json_without_a_trace_when_redis_is_down(
     down: Api, connection_attempts: list[tuple[str, int]]
 ):
-    for path in sorted((EVENTS / "api").glob("*.json")):
+    for path in sorted((EVENTS / "api").rglob("*.json")):  # payload 1.0, and 2.0 in v2/
         name = path.stem
         connection_attempts.clear()
-        reply = down.send(load_event(f"api/{name}"), error_shape=name != "get_health")
+        reply = down.send(load_event(str(path.relative_to(EVENTS).with_suffix(""))), error_shape=name != "get_health")
         expected = 200 if name == "get_openapi" else 503
-        assert reply.status == expected, (name, reply)
-        assert len(connection_attempts) == (0 if name == "get_openapi" else 1), (name, connection_attempts)
+        assert reply.status == expected, (path, reply)
+        assert len(connection_attempts) == (0 if name == "get_openapi" else 1), (path, connection_attempts)
 
 
 def test_validation_still_answers_when_redis_is_down(down: Api):

@@ -104,6 +104,20 @@ def test_put_with_topic_or_id_differing_from_the_path_is_422(seeded: Api, fields
     assert seeded.get(path("fresh")).status == 404
 
 
+def test_put_of_a_dead_job_replaces_it_with_200(seeded: Api):
+    """PUT is "create or replace", whatever the job is: a dead job is replaced by a new one (new body
+    and run-at, attempts afresh, no last error), as if it had been cancelled first."""
+    seeded.kill("orders", "d1", error="it broke")
+    assert seeded.stats("orders")["dead"] == 1
+    reply = seeded.put(path("d1"), {"delay": 60, "body": {"v": "new"}})
+    assert reply.status == 200, reply
+    job = seeded.job("orders", "d1")
+    assert (job["state"], job["attempts"], job["last_error"]) == ("delayed", 0, None), job
+    assert (job["body"], job["run_at_ms"]) == ({"v": "new"}, reply.json["run_at_ms"])
+    assert seeded.get("/topics/orders/dead").json == {"jobs": []}
+    assert seeded.stats("orders")["dead"] == 0
+
+
 def test_put_of_a_reserved_job_is_409(seeded: Api):
     seeded.put(path("r1"), {"delay": 0, "body": "original"})
     seeded.lease("orders", "r1")

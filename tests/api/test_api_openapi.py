@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from typing import Any
 
@@ -9,12 +10,16 @@ import openapi_spec_validator
 import pytest
 import redis
 
+import delayq
+from delayq.models import MAX_BATCH
+
 from api_support import Api
 
 # The contract's routes (CONTRACT.md, "HTTP API"), parameters normalised to {}.
 CONTRACT_ROUTES: dict[str, set[str]] = {
     "/jobs": {"post"},
     "/jobs/batch": {"post"},
+    "/topics/{}/jobs": {"post"},
     "/jobs/{}/{}": {"put", "get", "patch", "delete"},
     "/topics/{}": {"get"},
     "/topics/{}/dead": {"get", "delete"},
@@ -25,6 +30,7 @@ CONTRACT_ROUTES: dict[str, set[str]] = {
 SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
     ("/jobs", "post"): {"201": "ScheduledOut"},
     ("/jobs/batch", "post"): {"200": "BatchOut"},
+    ("/topics/{}/jobs", "post"): {"201": "ScheduledOut"},
     ("/jobs/{}/{}", "put"): {"201": "ScheduledOut", "200": "ScheduledOut"},
     ("/jobs/{}/{}", "get"): {"200": "JobOut"},
     ("/jobs/{}/{}", "patch"): {"200": "ScheduledOut"},
@@ -39,11 +45,12 @@ SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
 CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
     ("/jobs", "post"): {"400", "409", "413", "422", "503"},
     ("/jobs/batch", "post"): {"400", "413", "422", "503"},
-    ("/jobs/{}/{}", "put"): {"400", "409", "413", "422", "503"},
+    ("/topics/{}/jobs", "post"): {"400", "404", "409", "413", "422", "503"},
+    ("/jobs/{}/{}", "put"): {"400", "404", "409", "413", "422", "503"},
     ("/jobs/{}/{}", "get"): {"404", "422", "503"},
     ("/jobs/{}/{}", "patch"): {"400", "404", "409", "422", "503"},
     ("/jobs/{}/{}", "delete"): {"404", "422", "503"},
-    ("/topics/{}", "get"): {"422", "503"},
+    ("/topics/{}", "get"): {"404", "422", "503"},
     ("/topics/{}/dead", "get"): {"422", "503"},
     ("/topics/{}/dead/replay", "post"): {"400", "422", "503"},
     ("/topics/{}/dead", "delete"): {"422", "503"},
@@ -165,3 +172,46 @@ def test_request_bodies_document_the_job_fields(doc: dict[str, Any]):
 
 def test_document_is_stable_between_requests(api: Api, doc: dict[str, Any]):
     assert api.get("/openapi.json").json == doc
+
+
+def test_a_204_has_no_content(doc: dict[str, Any]):
+    """A generated client reads a documented content: a 204 with one made it parse an empty body."""
+    no_content = [op["responses"]["204"] for op in operations(doc).values() if "204" in op["responses"]]
+    assert no_content, "no route documents a 204"
+    for response in no_content:
+        assert "content" not in response, response
+
+
+def test_batch_jobs_are_jobs_and_at_most_1000(doc: dict[str, Any]):
+    body = operations(doc)[("/jobs/batch", "post")]["requestBody"]["content"]["application/json"]["schema"]
+    jobs = doc["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]["properties"]["jobs"]
+    assert jobs["type"] == "array"
+    assert jobs["maxItems"] == MAX_BATCH == 1000
+    new_job = operations(doc)[("/jobs", "post")]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert jobs["items"] == {"$ref": new_job}, jobs["items"]
+
+
+def test_the_version_is_the_packages(doc: dict[str, Any]):
+    assert doc["info"]["version"] == delayq.__version__ == importlib.metadata.version("delayq")
+    assert doc["info"]["title"] == "delayq"
+
+
+def test_conflicts_say_which_state_for_each_route(doc: dict[str, Any]):
+    """PUT replaces a dead job (409 only while reserved); PATCH refuses a dead one."""
+    ops = operations(doc)
+    put = ops[("/jobs/{}/{}", "put")]["responses"]["409"]["description"]
+    patch = ops[("/jobs/{}/{}", "patch")]["responses"]["409"]["description"]
+    assert "reserved" in put
+    assert "dead" not in put
+    assert "reserved" in patch
+    assert "dead" in patch
+    assert "dead included" in ops[("/jobs/{}/{}", "put")]["summary"]
+
+
+def test_the_server_is_the_base_path(
+    handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str
+):
+    assert Api.start(redis_client, namespace).get("/openapi.json").json["servers"] == [{"url": "/"}]
+    monkeypatch.setenv("DELAYQ_API_BASE_PATH", "delayq/")
+    doc = Api.start(redis_client, namespace).get("/delayq/openapi.json").json
+    assert doc["servers"] == [{"url": "/delayq"}]

@@ -1,5 +1,6 @@
-"""Every sample event of ``events/api/`` through ``enqueue.lambda_handler``, in an order where the job
-each one needs exists; each answers its documented success status and model."""
+"""Every sample event of ``events/api/`` (REST, payload 1.0) and ``events/api/v2/`` (HTTP API, payload
+2.0) through ``enqueue.lambda_handler``, in an order where the job each one needs exists; each answers
+its documented success status and model, in its own payload format."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import pytest
 import redis
 
+import enqueue
 from delayq.api import (
     BatchOut,
     DeadListOut,
@@ -19,8 +21,8 @@ from delayq.api import (
     TopicOut,
 )
 
-from api_support import Api, assert_model
-from conftest import EVENTS, load_event
+from api_support import Api, assert_model, check_reply
+from conftest import EVENTS, FakeContext, load_event
 
 SAMPLES = {
     "delete_dead",
@@ -34,8 +36,10 @@ SAMPLES = {
     "post_dead_replay",
     "post_jobs",
     "post_jobs_batch",
+    "post_topic_jobs",
     "put_job",
 }
+FORMATS = ["api", "api/v2"]  # the sample directories: payload 1.0, payload 2.0
 
 
 @pytest.fixture
@@ -43,39 +47,46 @@ def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) 
     return Api.start(redis_client, namespace)
 
 
-def sample(api: Api, name: str) -> tuple[int, object]:
-    reply = api.send(load_event(f"api/{name}"))
-    return reply.status, reply.json
+@pytest.mark.parametrize("where", FORMATS)
+def test_every_sample_is_covered_here(where: str):
+    assert {path.stem for path in (EVENTS / where).glob("*.json")} == SAMPLES
 
 
-def test_every_sample_is_covered_here():
-    assert {path.stem for path in (EVENTS / "api").glob("*.json")} == SAMPLES
+@pytest.mark.parametrize("where", FORMATS)
+def test_samples_in_order_answer_their_success_status(api: Api, where: str):
+    def sample(name: str) -> tuple[int, object]:
+        event = load_event(f"{where}/{name}")
+        response = enqueue.lambda_handler(event, FakeContext())
+        if event.get("version") == "2.0":  # answered in 2.0: headers, never multi-value ones
+            assert "multiValueHeaders" not in response, response
+            if response.get("body"):
+                assert response["headers"]["Content-Type"] == "application/json", response
+        reply = check_reply(response)
+        return reply.status, reply.json
 
-
-def test_samples_in_order_answer_their_success_status(api: Api):
-    post_body = json.loads(load_event("api/post_jobs")["body"])
-    put_body = json.loads(load_event("api/put_job")["body"])
+    post_body = json.loads(load_event(f"{where}/post_jobs")["body"])
+    put_body = json.loads(load_event(f"{where}/put_job")["body"])
 
     # PUT creates (201), then replaces (200)
-    status, data = sample(api, "put_job")
+    status, data = sample("put_job")
     assert status == 201, data
     assert_model(ScheduledOut, data)
     assert (data["topic"], data["id"]) == ("orders", "close-1042")
     assert api.job("orders", "close-1042")["body"] == put_body["body"]
-    status, data = sample(api, "put_job")
+    status, data = sample("put_job")
     assert status == 200, data
     assert_model(ScheduledOut, data)
 
     # DELETE cancels it (204, no body), so POST can create it (201)
-    status, data = sample(api, "delete_job")
+    status, data = sample("delete_job")
     assert (status, data) == (204, None)
-    status, data = sample(api, "post_jobs")
+    status, data = sample("post_jobs")
     assert status == 201, data
     assert_model(ScheduledOut, data)
     assert (data["topic"], data["id"]) == ("orders", "close-1042")
 
     # GET shows it as POST made it
-    status, data = sample(api, "get_job")
+    status, data = sample("get_job")
     assert status == 200, data
     assert_model(JobOut, data)
     assert data["state"] == "delayed"
@@ -85,63 +96,72 @@ def test_samples_in_order_answer_their_success_status(api: Api):
 
     # PATCH reschedules it by its delay
     before = api.server_ms()
-    status, data = sample(api, "patch_job")
+    status, data = sample("patch_job")
     after = api.server_ms()
     assert status == 200, data
     assert_model(ScheduledOut, data)
-    delay_ms = json.loads(load_event("api/patch_job")["body"])["delay"] * 1000
+    delay_ms = json.loads(load_event(f"{where}/patch_job")["body"])["delay"] * 1000
     assert before + delay_ms <= data["run_at_ms"] <= after + delay_ms
     assert api.job("orders", "close-1042")["run_at_ms"] == data["run_at_ms"]
 
     # the batch creates its three jobs, in order
-    status, data = sample(api, "post_jobs_batch")
+    status, data = sample("post_jobs_batch")
     assert status == 200, data
     assert_model(BatchOut, data)
-    batch = json.loads(load_event("api/post_jobs_batch")["body"])["jobs"]
+    batch = json.loads(load_event(f"{where}/post_jobs_batch")["body"])["jobs"]
     assert [(r["status"], r["id"]) for r in data["results"]] == [(201, job["id"]) for job in batch]
     for job in batch:
         assert api.job(job["topic"], job["id"])["body"] == job["body"]
 
-    status, data = sample(api, "get_topic")
+    status, data = sample("get_topic")
     assert status == 200, data
     assert_model(TopicOut, data)
     assert (data["topic"], data["delayed"], data["ready"], data["reserved"], data["dead"]) == ("orders", 2, 0, 0, 0)
 
+    # POST /topics/orders/jobs creates in the path's topic
+    status, data = sample("post_topic_jobs")
+    assert status == 201, data
+    assert_model(ScheduledOut, data)
+    topic_job = json.loads(load_event(f"{where}/post_topic_jobs")["body"])
+    assert (data["topic"], data["id"]) == ("orders", topic_job["id"])
+    assert api.job("orders", topic_job["id"])["body"] == topic_job["body"]
+    assert api.stats("orders")["delayed"] == 3
+
     # close-1042 falls due, is taken and fails for good: the dead list shows it
-    status, data = sample(api, "get_dead")
+    status, data = sample("get_dead")
     assert (status, data) == (200, {"jobs": []})
     assert api.patch("/jobs/orders/close-1042", {"delay": 0}).status == 200
     token = api.lease("orders", "close-1042")
     assert api.fail("orders", "close-1042", token, "payment service said no", retries=0) == "dead"
-    status, data = sample(api, "get_dead")
+    status, data = sample("get_dead")
     assert status == 200, data
     assert_model(DeadListOut, data)
     assert [(job["id"], job["last_error"]) for job in data["jobs"]] == [("close-1042", "payment service said no")]
 
     # replay brings it back
-    status, data = sample(api, "post_dead_replay")
+    status, data = sample("post_dead_replay")
     assert (status, data) == (200, {"replayed": 1})
     assert_model(ReplayedOut, data)
     assert api.job("orders", "close-1042")["state"] == "ready"
 
     # DELETE: 204, then 404
-    status, data = sample(api, "delete_job")
+    status, data = sample("delete_job")
     assert (status, data) == (204, None)
-    status, data = sample(api, "delete_job")
+    status, data = sample("delete_job")
     assert status == 404, data
     assert data["field"] == "id"
 
     # purge a dead job
     api.kill("orders", "close-1044")
-    status, data = sample(api, "delete_dead")
+    status, data = sample("delete_dead")
     assert (status, data) == (200, {"purged": 1})
     assert_model(PurgedOut, data)
     assert api.get("/jobs/orders/close-1044").status == 404
 
-    status, data = sample(api, "get_health")
+    status, data = sample("get_health")
     assert (status, data) == (200, {"status": "ok"})
     assert_model(HealthOut, data)
 
-    status, data = sample(api, "get_openapi")
+    status, data = sample("get_openapi")
     assert status == 200
     assert str(data["openapi"]).startswith("3.")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 import redis
 
+from delayq import Queue, TopicNotFound
 from delayq.api import DeadJobOut, DeadListOut, PurgedOut, ReplayedOut, TopicOut
 
 from api_support import ANY_FIELD, ANY_STATUS, Api, assert_model
+from conftest import RECORDER
 
 BAD_TOPICS = ["_private", "has space", "a" * 65]
 
@@ -81,6 +84,7 @@ def test_stats_count_every_state_and_the_next_run_at(api: Api):
 
 
 def test_stats_of_a_topic_never_used_writes_nothing(seeded: Api):
+    """``*`` configures every topic: one never used has zero of everything."""
     before = seeded.snapshot()
     data = seeded.stats("never-used")
     assert (data["delayed"], data["ready"], data["reserved"], data["dead"]) == (0, 0, 0, 0)
@@ -90,6 +94,37 @@ def test_stats_of_a_topic_never_used_writes_nothing(seeded: Api):
 def test_stats_bad_topic_is_422_naming_topic(seeded: Api):
     for topic in BAD_TOPICS:
         seeded.refused(422, "topic", "GET", f"/topics/{topic}", error="invalid")
+
+
+@pytest.fixture
+def named_only(handler_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str):
+    """Topics ``orders`` and ``retired`` configured, with a job in each; then ``retired`` dropped from
+    the config (no ``*``): it still holds its job."""
+    topics = {"orders": {"target": RECORDER}, "retired": {"target": RECORDER}}
+    Queue.from_env(topics=topics).enqueue("retired", {"old": True}, id="left-over", delay=600)
+    monkeypatch.setenv("DELAYQ_TOPICS", json.dumps({"orders": {"target": RECORDER}}))
+    api = Api.start(redis_client, namespace)
+    api.create("orders", "seed", delay=600)
+    return api
+
+
+def test_stats_of_a_topic_neither_configured_nor_holding_jobs_is_404(named_only: Api):
+    reply = named_only.refused(404, "topic", "GET", "/topics/nope", error="not_found")
+    assert "nope" in reply.json["message"], reply
+    assert named_only.stats("orders")["delayed"] == 1
+
+
+def test_stats_of_a_topic_no_longer_configured_but_holding_jobs_is_200(named_only: Api):
+    data = named_only.stats("retired")
+    assert (data["delayed"], data["ready"], data["reserved"], data["dead"]) == (1, 0, 0, 0)
+
+
+def test_the_client_refuses_a_topic_neither_configured_nor_holding_jobs(named_only: Api):
+    queue = Queue.from_env()
+    with pytest.raises(TopicNotFound) as refused:
+        queue.stats("nope")
+    assert (refused.value.status, refused.value.field) == (404, "topic")
+    assert queue.stats("retired").delayed == 1
 
 
 # ------------------------------------------------------------------------------------------ dead list

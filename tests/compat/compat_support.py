@@ -21,6 +21,7 @@ from redis.crc import key_slot
 from delayq import JobExists, JobNotFound, Queue, Settings, Topics
 from delayq.connection import client_options
 from delayq.consumer import Consumer
+from delayq.job import EnqueueResult
 from delayq.loop import Budget
 from delayq.settings import RedisMode
 from delayq.sweeper import Sweeper
@@ -67,7 +68,7 @@ class Report:
 
     sweep: dict[str, Any] = field(default_factory=dict)
     consume: Counter[str] = field(default_factory=Counter)
-    batch: list[dict[str, Any]] = field(default_factory=list)
+    batch: list[EnqueueResult] = field(default_factory=list)
 
 
 def drive(queue: Queue, done: Callable[[], bool], report: Report, *, timeout: float = 15.0) -> None:
@@ -118,7 +119,7 @@ def lifecycle(queue: Queue, *, after_enqueue: Callable[[], None] | None = None) 
     ]
     items += [{"topic": TOPIC, "id": "a"}, {"topic": TOPIC, "id": "bad", "delay": -1}]
     report.batch = queue.enqueue_many(items)
-    assert [r["status"] for r in report.batch] == [201] * MANY + [409, 422]
+    assert [r.status for r in report.batch] == [201] * MANY + [409, 422]
     assert {queue.keys.for_job(TOPIC, job_id).index for job_id in MANY_IDS} == set(range(len(queue.keys)))
 
     info = queue.get(TOPIC, "a")

@@ -209,7 +209,7 @@ def test_cluster_lifecycle_six_partitions_from_the_environment(
     finally:
         queue.close()
     # The batch went out as one pipeline of one enqueue call per partition, each answered in order.
-    assert [r["id"] for r in report.batch[: len(MANY_IDS)]] == MANY_IDS
+    assert [r.id for r in report.batch[: len(MANY_IDS)]] == MANY_IDS
     check_script_calls(script_calls, queue)
     check_nodes_saw_nothing_forbidden(nodes)
     check_clients_sent_nothing_forbidden(seen)
@@ -337,7 +337,7 @@ def test_cluster_work_goes_on_after_every_master_forgets_its_scripts(
             client.script_flush()
         reset_stats(nodes)
         results = queue.enqueue_many([{"topic": TOPIC, "id": f"j{i}", "body": {"i": i}} for i in range(12)])
-        assert [r["status"] for r in results] == [201] * 12
+        assert [r.status for r in results] == [201] * 12
         assert queue.stats(TOPIC).ready == 12
         summary = Consumer(queue).run(Budget.of(0.1))
         assert (summary["acked"], summary["redis_errors"]) == (12, 0)

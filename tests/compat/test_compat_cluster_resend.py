@@ -155,7 +155,7 @@ def test_a_pipelined_call_answered_moved_goes_on_to_the_new_owner(two_nodes: tup
             direct.config_resetstat()
         jobs = [{"topic": TOPIC, "id": f"j{i}", "body": i, "delay": 60} for i in range(20)]
         results = queue.enqueue_many(jobs)  # one call per partition; the first node answers MOVED
-        assert [r["status"] for r in results] == [201] * 20
+        assert [r.status for r in results] == [201] * 20
         with first.client() as direct:
             assert "MOVED" in error_stats(direct)  # the first node refused the moved partition's call
         with second.client() as direct:

@@ -68,7 +68,7 @@ def test_script_flush_mid_run(server: RedisServer) -> None:
         for n in range(5):
             jobs = [{"topic": TOPIC, "id": f"r{n}-{i}", "delay": i % 4 * 0.1, "body": {"i": i}} for i in range(20)]
             jobs.append({"topic": TOPIC, "id": f"r{n}-retry", "body": {"fail_until": 1}})  # fails once, then not
-            assert [r["status"] for r in producer.enqueue_many(jobs)] == [201] * len(jobs)
+            assert [r.status for r in producer.enqueue_many(jobs)] == [201] * len(jobs)
             assert producer.enqueue(TOPIC, {"n": n}, id=f"r{n}-one", delay=0.15).created
             ids += [job["id"] for job in jobs] + [f"r{n}-one"]
             time.sleep(0.2)

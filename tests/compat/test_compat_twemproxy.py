@@ -143,7 +143,7 @@ def test_noscript_through_twemproxy_falls_back_to_eval(proxy: Twemproxy, backend
 
         assert queue.enqueue(TOPIC, {"n": 1}, id="one").created  # a single call: EVALSHA, then EVAL
         results = queue.enqueue_many([{"topic": TOPIC, "id": f"j{i}"} for i in range(12)])  # pipelined
-        assert [r["status"] for r in results] == [201] * 12
+        assert [r.status for r in results] == [201] * 12
         assert queue.stats(TOPIC).ready == 13
         summary = Consumer(queue).run(Budget.of(0.1))
         assert (summary["acked"], summary["redis_errors"]) == (13, 0)

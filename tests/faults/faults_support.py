@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 import redis
 
-from delayq import Queue, Settings
+from delayq import Queue, Scheduled, Settings
+from delayq.job import EnqueueResult
 
 import fault_target
 from conftest import FakeContext, api_event
@@ -264,12 +265,16 @@ class Enqueued:
     run_at_ms: int
 
     @classmethod
-    def from_results(cls, results: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
-        """From ``enqueue_many`` / ``POST /jobs/batch`` results (each must be a 201)."""
+    def from_results(cls, results: Iterable[EnqueueResult | Mapping[str, Any]]) -> list[Enqueued]:
+        """From ``enqueue_many`` results, or ``POST /jobs/batch`` ones as JSON (each must be a 201)."""
         jobs = []
         for result in results:
-            assert result["status"] == 201, result
-            jobs.append(cls(result["topic"], result["id"], int(result["run_at_ms"])))
+            if isinstance(result, Mapping):
+                assert result["status"] == 201, result
+                jobs.append(cls(result["topic"], result["id"], int(result["run_at_ms"])))
+            else:
+                assert isinstance(result, Scheduled), result
+                jobs.append(cls(result.topic, result.id, result.run_at_ms))
         return jobs
 
 

@@ -56,7 +56,8 @@ print(json.dumps({"wall_ms": time.time() * 1000, "waited_s": time.monotonic() - 
 ENQUEUE = """
 import json, sys
 from delayq import Queue
-print(json.dumps(Queue.from_env().enqueue_many(json.loads(sys.argv[1]))))
+results = Queue.from_env().enqueue_many(json.loads(sys.argv[1]))
+print(json.dumps([{"status": r.status, **r.to_dict()} if r.status == 201 else {"status": r.status} for r in results]))
 """
 
 # The API handler, one POST /jobs per job: the answers' status and body.

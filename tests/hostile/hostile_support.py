@@ -82,22 +82,24 @@ def strict_json(text: str) -> Any:
     return data
 
 
-def judge(response: Any) -> Reply:
-    """The checks every answer must pass, whatever was asked: the reply."""
-    reply = check_reply(response)
+def judge(response: Any, *, head: bool = False) -> Reply:
+    """The checks every answer must pass, whatever was asked (``head``: a HEAD, answered without a
+    body): the reply."""
+    reply = check_reply(response, head=head)
     assert reply.status < 500, f"a server error while Redis is up: {reply}"
     assert reply.status in KNOWN_STATUSES, reply
     if reply.text:
         strict_json(reply.text)
-    if reply.status >= 400:
+    if reply.status >= 400 and not head:
         assert reply.json["error"] in ERRORS_BY_STATUS[reply.status], reply
     return reply
 
 
-KNOWN_STATUSES = {200, 201, 204, 400, 404, 409, 413, 422}
+KNOWN_STATUSES = {200, 201, 204, 400, 404, 405, 409, 413, 422}
 ERRORS_BY_STATUS = {
     400: {"malformed"},
     404: {"not_found"},
+    405: {"method_not_allowed"},
     409: {"exists", "reserved", "dead"},
     413: {"too_large"},
     422: {"invalid"},
@@ -197,7 +199,8 @@ class Hostile:
 
     def raw(self, event: dict[str, Any]) -> Reply:
         """The handler's answer to ``event``, judged; no state checks (the seed, the oracle's reads)."""
-        return judge(enqueue.lambda_handler(event, FakeContext()))
+        head = str(event.get("httpMethod")).upper() == "HEAD"
+        return judge(enqueue.lambda_handler(event, FakeContext()), head=head)
 
     def send(self, event: dict[str, Any]) -> Reply:
         """``event`` through the handler, with the state checks: the namespace keeps its invariant
@@ -275,6 +278,7 @@ ROUTE_JOB = re.compile(r"^/jobs/([^/]+)/([^/]+)$")
 ROUTE_TOPIC = re.compile(r"^/topics/([^/]+)$")
 ROUTE_DEAD = re.compile(r"^/topics/([^/]+)/dead$")
 ROUTE_REPLAY = re.compile(r"^/topics/([^/]+)/dead/replay$")
+ROUTE_TOPIC_JOBS = re.compile(r"^/topics/([^/]+)/jobs$")
 
 
 def _topic_retries(topic: str) -> int:
@@ -299,12 +303,14 @@ class Accepted:
         method = str(self.event["httpMethod"]).upper()
         path = str(self.event["path"])
         self.partition_keys_kept()
-        if method == "GET":
-            assert self.after == self.before, f"a GET changed Redis: {path}"
+        if method in ("GET", "HEAD", "OPTIONS"):
+            assert self.after == self.before, f"a {method} changed Redis: {path}"
             return
         document = self.document()
         if (method, path) == ("POST", "/jobs"):
             self.created([(document, self.reply.json)], status=201)
+        elif method == "POST" and (match := ROUTE_TOPIC_JOBS.match(path)):
+            self.created([({**document, "topic": match.group(1)}, self.reply.json)], status=201)
         elif (method, path) == ("POST", "/jobs/batch"):
             results = self.reply.json["results"]
             assert len(results) == len(document["jobs"]), "one result per job, in order"

@@ -225,7 +225,7 @@ def test_read_from_redis_half_written_job_is_caught(seeded: tuple[Hostile, Snaps
 def test_partitions_each_job_in_its_own(make_queue: Callable[..., Queue], redis_client: redis.Redis, namespace: str):
     queue = make_queue(partitions=3)
     results = queue.enqueue_many([{"topic": "orders", "id": f"j{i}", "delay": i % 2 * 60} for i in range(12)])
-    assert [r["status"] for r in results] == [201] * 12
+    assert [r.status for r in results] == [201] * 12
     jobs = check_redis(redis_client, namespace, 3)
     assert len(jobs) == 12
     snap = read_atomic(redis_client, namespace, 3)

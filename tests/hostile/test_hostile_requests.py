@@ -30,8 +30,8 @@ from hostile_support import (
 )
 
 COVERAGE = {
-    "test_paths_and_methods": {400, 404},
-    "test_route_shaped_paths": {200, 404, 422},
+    "test_paths_and_methods": {400, 404, 405},
+    "test_route_shaped_paths": {200, 404, 405, 422},
     "test_seeded_jobs": {200, 204, 400, 409, 422},
     "test_queries": {200, 422},
     "test_headers": {200, 201, 400, 409, 422},
@@ -226,11 +226,21 @@ def test_headers(
             assert reply.status in (201, 409, 422), reply
 
 
-@pytest.mark.parametrize("method", ["HEAD", "OPTIONS", "TRACE", "get"])
-def test_other_methods_on_known_routes(api: Hostile, method: str):
-    """Not routes: a JSON 404 (lower-case methods are the same method, as in API Gateway)."""
+@pytest.mark.parametrize(
+    ("method", "status", "allow"),
+    [
+        ("HEAD", 200, None),
+        ("OPTIONS", 204, "GET, HEAD, OPTIONS"),
+        ("TRACE", 405, "GET, HEAD, OPTIONS"),
+        ("get", 200, None),
+    ],
+)
+def test_other_methods_on_known_routes(api: Hostile, method: str, status: int, allow: str | None):
+    """HEAD is GET without the body, OPTIONS names the path's methods, and any other method is a 405
+    naming them (lower-case methods are the same method, as in API Gateway)."""
     reply = api.send(api_event(method, "/health", None))
-    assert reply.status == (200 if method == "get" else 404), reply
+    assert reply.status == status, reply
+    assert reply.headers.get("Allow") == allow, reply.headers
 
 
 def test_every_seeded_job_is_reachable(api: Hostile):

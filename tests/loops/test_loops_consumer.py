@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from delayq import Job, JobNotFound, Queue
-from delayq import consumer as consumer_module
+from delayq import workers as workers_module
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
 from delayq.loop import Budget
@@ -25,7 +25,7 @@ from delayq.sweeper import Sweeper
 
 import loops_targets
 import recorder
-from conftest import RECORDER
+from conftest import RECORDER, created
 from loops_support import Running, running, state, wait_until
 
 GATE = "python:loops_targets:gate"
@@ -102,8 +102,8 @@ def test_never_early_and_exactly_once(make_queue: MakeQueue, mode: str) -> None:
         for i in range(200)
     ]
     results = queue.enqueue_many(jobs)
-    assert [r["status"] for r in results] == [201] * 200
-    run_at = {r["id"]: r["run_at_ms"] for r in results}
+    assert [r.status for r in results] == [201] * 200
+    run_at = {created(r).id: created(r).run_at_ms for r in results}
 
     def all_delivered() -> bool:
         return len(recorder.of("early")) >= 200
@@ -406,16 +406,16 @@ def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
     taken up. A loaded machine's scheduler can leave the thread awake off the CPU that long at any
     moment (and then ``spread`` rightly adds threads), so here ``spread`` waits an hour: what is
     counted depends on the consumer, not on the machine."""
-    monkeypatch.setattr(consumer_module, "SPREAD_S", 3600.0)
+    monkeypatch.setattr(workers_module, "SPREAD_S", 3600.0)
     batches: list[tuple[int, int]] = []  # per batch handed to the workers: its deliveries, the threads it started
-    submit = consumer_module._Workers.submit
+    submit = workers_module.Workers.submit
 
     def counted_submit(workers: Any, deliveries: list[Any]) -> None:
         before = len(workers._threads)
         submit(workers, deliveries)
         batches.append((len(deliveries), len(workers._threads) - before))
 
-    monkeypatch.setattr(consumer_module._Workers, "submit", counted_submit)
+    monkeypatch.setattr(workers_module.Workers, "submit", counted_submit)
     queue = make_queue(topics={"quick": {"target": "python:loops_targets:counted", "concurrency": 50}}, tick=0.1)
     queue.enqueue_many([{"topic": "quick", "id": f"q{i}", "body": {}} for i in range(500)])
 

@@ -217,7 +217,7 @@ def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -
     queue = make_queue(topics={"pp": {"target": RECORDER}}, tick=0.1, partitions=3)
     jobs = [{"topic": "pp", "id": f"p{i}", "body": {"i": i}, "delay": (i % 10) / 20} for i in range(300)]
     results = queue.enqueue_many(jobs)
-    assert [r["status"] for r in results] == [201] * 300
+    assert [r.status for r in results] == [201] * 300
     per_partition = Counter(queue.keys.for_job("pp", f"p{i}").index for i in range(300))
     assert sorted(per_partition) == [0, 1, 2]
     assert min(per_partition.values()) > 50
@@ -298,7 +298,7 @@ def _backlog(queue: Queue, per_partition: list[int]) -> None:
             ids.append(job_id)
         i += 1
     results = queue.enqueue_many([{"topic": "bk", "id": job_id, "delay": 0.05} for job_id in ids])
-    assert {r["status"] for r in results} == {201}
+    assert {r.status for r in results} == {201}
     time.sleep(0.1)
 
 

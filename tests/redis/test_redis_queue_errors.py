@@ -29,6 +29,7 @@ from delayq.consumer import Consumer
 from delayq.loop import Budget
 from delayq.sweeper import Sweeper
 
+from conftest import refusal
 from redis_support import dump, kill_job, lease_job
 
 MAX_BODY = 256 * 1024
@@ -115,7 +116,7 @@ def test_enqueue_refuses_an_invalid_field(
     body = job.pop("body")
     error = refused(lambda: populated.enqueue(topic, body, **job), InvalidField, field=field, status=422)
     assert error.message
-    assert populated.enqueue_many([{"topic": topic, "body": body, **job}])[0]["error"]["field"] == field
+    assert refusal(populated.enqueue_many([{"topic": topic, "body": body, **job}])[0])[1] == field
 
 
 @pytest.mark.parametrize(
@@ -176,8 +177,8 @@ def test_a_body_that_is_not_json_is_an_invalid_field(
 
 def test_enqueue_many_answers_a_non_json_body_in_place(populated: Queue) -> None:
     results = populated.enqueue_many([{"topic": "orders", "id": "bad", "body": {1}}, {"topic": "orders", "id": "ok"}])
-    assert [r["status"] for r in results] == [422, 201]
-    assert results[0]["error"]["field"] == "body"
+    assert [r.status for r in results] == [422, 201]
+    assert refusal(results[0]) == (422, "body")
 
 
 # ------------------------------------------------------------------------------------- unknown topics
@@ -191,8 +192,8 @@ def test_a_topic_without_config_and_without_a_wildcard_is_refused(
     refused(lambda: queue.enqueue("other", 1), UnknownTopic, field="topic", status=422)
     refused(lambda: queue.put("other", "a", 1), UnknownTopic, field="topic", status=422)
     results = queue.enqueue_many([{"topic": "other", "id": "a"}, {"topic": "orders", "id": "b"}])
-    assert [r["status"] for r in results] == [422, 201]
-    assert results[0]["error"]["field"] == "topic"
+    assert [r.status for r in results] == [422, 201]
+    assert refusal(results[0]) == (422, "topic")
     assert queue.known_topics() == {"orders"}
 
 

@@ -313,7 +313,7 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     results = queue.enqueue_many(
         [{"topic": "orders", "id": "o2", "delay": 600}, {"topic": "orders", "id": "o1"}, {"topic": "-bad-"}]
     )
-    assert [r["status"] for r in results] == [201, 409, 422], results
+    assert [r.status for r in results] == [201, 409, 422], results
     assert queue.put("orders", "o3", {"n": 3}, delay=600).created
     assert not queue.put("orders", "o3", {"n": 33}, delay=900).created  # replaced
     assert queue.get("orders", "o3").body == {"n": 33}

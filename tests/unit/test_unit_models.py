@@ -25,6 +25,7 @@ from delayq.models import (
     PutJob,
     Replay,
     Reschedule,
+    TopicJob,
     When,
     body_json,
     describe,
@@ -534,3 +535,26 @@ def test_body_json_counts_utf8_bytes_for_the_size_limit():
     assert body_json("x" * (MAX_BODY_BYTES - 2))  # the quotes make it exactly the limit
     with pytest.raises(TooLarge, match="body"):
         body_json("é" * (MAX_BODY_BYTES // 2))  # two bytes each in UTF-8
+
+
+# ----------------------------------------------------------------------------- TopicJob
+
+
+def test_a_topic_job_becomes_a_job_in_the_paths_topic():
+    job = TopicJob.model_validate({"id": "a", "delay": 5, "body": {"k": [1]}, "retries": 3}).in_topic("orders")
+    assert isinstance(job, NewJob)
+    assert (job.topic, job.id, job.delay, job.body, job.retries, job.when()) == (
+        "orders",
+        "a",
+        5,
+        {"k": [1]},
+        3,
+        ("d", 5000),
+    )
+    assert TopicJob.model_validate({"topic": "orders"}).in_topic("orders").topic == "orders"
+
+
+def test_a_topic_job_naming_another_topic_is_refused_naming_topic():
+    with pytest.raises(InvalidField, match="differs from the path") as caught:
+        TopicJob.model_validate({"topic": "payments"}).in_topic("orders")
+    assert caught.value.field == "topic"

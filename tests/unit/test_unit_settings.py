@@ -28,6 +28,7 @@ def test_env_names():
     assert ENV.LOOP_SECONDS == "DELAYQ_LOOP_SECONDS"
     assert ENV.WEBHOOK_SECRET == "DELAYQ_WEBHOOK_SECRET"
     assert ENV.UI_TOKEN == "DELAYQ_UI_TOKEN"
+    assert ENV.API_BASE_PATH == "DELAYQ_API_BASE_PATH"
 
 
 def test_defaults():
@@ -93,6 +94,12 @@ def test_from_env_does_not_read_os_environ_when_given_a_mapping(monkeypatch):
         ("DELAYQ_WEBHOOK_SECRET", "", "webhook_secret", None),
         ("DELAYQ_UI_TOKEN", "tok-3f9c", "ui_token", "tok-3f9c"),
         ("DELAYQ_UI_TOKEN", "", "ui_token", None),
+        ("DELAYQ_API_BASE_PATH", "/delayq", "api_base_path", "/delayq"),
+        ("DELAYQ_API_BASE_PATH", "delayq", "api_base_path", "/delayq"),
+        ("DELAYQ_API_BASE_PATH", " /delayq/ ", "api_base_path", "/delayq"),
+        ("DELAYQ_API_BASE_PATH", "/v1/queue", "api_base_path", "/v1/queue"),
+        ("DELAYQ_API_BASE_PATH", "/", "api_base_path", ""),
+        ("DELAYQ_API_BASE_PATH", "", "api_base_path", ""),
     ],
 )
 def test_each_variable(name, value, attribute, expected):
@@ -139,6 +146,14 @@ def test_bad_numbers_name_the_variable(name, value):
 def test_numbers_out_of_range_name_the_variable(name, value):
     with pytest.raises(ConfigError, match=f"^{name} must be between"):
         Settings.from_env({name: value})
+
+
+@pytest.mark.parametrize("base", ["/has space", "/a//b", "/tab\there", "/new\nline", "/é", "/q?x=1", "/a#b"])
+def test_a_base_path_of_characters_no_mapping_takes_is_refused_naming_it(base):
+    with pytest.raises(ConfigError, match="DELAYQ_API_BASE_PATH"):
+        Settings.from_env({"DELAYQ_API_BASE_PATH": base})
+    with pytest.raises(ConfigError, match="DELAYQ_API_BASE_PATH"):
+        Settings(api_base_path=base)
 
 
 @pytest.mark.parametrize("mode", ["sentinel", "clustered", "redis", "standalone-ish"])

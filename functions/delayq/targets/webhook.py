@@ -81,7 +81,6 @@ import hashlib
 import heapq
 import hmac
 import http.client
-import importlib.metadata
 import ipaddress
 import itertools
 import re
@@ -98,6 +97,7 @@ from delayq import aws_secrets
 from delayq.errors import ConfigError, PermanentFailure
 from delayq.job import Job
 from delayq.settings import ENV, Settings, TopicConfig
+from delayq.version import VERSION
 
 from .payload import payload
 
@@ -170,14 +170,7 @@ _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
 _FAMILIES = frozenset({socket.AF_INET, socket.AF_INET6})
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("delayq")
-    except importlib.metadata.PackageNotFoundError:  # installed without metadata (a Lambda zip)
-        return "unknown"
-
-
-USER_AGENT = f"delayq/{_version()}"
+USER_AGENT = f"delayq/{VERSION}"  # the package's, in a Lambda bundle too (it has no package metadata)
 
 
 class WebhookError(Exception):
