@@ -471,11 +471,15 @@ class Queue:
             timeout=timeout,
             backoff=backoff,
         )
-        return self.put_schedule(topic, name, validate_schedule(fields))
+        return self._schedules.put(topic, name, validate_schedule(fields))  # its body checked too
 
     def put_schedule(self, topic: str, name: str, schedule: Schedule) -> ScheduleInfo:
-        """Create or replace a validated schedule (the API's ``PUT /schedules/{topic}/{name}``)."""
-        return self._schedules.put(check_topic(topic), check_schedule_name(name), schedule)
+        """Create or replace a schedule whose fields are validated (the API's ``PUT
+        /schedules/{topic}/{name}``): its body is checked here, before anything is written."""
+        check_topic(topic)
+        check_schedule_name(name)
+        body_json(schedule.body)
+        return self._schedules.put(topic, name, schedule)
 
     def get_schedule(self, topic: str, name: str) -> ScheduleInfo:
         """A schedule with its next runs; ``ScheduleNotFound`` when there is none."""

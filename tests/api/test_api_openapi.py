@@ -24,6 +24,8 @@ CONTRACT_ROUTES: dict[str, set[str]] = {
     "/topics/{}": {"get"},
     "/topics/{}/dead": {"get", "delete"},
     "/topics/{}/dead/replay": {"post"},
+    "/schedules/{}/{}": {"put", "get", "delete"},
+    "/schedules": {"get"},
     "/health": {"get"},
 }
 # What each route answers on success, and the model documented for it.
@@ -39,6 +41,10 @@ SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
     ("/topics/{}/dead", "get"): {"200": "DeadListOut"},
     ("/topics/{}/dead/replay", "post"): {"200": "ReplayedOut"},
     ("/topics/{}/dead", "delete"): {"200": "PurgedOut"},
+    ("/schedules/{}/{}", "put"): {"201": "ScheduleOut", "200": "ScheduleOut"},
+    ("/schedules/{}/{}", "get"): {"200": "ScheduleOut"},
+    ("/schedules/{}/{}", "delete"): {"204": None},
+    ("/schedules", "get"): {"200": "ScheduleListOut"},
     ("/health", "get"): {"200": "HealthOut"},
 }
 # Errors the contract names for a route (all may answer 503).
@@ -54,6 +60,10 @@ CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
     ("/topics/{}/dead", "get"): {"422", "503"},
     ("/topics/{}/dead/replay", "post"): {"400", "422", "503"},
     ("/topics/{}/dead", "delete"): {"422", "503"},
+    ("/schedules/{}/{}", "put"): {"400", "404", "413", "422", "503"},
+    ("/schedules/{}/{}", "get"): {"404", "422", "503"},
+    ("/schedules/{}/{}", "delete"): {"404", "422", "503"},
+    ("/schedules", "get"): {"422", "503"},
     ("/health", "get"): {"503"},
 }
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}

@@ -85,5 +85,9 @@ def test_the_schema_has_every_route():
         "GET /topics/{topic}/dead",
         "POST /topics/{topic}/dead/replay",
         "DELETE /topics/{topic}/dead",
+        "PUT /schedules/{topic}/{name}",
+        "GET /schedules/{topic}/{name}",
+        "DELETE /schedules/{topic}/{name}",
+        "GET /schedules",
         "GET /health",
     }
