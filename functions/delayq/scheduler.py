@@ -56,7 +56,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -154,6 +154,16 @@ class Outbox(NamedTuple):
     steps: tuple[Step, ...]
 
 
+class _Change(NamedTuple):
+    """A write of a schedule, decided from what was read at ``read_ms`` (Redis' time): the definition to
+    store ('' deletes it), the progress without its generation (None forgets it), when it is due."""
+
+    definition: str
+    progress: Progress | None
+    due: int | None
+    read_ms: int
+
+
 class _Plan(NamedTuple):
     """What a sweep does with one due schedule: the move that claims it, and, when that leaves work,
     the outbox to carry out and the move that settles it."""
@@ -190,15 +200,31 @@ def _in_time(claimed_at: float, claim_ms: int) -> bool:
     return (time.monotonic() - claimed_at) * 1000 < claim_ms / 2
 
 
-def _cancels(name: str, old: Progress | None, now_ms: int) -> list[int]:
-    """The occurrences a write of a schedule must cancel (if they have not started): the pending one
-    of the old calendar, and those its unfinished outbox was creating or cancelling."""
-    if old is None:
-        return []
-    doomed = {step.at_ms for step in old.outbox if step.kind != FORGET}
-    if old.last_ms is not None and old.last_ms > now_ms:
-        doomed.add(old.last_ms)
-    return sorted(doomed)
+def _replacing(name: str, old: Progress | None, now_ms: int, first_ms: int | None) -> tuple[Step, ...]:
+    """The job writes of a schedule written at ``now_ms`` over ``old`` progress, its new calendar's
+    first occurrence being ``first_ms`` (None: none, or a delete): cancel, if they have not started,
+    the old calendar's pending occurrence and those an unfinished outbox was creating or cancelling;
+    then create the first, or replace its job when it has the same id as one of those."""
+    doomed: set[int] = set()
+    if old is not None:
+        doomed = {step.at_ms for step in old.outbox if step.kind != FORGET}
+        if old.last_ms is not None and old.last_ms > now_ms:
+            doomed.add(old.last_ms)
+    if first_ms is None:
+        return tuple(Step(CANCEL, at) for at in sorted(doomed))
+    first_id = occurrence_id(name, first_ms)
+    same = {at for at in doomed if occurrence_id(name, at) == first_id}
+    cancels = tuple(Step(CANCEL, at) for at in sorted(doomed - same))
+    return (*cancels, Step(REPLACE if same else CREATE, first_ms))
+
+
+def _progress(stored: Stored) -> Progress | None:
+    return Progress.decode(stored.progress) if stored.progress else None
+
+
+def _token_for(steps: tuple[Step, ...]) -> str:
+    """A claim token for an outbox with steps; none for an empty one."""
+    return _new_token() if steps else ""
 
 
 def _settling(key: str, claimed: Progress) -> Move:
@@ -223,62 +249,53 @@ class Schedules:
     def put(self, topic: str, name: str, schedule: Schedule) -> ScheduleInfo:
         """Creates or replaces a validated schedule; its first occurrence exists when this returns."""
         self.queue.topic_config(topic)  # UnknownTopic (422) for a topic nobody configured
-        partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors(self.queue._server):
-            for _ in range(WRITE_TRIES):
-                stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
-                now_ms, old_raw = stored.now_ms, stored.schedules[0].progress
-                old = Progress.decode(old_raw) if old_raw else None
-                definition = Definition(schedule, now_ms)
-                calendar = definition.calendar()
-                first = calendar.next_after(now_ms - 1)
-                steps = [Step(CANCEL, at) for at in _cancels(name, old, now_ms)]
-                if first is not None:
-                    same = [s for s in steps if occurrence_id(name, s.at_ms) == occurrence_id(name, first)]
-                    steps = [s for s in steps if s not in same]  # the same job: replaced, not cancelled
-                    steps.append(Step(REPLACE if same else CREATE, first))
-                progress = Progress(0, first, _new_token() if steps else "", tuple(steps))
-                claimed_at = time.monotonic()
-                written = calls.schedule_write(
-                    partition,
-                    key,
-                    expected=old_raw or "",
-                    definition=definition.encode(),
-                    progress=progress.tail(),
-                    claim_ms=self.claim_ms,
-                    due=first,
-                ).run(self.queue.redis)
-                if self._written(written):
-                    break
-            else:
-                raise RedisUnavailable(f"schedule {name!r} of topic {topic!r} kept changing: try again")
-            progress = replace(progress, generation=written.generation)
-            self._finish(partition, Outbox(topic, name, schedule, progress.outbox), key, progress, claimed_at)
-        runs = upcoming(calendar, first, written.now_ms)
-        return ScheduleInfo(topic, name, schedule, now_ms, runs, created=written.code == Code.CREATED)
+
+        def replacing(found: Stored, now_ms: int) -> _Change:
+            definition = Definition(schedule, now_ms)
+            first = definition.calendar().next_after(now_ms - 1)
+            steps = _replacing(name, _progress(found), now_ms, first)
+            return _Change(definition.encode(), Progress(0, first, _token_for(steps), steps), first, now_ms)
+
+        written, change = self._write(topic, name, schedule, replacing)
+        calendar = Definition(schedule, change.read_ms).calendar()
+        runs = upcoming(calendar, change.due, written.now_ms)
+        return ScheduleInfo(topic, name, schedule, change.read_ms, runs, created=written.code == Code.CREATED)
 
     def delete(self, topic: str, name: str) -> None:
         """Deletes a schedule, and cancels its pending occurrence if it has not started."""
+
+        def deleting(found: Stored, now_ms: int) -> _Change:
+            if found.definition is None:
+                raise ScheduleNotFound(topic, name)
+            old = _progress(found)
+            steps = _replacing(name, old, now_ms, None)
+            if not steps:
+                return _Change("", None, None, now_ms)  # nothing to cancel: gone in one call
+            last_ms = old.last_ms if old else None
+            return _Change("", Progress(0, last_ms, _new_token(), (*steps, Step(FORGET))), None, now_ms)
+
+        self._write(topic, name, None, deleting)
+
+    def _write(
+        self, topic: str, name: str, schedule: Schedule | None, decide: Callable[[Stored, int], _Change]
+    ) -> tuple[calls.Written, _Change]:
+        """Reads the schedule, ``decide``s its change and writes it if nothing changed meanwhile (else
+        reads again), then carries out and settles the outbox it claimed."""
         partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
         with redis_errors(self.queue._server):
             for _ in range(WRITE_TRIES):
-                stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
-                found = stored.schedules[0]
-                if found.definition is None:
-                    raise ScheduleNotFound(topic, name)
-                old = Progress.decode(found.progress) if found.progress else None
-                steps = [Step(CANCEL, at) for at in _cancels(name, old, stored.now_ms)]
-                last_ms = old.last_ms if old else None
-                progress = Progress(0, last_ms, _new_token(), (*steps, Step(FORGET))) if steps else None
+                read = calls.schedule_read(partition, [key]).run(self.queue.redis)
+                found = read.schedules[0]
+                change = decide(found, read.now_ms)
                 claimed_at = time.monotonic()
                 written = calls.schedule_write(
                     partition,
                     key,
                     expected=found.progress or "",
-                    definition="",
-                    progress=progress.tail() if progress else "",
+                    definition=change.definition,
+                    progress=change.progress.tail() if change.progress else "",
                     claim_ms=self.claim_ms,
-                    due=None,
+                    due=change.due,
                 ).run(self.queue.redis)
                 if written.code == Code.NOT_FOUND:
                     raise ScheduleNotFound(topic, name)
@@ -286,9 +303,10 @@ class Schedules:
                     break
             else:
                 raise RedisUnavailable(f"schedule {name!r} of topic {topic!r} kept changing: try again")
-            if progress is not None:
-                progress = replace(progress, generation=written.generation)
-                self._finish(partition, Outbox(topic, name, None, progress.outbox), key, progress, claimed_at)
+            if change.progress is not None and change.progress.outbox:
+                claimed = replace(change.progress, generation=written.generation)
+                self._finish(partition, Outbox(topic, name, schedule, claimed.outbox), key, claimed, claimed_at)
+        return written, change
 
     def _written(self, written: calls.Written) -> bool:
         """Whether a schedule write went through; if not, waits a little when another caller's claim

@@ -17,7 +17,7 @@ from delayq.scheduler import (
     Definition,
     Progress,
     Step,
-    _cancels,
+    _replacing,
     _settling,
     upcoming,
 )
@@ -92,12 +92,22 @@ def test_upcoming_runs_of_a_cron_calendar_across_the_spring_change() -> None:
 
 
 def test_a_write_cancels_the_pending_occurrence_and_an_unfinished_outboxs() -> None:
-    assert _cancels("s", None, T0) == []
-    assert _cancels("s", Progress(1, T0 + SECOND), T0) == [T0 + SECOND]  # pending: ahead
-    assert _cancels("s", Progress(1, T0), T0) == []  # fallen due: it runs, as made
+    new = T0 + 60 * SECOND
+    assert _replacing("s", None, T0, new) == (Step(CREATE, new),)
+    assert _replacing("s", None, T0, None) == ()
+    pending = Progress(1, T0 + SECOND)  # ahead: cancelled
+    assert _replacing("s", pending, T0, new) == (Step(CANCEL, T0 + SECOND), Step(CREATE, new))
+    assert _replacing("s", Progress(1, T0), T0, new) == (Step(CREATE, new),)  # fallen due: it runs, as made
     unfinished = Progress(1, T0 + SECOND, "tok", (Step(CANCEL, T0 - SECOND), Step(CREATE, T0 + SECOND)))
-    assert _cancels("s", unfinished, T0) == [T0 - SECOND, T0 + SECOND]
-    assert _cancels("s", Progress(1, T0, "tok", (Step(CANCEL, T0 - SECOND), Step(FORGET))), T0) == [T0 - SECOND]
+    assert _replacing("s", unfinished, T0, None) == (Step(CANCEL, T0 - SECOND), Step(CANCEL, T0 + SECOND))
+    deleting = Progress(1, T0, "tok", (Step(CANCEL, T0 - SECOND), Step(FORGET)))
+    assert _replacing("s", deleting, T0, None) == (Step(CANCEL, T0 - SECOND),)
+
+
+def test_a_new_first_occurrence_with_the_pending_ones_id_replaces_its_job() -> None:
+    pending = Progress(1, T0 + 300)  # s@...08:00:00Z, at .300
+    assert _replacing("s", pending, T0, T0 + 700) == (Step(REPLACE, T0 + 700),)  # same second, same id
+    assert _replacing("s", pending, T0, T0 + SECOND) == (Step(CANCEL, T0 + 300), Step(CREATE, T0 + SECOND))
 
 
 def test_settling_clears_the_outbox_or_forgets_a_deleted_schedule() -> None:
