@@ -16,6 +16,7 @@ from .errors import (
     PermanentFailure,
     RedisUnavailable,
     RetryAfter,
+    ScheduleNotFound,
     TooLarge,
     TopicNotFound,
     UnknownTopic,
@@ -23,6 +24,7 @@ from .errors import (
 from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
 from .listing import Bucket, Forecast, JobPage, TopicPage
 from .queue import Queue
+from .recurring import ScheduleInfo
 from .settings import Settings, TopicConfig, Topics
 from .version import VERSION as __version__
 
@@ -46,6 +48,8 @@ __all__ = [
     "RedisUnavailable",
     "Refused",
     "RetryAfter",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "Scheduled",
     "Settings",
     "TooLarge",

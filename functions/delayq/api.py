@@ -48,6 +48,8 @@ from .listing import (
 )
 from .models import ID_PATTERN, MAX_BATCH, TOPIC_PATTERN, Batch, NewJob, PutJob, Replay, Reschedule, TopicJob, describe
 from .queue import Queue
+from .recurring import SCHEDULE_NAME_PATTERN, ScheduleInfo
+from .recurring import Schedule as ScheduleIn
 from .version import VERSION
 
 log = logging.getLogger("delayq.api")
@@ -62,6 +64,7 @@ Cursor = Annotated[
     str | None, Query(max_length=MAX_CURSOR_CHARS, description="The 'next' of the previous page; none for the first")
 ]
 State = Annotated[JobState, Query(description="Which of the topic's jobs")]
+NamePath = Annotated[str, Path(pattern=SCHEDULE_NAME_PATTERN, description="Schedule name")]
 # Powertools keeps the request being resolved in class and instance attributes: one request at a time
 # per process (a Lambda serves one anyway; the local stack's server has a thread per connection).
 _ONE_AT_A_TIME = threading.Lock()
@@ -184,9 +187,26 @@ class HealthOut(BaseModel):
     status: str = Field(description="ok, or unavailable (with 503)")
 
 
+class ScheduleOut(ScheduleIn):
+    """A schedule: its definition as given, when it was written, its next runs."""
+
+    topic: str
+    name: str
+    created_at: str = Field(description="ISO-8601 UTC: when the PUT that created or last replaced it was made")
+    created_at_ms: int
+    next_run_at: str | None = Field(description="ISO-8601 UTC: its pending occurrence; null once it has ended")
+    next_run_at_ms: int | None
+    next_runs: list[str] = Field(description="The next five runs, ISO-8601 UTC (fewer near its end)")
+
+
+class ScheduleListOut(BaseModel):
+    schedules: list[ScheduleOut]
+
+
 NO_ROUTE = "No route for the path (a path parameter with characters no route takes)"
 NO_JOB = "No such job; or " + NO_ROUTE.lower()
 NO_TOPIC = "No such topic: neither configured (nor covered by *) nor holding jobs; or " + NO_ROUTE.lower()
+NO_SCHEDULE = "No such schedule; or " + NO_ROUTE.lower()
 _ERROR_TEXT = {
     400: "Malformed JSON",
     404: NO_ROUTE,
@@ -217,6 +237,11 @@ def _responses(ok: int, model: type[BaseModel] | None, *errors: int, words: Mapp
 
 def _json(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response[Any]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+def _schedule(info: ScheduleInfo) -> Response[Any]:
+    """A schedule written: 201 when the PUT created it, 200 when it replaced it."""
+    return _json(info.status, info.to_dict())
 
 
 def _scheduled(scheduled: Scheduled) -> Response[Any]:
@@ -400,6 +425,45 @@ def pause_topic(request: Request, topic: TopicPath) -> Response[Any]:
 def resume_topic(request: Request, topic: TopicPath) -> Response[Any]:
     _queue(request).resume(topic)
     return _json(200, answers.paused(False))
+
+
+@router.put(
+    "/schedules/<topic>/<name>",
+    summary="Create or replace a recurring schedule; its first occurrence exists as a delayed job when this answers",
+    responses=_responses(201, ScheduleOut, 400, 404, 413)
+    | {200: {"description": "Replaced", "content": {"application/json": {"model": ScheduleOut}}}},
+)
+def put_schedule(
+    request: Request, topic: TopicPath, name: NamePath, schedule: Annotated[ScheduleIn, Body()]
+) -> Response[Any]:
+    return _schedule(_queue(request).put_schedule(topic, name, schedule))
+
+
+@router.get(
+    "/schedules/<topic>/<name>",
+    summary="Read a schedule and its next runs",
+    responses=_responses(200, ScheduleOut, 404, words={404: NO_SCHEDULE}),
+)
+def get_schedule(request: Request, topic: TopicPath, name: NamePath) -> Response[Any]:
+    return _json(200, _queue(request).get_schedule(topic, name).to_dict())
+
+
+@router.delete(
+    "/schedules/<topic>/<name>",
+    summary="Delete a schedule; its pending occurrence is cancelled too",
+    responses=_responses(204, None, 404, words={404: NO_SCHEDULE}),
+)
+def delete_schedule(request: Request, topic: TopicPath, name: NamePath) -> Response[Any]:
+    _queue(request).unschedule(topic, name)
+    return Response(status_code=204, body=None)
+
+
+@router.get("/schedules", summary="Every schedule, by topic and name", responses=_responses(200, ScheduleListOut))
+def list_schedules(
+    request: Request,
+    topic: Annotated[str | None, Query(pattern=TOPIC_PATTERN, description="Only this topic's")] = None,
+) -> Response[Any]:
+    return _json(200, {"schedules": [info.to_dict() for info in _queue(request).schedules(topic)]})
 
 
 @router.get("/health", summary="Whether Redis answers", responses=_responses(200, HealthOut))

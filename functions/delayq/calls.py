@@ -284,9 +284,11 @@ def _rescheduled(reply: list[int]) -> Rescheduled:
     return Rescheduled(int(reply[0]), int(reply[1]))
 
 
-def cancel(partition: Partition, topic: str, job_id: str) -> Call[int]:
-    """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``."""
-    return Call(Scripts.cancel, partition.topic_keys(topic), [job_id], int)
+def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool = False) -> Call[int]:
+    """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``. With ``pending_only``, only
+    while it waits for its first run-at (else ``NOT_FOUND``): a schedule's occurrence not started yet."""
+    args: list[Arg] = [job_id, "pending"] if pending_only else [job_id]
+    return Call(Scripts.cancel, partition.topic_keys(topic), args, int)
 
 
 # ------------------------------------------------------------------------------------ topics
@@ -435,3 +437,130 @@ def read_lateness(partition: Partition, topics: Sequence[str], *, window_minutes
 
 def _lateness_read(reply: list[list[int]]) -> list[dict[int, int]]:
     return [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply]
+
+
+# ------------------------------------------------------------------------------------ schedules
+
+
+class Written(NamedTuple):
+    """A schedule write's reply: its code (``Code.CREATED``, ``REPLACED``, ``OK`` for a delete; or
+    ``NOT_FOUND``, ``CHANGED``, ``BUSY``), Redis' time (with ``BUSY``: the ms until the claim in the
+    way expires) and the generation of the progress written (0: none)."""
+
+    code: int
+    now_ms: int
+    generation: int
+
+
+def schedule_write(
+    partition: Partition,
+    name: str,
+    *,
+    expected: str,
+    definition: str,
+    progress: str,
+    claim_ms: int,
+    due: int | None,
+) -> Call[Written]:
+    """Writes schedule ``name`` (topic/name) if its progress is still ``expected`` ('' none): its
+    ``definition`` ('' deletes it) and its ``progress`` without the generation ('' forgets it), due
+    at ``due`` unless the progress holds a claim (then in ``claim_ms``)."""
+    args: list[Arg] = [name, expected, definition, progress, claim_ms, "" if due is None else due]
+    return Call(Scripts.schedule_write, [*partition.schedule_keys(), partition.seq], args, _written)
+
+
+def _written(reply: list[int]) -> Written:
+    return Written(int(reply[0]), int(reply[1]), int(reply[2]))
+
+
+class Stored(NamedTuple):
+    """A schedule as stored: its name (topic/name), definition (JSON) and progress; None where absent."""
+
+    name: str
+    definition: str | None
+    progress: str | None
+
+
+class Read(NamedTuple):
+    """Schedules read whole, and Redis' time when they were."""
+
+    now_ms: int
+    schedules: list[Stored]
+
+
+def schedule_read(partition: Partition, names: Sequence[str]) -> Call[Read]:
+    """Schedules ``names`` (topic/name) of ``partition``, each read whole."""
+    _, defs, state, _ = partition.schedule_keys()
+    return Call(Scripts.schedule_read, [defs, state], names, lambda reply: _read(names, reply))
+
+
+def _read(names: Sequence[str], reply: list[Any]) -> Read:
+    pairs = zip(names, range(1, len(reply), 2), strict=True)
+    stored = [Stored(name, reply[i] or None, reply[i + 1] or None) for name, i in pairs]
+    return Read(int(reply[0]), stored)
+
+
+def schedule_list(partition: Partition, first: str, last: str, limit: int) -> Call[Read]:
+    """Up to ``limit`` schedules of ``partition`` from name ``first`` to ``last`` (as ZRANGE BYLEX
+    takes them: ``-``, ``[a/``, ``(a/x``, ``+``), in name order, each read whole."""
+    names, defs, state, _ = partition.schedule_keys()
+    return Call(Scripts.schedule_list, [names, defs, state], [first, last, limit], _schedules_listed)
+
+
+def _schedules_listed(reply: list[Any]) -> Read:
+    stored = [Stored(reply[i], reply[i + 1] or None, reply[i + 2] or None) for i in range(1, len(reply), 3)]
+    return Read(int(reply[0]), stored)
+
+
+class Due(NamedTuple):
+    """The schedules of a partition the sweep has work for now, Redis' time, and the ms until the
+    next one not listed falls due (0: more are due now; None: none)."""
+
+    now_ms: int
+    next_in_ms: int | None
+    schedules: list[Stored]
+
+
+def schedules_due(partition: Partition, limit: int) -> Call[Due]:
+    """Up to ``limit`` schedules of ``partition`` due by Redis' time, each read whole."""
+    _, defs, state, due = partition.schedule_keys()
+    return Call(Scripts.schedules_due, [due, defs, state], [limit], _due)
+
+
+def _due(reply: list[Any]) -> Due:
+    stored = [Stored(reply[i], reply[i + 2] or None, reply[i + 1] or None) for i in range(2, len(reply), 3)]
+    next_in_ms = int(reply[1])
+    return Due(int(reply[0]), next_in_ms if next_in_ms >= 0 else None, stored)
+
+
+CLAIM = "claim"  # a move's ``due``: the claim's deadline
+
+
+class Move(NamedTuple):
+    """One compare-and-set of ``schedules_cas``: schedule ``name`` from progress ``expected`` ('' none)
+    to ``progress`` ('' forgets it), due next at ``due``: ms, ``CLAIM`` (the claim's deadline) or None."""
+
+    name: str
+    expected: str
+    progress: str
+    due: int | str | None
+
+
+class Moved(NamedTuple):
+    """Redis' time, and per move whether it was made (else the progress had changed)."""
+
+    now_ms: int
+    made: list[bool]
+
+
+def schedules_cas(partition: Partition, moves: Sequence[Move], claim_ms: int) -> Call[Moved]:
+    """Each of ``moves`` made if the schedule's progress is still the one expected."""
+    _, _, state, due = partition.schedule_keys()
+    args: list[Arg] = [claim_ms]
+    for move in moves:
+        args += [move.name, move.expected, move.progress, "" if move.due is None else move.due]
+    return Call(Scripts.schedules_cas, [state, due], args, _moved)
+
+
+def _moved(reply: list[int]) -> Moved:
+    return Moved(int(reply[0]), [bool(made) for made in reply[1:]])

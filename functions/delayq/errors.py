@@ -21,6 +21,8 @@ class Code(IntEnum):
     RESERVED = -3
     DEAD = -4
     LOCK_LOST = -5
+    CHANGED = -6  # a schedule's progress is no longer the one read
+    BUSY = -7  # a schedule's outbox is claimed by another caller
 
 
 class DelayqError(Exception):
@@ -82,6 +84,14 @@ class JobNotFound(DelayqError):
 
     def __init__(self, topic: str, job_id: str) -> None:
         super().__init__(f"no job {job_id!r} in topic {topic!r}", field="id")
+
+
+class ScheduleNotFound(DelayqError):
+    status = 404
+    error = "not_found"
+
+    def __init__(self, topic: str, name: str) -> None:
+        super().__init__(f"no schedule {name!r} in topic {topic!r}", field="name")
 
 
 class TopicNotFound(DelayqError):

@@ -17,6 +17,14 @@ Per partition::
     {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
     {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
 
+Per partition, the recurring schedules whose ``topic/name`` hashes there (``SCHEDULE_KEYS``, in this
+order, is the layout the schedule scripts expect; ``scheduler.py`` says how they are used)::
+
+    {ns}:{tag}:_schedules       zset     topic/name, all scores 0: the schedules, by name
+    {ns}:{tag}:_schedule_defs   hash     topic/name -> definition (JSON, with when it was written)
+    {ns}:{tag}:_schedule_state  hash     topic/name -> progress: gen|last occurrence|claim|outbox
+    {ns}:{tag}:_schedules_due   zset     topic/name -> when the sweep next has work for it (ms)
+
 Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every script expects)::
 
     {ns}:{tag}:{topic}:delayed  zset     id -> run-at (ms); waiting for run-at
@@ -51,6 +59,7 @@ from functools import cached_property
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
+SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 
 def partition_tag(namespace: str, index: int, partitions: int) -> str:
@@ -108,6 +117,10 @@ class Partition:
     def lock(self) -> str:
         return self.prefix + "_lock"
 
+    def schedule_keys(self) -> list[str]:
+        """The four keys of the partition's schedules, in ``SCHEDULE_KEYS`` order."""
+        return [self.prefix + kind for kind in SCHEDULE_KEYS]
+
     def topic_keys(self, topic: str) -> list[str]:
         """The keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
         base = f"{self.prefix}{topic}:"
@@ -140,6 +153,11 @@ class Keyspace:
     def for_topic(self, topic: str) -> Partition:
         """The partition that keeps what is recorded for a whole topic (its recent lateness)."""
         return self.partitions[zlib.crc32(topic.encode()) % len(self.partitions)]
+
+    def for_schedule(self, topic: str, name: str) -> Partition:
+        """Where a schedule lives: a stable hash of ``topic/name``, as a job's partition is of ``topic/id``
+        (its occurrences, jobs with ids of their own, usually live elsewhere)."""
+        return self.partitions[partition_of(topic, name, len(self.partitions))]
 
     def slot(self, partition: Partition) -> int:
         return key_slot(partition.tag.encode())

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from itertools import chain, islice
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
@@ -77,9 +78,13 @@ from .models import (
     validate_new_job,
 )
 from .observability import Telemetry
+from .recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
 from .schedule import encode_backoff, seconds_to_ms
 from .scripts import Call, run_many
 from .settings import ENV, Settings, TopicConfig, Topics
+
+if TYPE_CHECKING:
+    from .scheduler import Schedules
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 PIPELINE_CALLS = 16  # script calls per round trip
@@ -376,12 +381,7 @@ class Queue:
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
         config = self.topic_config(topic)
         when, value = job.when()
-        overrides = NO_OVERRIDES
-        if job.retries is not None or job.timeout is not None or job.backoff is not None:
-            retries = "" if job.retries is None else str(job.retries)
-            timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
-            backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
-            overrides = f"{retries}|{timeout_ms}|{backoff}"
+        overrides = encode_overrides(job, config)
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
     def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> list[tuple[int, int]]:
@@ -449,6 +449,70 @@ class Queue:
             code = calls.cancel(partition, topic, id).run(self.redis)
         if code < 0:
             raise code_error(code, topic, id)
+
+    # ----------------------------------------------------------------------------------- schedules
+
+    def schedule(
+        self,
+        topic: str,
+        name: str,
+        *,
+        cron: str | None = None,
+        every: int | None = None,
+        timezone: str = "UTC",
+        body: Any = None,
+        start_at: float | str | None = None,
+        end_at: float | str | None = None,
+        retries: int | None = None,
+        timeout: float | None = None,
+        backoff: Sequence[float] | None = None,
+    ) -> ScheduleInfo:
+        """Create or replace the recurring schedule ``name`` of ``topic``: exactly one of ``cron`` (five
+        fields, wall-clock times in ``timezone``) or ``every`` (seconds), making jobs of ``body`` with
+        the given overrides, from ``start_at`` to ``end_at``. Its first occurrence exists as a delayed
+        job when this returns; a replace cancels the old calendar's pending one. ``.created`` says which."""
+        check_topic(topic)
+        check_schedule_name(name)
+        self.topic_config(topic)
+        fields = _fields(
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            body=body,
+            start_at=start_at,
+            end_at=end_at,
+            retries=retries,
+            timeout=timeout,
+            backoff=backoff,
+        )
+        return self._schedules.put(topic, name, validate_schedule(fields))  # its body checked too
+
+    def put_schedule(self, topic: str, name: str, schedule: Schedule) -> ScheduleInfo:
+        """Create or replace a schedule whose fields are validated (the API's ``PUT
+        /schedules/{topic}/{name}``): its body is checked here, before anything is written."""
+        check_topic(topic)
+        check_schedule_name(name)
+        body_json(schedule.body)
+        return self._schedules.put(topic, name, schedule)
+
+    def get_schedule(self, topic: str, name: str) -> ScheduleInfo:
+        """A schedule with its next runs; ``ScheduleNotFound`` when there is none."""
+        return self._schedules.get(check_topic(topic), check_schedule_name(name))
+
+    def unschedule(self, topic: str, name: str) -> None:
+        """Deletes a schedule and cancels its pending occurrence (unless it has started);
+        ``ScheduleNotFound`` when there is none."""
+        self._schedules.delete(check_topic(topic), check_schedule_name(name))
+
+    def schedules(self, topic: str | None = None) -> list[ScheduleInfo]:
+        """Every schedule, or those of ``topic``, by topic and name."""
+        return self._schedules.find(None if topic is None else check_topic(topic))
+
+    @cached_property
+    def _schedules(self) -> Schedules:
+        from .scheduler import Schedules  # noqa: PLC0415 - scheduler.py builds on this module
+
+        return Schedules(self)
 
     # ----------------------------------------------------------------------------------- topics
 
@@ -646,6 +710,30 @@ def _merge_stats(topic: str, parts: Sequence[TopicStats]) -> TopicStats:
         paused=any(part.paused for part in parts),
         oldest_ready_ms=max(part.oldest_ready_ms for part in parts),
     )
+
+
+class Overrides(Protocol):
+    """A job's overrides of its topic's config (``JobOptions``; a schedule's, for its occurrences)."""
+
+    @property
+    def retries(self) -> int | None: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    @property
+    def backoff(self) -> list[float] | None: ...
+
+
+def encode_overrides(job: Overrides, config: TopicConfig) -> str:
+    """A job's overrides as its meta stores them, ``retries|timeout_ms|backoff_ms_csv`` ('' for the
+    topic's), a backoff raised to the topic's floor."""
+    if job.retries is None and job.timeout is None and job.backoff is None:
+        return NO_OVERRIDES
+    retries = "" if job.retries is None else str(job.retries)
+    timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
+    backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
+    return f"{retries}|{timeout_ms}|{backoff}"
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

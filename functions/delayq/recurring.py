@@ -1,5 +1,6 @@
-"""A recurring schedule as callers define it (``PUT /schedules/{topic}/{name}``), validated, and the
-ids of the jobs it makes.
+"""A recurring schedule as callers define it (``PUT /schedules/{topic}/{name}``), validated, the ids
+of the jobs it makes, and how it is shown (``ScheduleInfo``). How it is stored and advanced is
+``scheduler.py``.
 
 The definition is checked whole before anything is written: every wrong field is an ``InvalidField``
 naming it. Its ``start_at`` and ``end_at`` take the forms of a job's ``run_at``, and its job overrides
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, cast
 
@@ -19,11 +21,12 @@ from pydantic_core import PydanticCustomError
 from .calendar import MAX_EVERY_S, Calendar, CronCalendar, EveryCalendar, parse_cron, zone
 from .errors import InvalidField
 from .models import NOT_A_TIME, STRICT, Backoff, JobOptions, Retries, Timeout, body_json, invalid
-from .schedule import parse_run_at
+from .schedule import iso_utc, parse_run_at
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 LAST_INSTANT_S = 253_402_300_799  # 9999-12-31T23:59:59Z: the calendar's last second
 MAX_CRON_LENGTH = 512  # every value of every field listed one by one fits in 400 characters
+NEXT_RUNS = 5  # how many next runs an answer lists
 
 ScheduleName = Annotated[
     str, Field(pattern=SCHEDULE_NAME_PATTERN, description="Schedule name, unique within its topic", examples=["daily"])
@@ -154,3 +157,39 @@ def occurrence_id(name: str, occurrence_ms: int) -> str:
     the same in every sweeper, so an occurrence is created once however many race to create it."""
     second = datetime.fromtimestamp(occurrence_ms // 1000, UTC).replace(tzinfo=None)
     return f"{name}@{second.isoformat()}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A schedule as ``GET /schedules/{topic}/{name}`` and ``Queue.get_schedule`` show it: its
+    definition as given, when that was written (``created_at_ms``: by the PUT that created or last
+    replaced it), and its next runs, the first being its pending occurrence (none once it has ended).
+    ``created``: the write that answered this made the schedule (201), rather than replaced it (200)."""
+
+    topic: str
+    name: str
+    schedule: Schedule
+    created_at_ms: int
+    next_runs_ms: tuple[int, ...]
+    created: bool = False
+
+    @property
+    def status(self) -> int:
+        return 201 if self.created else 200
+
+    @property
+    def next_run_at_ms(self) -> int | None:
+        return self.next_runs_ms[0] if self.next_runs_ms else None
+
+    def to_dict(self) -> dict[str, Any]:
+        next_ms = self.next_run_at_ms
+        return {
+            "topic": self.topic,
+            "name": self.name,
+            **self.schedule.model_dump(mode="json"),
+            "created_at": iso_utc(self.created_at_ms),
+            "created_at_ms": self.created_at_ms,
+            "next_run_at": None if next_ms is None else iso_utc(next_ms),
+            "next_run_at_ms": next_ms,
+            "next_runs": [iso_utc(ms) for ms in self.next_runs_ms],
+        }

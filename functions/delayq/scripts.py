@@ -194,6 +194,11 @@ class Scripts:
     layout = Script.load("layout")
     lateness_add = Script.load("lateness_add")
     lateness_read = Script.load("lateness_read")
+    schedule_write = Script.load("schedule_write")
+    schedule_read = Script.load("schedule_read")
+    schedule_list = Script.load("schedule_list")
+    schedules_due = Script.load("schedules_due")
+    schedules_cas = Script.load("schedules_cas")
 
 
 def all_scripts() -> list[Script]:

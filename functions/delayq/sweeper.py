@@ -32,6 +32,7 @@ from .keys import Partition
 from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
+from .scheduler import Scheduler
 
 log = logging.getLogger("delayq.sweep")
 
@@ -64,6 +65,7 @@ class Sweeper:
         self.stop = stop or threading.Event()
         self.counts: Counter[str] = Counter()
         self._states = [_PartitionState(p) for p in queue.keys.partitions]
+        self.scheduler = Scheduler(queue, counts=self.counts)  # recurring schedules' occurrences, each pass
 
     def run(self, budget: Budget) -> dict[str, Any]:
         """Sweep until the budget's stop time (one pass if it asks for one); release the locks."""
@@ -85,7 +87,7 @@ class Sweeper:
         self.stop.set()
 
     def summary(self) -> dict[str, Any]:
-        keys = ("passes", "moved", "retried", "dead", "locks_taken", "locks_lost", "redis_errors")
+        keys = ("passes", "moved", "retried", "dead", "occurrences", "locks_taken", "locks_lost", "redis_errors")
         return {key: self.counts[key] for key in keys}
 
     def sweep_once(self, budget: Budget | None = None) -> float:
@@ -97,7 +99,7 @@ class Sweeper:
         """
         self.counts["passes"] += 1
         self.queue.telemetry.flush_due()
-        next_in: list[int | None] = []
+        next_in: list[int | None] = [self.scheduler.pass_once()]
         states = self._states
         while True:
             busy = []

@@ -21,6 +21,8 @@ from delayq.api import (
     PurgedOut,
     ReplayedOut,
     ScheduledOut,
+    ScheduleListOut,
+    ScheduleOut,
     TopicOut,
     TopicPageOut,
 )
@@ -31,10 +33,13 @@ from conftest import EVENTS, FakeContext, load_event
 SAMPLES = {
     "delete_dead",
     "delete_job",
+    "delete_schedule",
     "get_dead",
     "get_health",
     "get_job",
     "get_openapi",
+    "get_schedule",
+    "get_schedules",
     "get_topic",
     "get_topic_forecast",
     "get_topic_jobs",
@@ -47,6 +52,7 @@ SAMPLES = {
     "post_topic_pause",
     "post_topic_resume",
     "put_job",
+    "put_schedule",
 }
 FORMATS = ["api", "api/v2"]  # the sample directories: payload 1.0, payload 2.0
 
@@ -196,6 +202,29 @@ def test_samples_in_order_answer_their_success_status(api: Api, where: str):
     assert (status, data) == (200, {"purged": 1})
     assert_model(PurgedOut, data)
     assert api.get("/jobs/orders/close-1044").status == 404
+
+    # a schedule: PUT creates (201) with its first occurrence, then replaces (200); GET, the list, DELETE
+    schedule_body = json.loads(load_event(f"{where}/put_schedule")["body"])
+    status, data = sample("put_schedule")
+    assert status == 201, data
+    assert_model(ScheduleOut, data)
+    assert (data["topic"], data["name"], data["cron"]) == ("reports", "daily-report", schedule_body["cron"])
+    first = f"daily-report@{data['next_run_at'][:19]}Z"
+    assert api.job("reports", first)["body"] == schedule_body["body"]
+    status, data = sample("put_schedule")
+    assert status == 200, data
+    status, shown = sample("get_schedule")
+    assert status == 200, shown
+    assert_model(ScheduleOut, shown)
+    assert shown == data
+    status, listed = sample("get_schedules")
+    assert (status, listed) == (200, {"schedules": [shown]})
+    assert_model(ScheduleListOut, listed)
+    status, data = sample("delete_schedule")
+    assert (status, data) == (204, None)
+    assert api.get(f"/jobs/reports/{first}").status == 404  # its pending occurrence, cancelled
+    status, data = sample("delete_schedule")
+    assert (status, data["field"]) == (404, "name")
 
     status, data = sample("get_health")
     assert (status, data) == (200, {"status": "ok"})

@@ -4,6 +4,7 @@ about the Redis commands delayq sends."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import socket
 import threading
@@ -23,6 +24,7 @@ from delayq.connection import client_options
 from delayq.consumer import Consumer
 from delayq.job import EnqueueResult
 from delayq.loop import Budget
+from delayq.recurring import occurrence_id
 from delayq.settings import RedisMode
 from delayq.sweeper import Sweeper
 
@@ -206,6 +208,52 @@ def see_and_steer(queue: Queue) -> None:
         assert calls.take(partition, TOPIC, count=10, timeout_ms=1000, grace_ms=0).run(queue.redis).paused
     queue.resume(TOPIC)
     assert not queue.stats(TOPIC).paused
+
+
+def one_name_per_partition(queue: Queue, topic: str) -> list[str]:
+    """Schedule names ``tick-N``, the first that lands in each partition of ``queue``."""
+    names: dict[int, str] = {}
+    for i in itertools.count():
+        names.setdefault(queue.keys.for_schedule(topic, f"tick-{i}").index, f"tick-{i}")
+        if len(names) == len(queue.keys):
+            return sorted(names.values())
+    raise AssertionError("unreachable")
+
+
+def schedule_lifecycle(queue: Queue) -> Report:
+    """Recurring schedules through ``queue``: created (the first occurrence of each made by the PUT),
+    read, listed, replaced; their occurrences made by the sweeps and delivered, each once, never early;
+    deleted, their pending occurrences with them."""
+    report = Report()
+    names = one_name_per_partition(queue, TOPIC)  # every: 1, one in each partition
+    infos = {name: queue.schedule(TOPIC, name, every=1, body={"s": name}) for name in names}
+    daily = queue.schedule(TOPIC, "daily", cron="0 8 * * *", timezone="Europe/Paris")
+    assert queue.get_schedule(TOPIC, "daily").next_runs_ms == daily.next_runs_ms
+    replaced = queue.schedule(TOPIC, "daily", cron="30 8 * * *", timezone="Europe/Paris")
+    assert not replaced.created
+    with pytest.raises(JobNotFound):  # the old calendar's pending occurrence, cancelled
+        queue.get(TOPIC, occurrence_id("daily", daily.next_runs_ms[0]))
+    assert queue.get(TOPIC, occurrence_id("daily", replaced.next_runs_ms[0])).state == "delayed"
+    assert [s.name for s in queue.schedules(TOPIC)] == sorted([*names, "daily"])
+
+    def each_delivered_twice() -> bool:
+        return all(len({d.id for d in recorder.of(TOPIC) if d.id.startswith(f"{n}@")}) >= 2 for n in names)
+
+    drive(queue, each_delivered_twice, report)
+    assert report.sweep["occurrences"] >= len(names), report.sweep
+    for name in [*names, "daily"]:
+        queue.unschedule(TOPIC, name)
+    assert queue.schedules() == []
+    with pytest.raises(JobNotFound):
+        queue.get(TOPIC, occurrence_id("daily", replaced.next_runs_ms[0]))
+    deliveries = recorder.of(TOPIC)
+    assert Counter(d.id for d in deliveries if d.ok) == Counter({d.id for d in deliveries})  # each once
+    assert [d.id for d in deliveries if d.started_ms < d.run_at_ms] == []
+    for name, info in infos.items():
+        times = sorted(d.run_at_ms for d in deliveries if d.id.startswith(f"{name}@"))
+        assert times == [info.created_at_ms + k * 1000 for k in range(1, len(times) + 1)], name
+    assert report.sweep["redis_errors"] == report.consume["redis_errors"] == 0
+    return report
 
 
 def check_deliveries(ok_ids: list[str]) -> None:

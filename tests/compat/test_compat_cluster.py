@@ -41,6 +41,7 @@ from compat_support import (
     lifecycle,
     make_settings,
     new_namespace,
+    schedule_lifecycle,
 )
 from security_support import USER, acl_rules
 from servers import RedisClusterServers
@@ -174,6 +175,23 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
     try:
         with monitored(nodes) as seen:
             lifecycle(queue, after_enqueue=keys_live_on_their_master)
+    finally:
+        queue.close()
+    check_script_calls(script_calls, queue)
+    check_nodes_saw_nothing_forbidden(nodes)
+    check_clients_sent_nothing_forbidden(seen)
+
+
+def test_cluster_schedules_three_partitions(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+) -> None:
+    """Schedules, each in the partition of its topic/name, their occurrences in those of their ids:
+    every script call on one slot, nothing forbidden, each occurrence delivered once."""
+    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster"))
+    reset_stats(nodes)
+    try:
+        with monitored(nodes) as seen:
+            schedule_lifecycle(queue)
     finally:
         queue.close()
     check_script_calls(script_calls, queue)

@@ -21,7 +21,7 @@ from delayq.scripts import Scripts, all_scripts
 from delayq.sweeper import Sweeper
 
 import recorder
-from compat_support import TOPIC, check_deliveries, direct_client, lifecycle, make_settings
+from compat_support import TOPIC, check_deliveries, direct_client, lifecycle, make_settings, schedule_lifecycle
 from conftest import api_event, response_json
 from servers import RedisServer, Twemproxy
 
@@ -155,3 +155,15 @@ def test_noscript_through_twemproxy_falls_back_to_eval(proxy: Twemproxy, backend
     used = {Scripts.enqueue.sha, Scripts.stats.sha, Scripts.take.sha, Scripts.ack.sha}
     cached = {s.sha for s in all_scripts() if any(c.script_exists(s.sha)[0] for c in backend_clients)}
     assert used <= cached
+
+
+def test_schedules_through_twemproxy(proxy: Twemproxy, backend_clients: list[redis.Redis]) -> None:
+    queue = Queue(make_settings(proxy.url, partitions=6, namespace="c-proxy-schedules"))
+    try:
+        schedule_lifecycle(queue)
+    finally:
+        queue.close()
+    placed = where_keys_are(backend_clients, "c-proxy-schedules")
+    placed.pop("_layout")
+    assert all(len(where) == 1 for where in placed.values()), placed  # each partition on one backend
+    assert {where[0] for where in placed.values()} == {0, 1}, placed

@@ -17,6 +17,11 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
   with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``; no place holds
   an id without a meta;
+- the partition's schedules: the names of ``_schedules`` are exactly those of ``_schedule_defs``, each
+  ``topic/name`` valid and hashed to this partition, each definition a valid schedule with its
+  ``created_ms``; each has a progress in ``_schedule_state``, well formed (``generation|last|claim|outbox``);
+  a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
+  ``_schedules_due``, and nothing is there without a progress;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
   token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of the
   consumer's take: ``t`` and 16 hex digits), run-at never before
@@ -35,6 +40,8 @@ from typing import Any, NamedTuple
 import redis
 
 from delayq.keys import TOPIC_KEYS, Keyspace, Partition
+from delayq.recurring import SCHEDULE_NAME_PATTERN
+from delayq.scheduler import Definition
 
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -44,7 +51,10 @@ KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "
          "errors": "hash", "control": "hash"}  # fmt: skip
 CONTROL_FIELDS = {"paused", "tail", "holes"}
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
-PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset"}
+PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
+                   "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset"}  # fmt: skip
+SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
+PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
 
 # ``{key: (type, content)}``: a hash as a dict, a list as a list, a set as a sorted list, a sorted set as
@@ -130,6 +140,12 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
             pipe.get(p.lock)
             pipe.zrange(p.untaken, 0, -1, withscores=True)
             layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string"), (p.untaken, "zset")]
+            names, defs, state, due = p.schedule_keys()
+            pipe.zrange(names, 0, -1, withscores=True)
+            pipe.hgetall(defs)
+            pipe.hgetall(state)
+            pipe.zrange(due, 0, -1, withscores=True)
+            layout += [(names, "zset"), (defs, "hash"), (state, "hash"), (due, "zset")]
             for topic in topics[p.index]:
                 for key, kind in zip(p.topic_keys(topic), TOPIC_KEYS, strict=True):
                     if KINDS[kind] == "zset":
@@ -215,6 +231,14 @@ class _Examination:
         for p in self.keyspace.partitions:
             self.partition(p, {topic: parts for (index, topic), parts in sorted(by_topic.items()) if index == p.index})
 
+    def is_lateness(self, key: str) -> bool:
+        """Whether ``key`` is a topic's recent-lateness hash, in the partition that keeps it."""
+        for p in self.keyspace.partitions:
+            if key.startswith(p.prefix) and key.endswith(":lateness"):
+                topic = key[len(p.prefix) : -len(":lateness")]
+                return TOPIC_NAME.fullmatch(topic) is not None and self.keyspace.for_topic(topic) == p
+        return False
+
     def layout(self) -> dict[tuple[int, str], dict[str, Any]]:
         """Every key in its place and of its type; the topic keys' contents, by (partition, topic)."""
         partition_keys = {p.prefix + name: name for p in self.keyspace.partitions for name in PARTITION_KINDS}
@@ -230,6 +254,10 @@ class _Examination:
                     self.found.append(f"{key} is a {kind}, not a {PARTITION_KINDS[name]}")
                 elif name == "_seq" and not str(content).isdigit():
                     self.found.append(f"{key} is not a counter: {content!r}")
+                continue
+            if self.is_lateness(key):  # a topic's recent lateness: telemetry, not a job's state
+                if kind != "hash":
+                    self.found.append(f"{key} is a {kind}, not a hash")
                 continue
             where = topic_of_key(key, self.keyspace)
             if where is None:
@@ -262,6 +290,44 @@ class _Examination:
         if self.only is None:  # every leased job of the partition seen: no token twice
             twice = {token: n for token, n in tokens.items() if n > 1}
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
+        self.schedules(p)
+
+    def schedules(self, p: Partition) -> None:
+        """The partition's schedules: names, definitions, progress and due index agree."""
+        names_key, defs_key, state_key, due_key = p.schedule_keys()
+        names = {name for name, _ in self.snap.get(names_key, ("zset", []))[1]}
+        defs: dict[str, str] = dict(self.snap.get(defs_key, ("hash", {}))[1])
+        states: dict[str, str] = dict(self.snap.get(state_key, ("hash", {}))[1])
+        due = {name for name, _ in self.snap.get(due_key, ("zset", []))[1]}
+        found = [f"{names_key}: {n!r} listed without a definition" for n in sorted(names - defs.keys())]
+        found += [f"{defs_key}: {n!r} defined but not listed" for n in sorted(defs.keys() - names)]
+        found += [f"{due_key}: {n!r} due without a progress" for n in sorted(due - states.keys())]
+        found += [f"{state_key}: {n!r} defined without a progress" for n in sorted(defs.keys() - states.keys())]
+        for name in sorted(defs.keys() | states.keys()):
+            match = SCHEDULE.fullmatch(name)
+            if match is None:
+                found.append(f"{defs_key}: {name!r} is not a valid topic/name")
+            elif self.keyspace.for_schedule(*match.groups()).index != p.index:
+                found.append(f"{defs_key}: {name!r} is not in its own partition")
+            if name in defs:
+                try:
+                    Definition.decode(defs[name])
+                except (ValueError, KeyError) as exc:
+                    found.append(f"{defs_key}: {name!r} is not a valid definition: {exc}")
+            progress = PROGRESS.fullmatch(states.get(name, ""))
+            if name in states and progress is None:
+                found.append(f"{state_key}: {name!r} has a malformed progress {states[name]!r}")
+            elif progress is not None:
+                claim, outbox = progress.group(3, 4)
+                if bool(claim) != bool(outbox):
+                    found.append(
+                        f"{state_key}: {name!r} has a claim without an outbox or the reverse: {states[name]!r}"
+                    )
+                if claim and name not in due:
+                    found.append(f"{state_key}: {name!r} is claimed but not in {due_key}")
+                if name not in defs and "d" not in (outbox or "").split(","):
+                    found.append(f"{state_key}: {name!r} has a progress but no definition, and is not being deleted")
+        self.found += found
 
     def topic(self, p: Partition, topic: str, parts: dict[str, Any]) -> list[StoredJob]:
         where = f"{p.prefix}{topic}"

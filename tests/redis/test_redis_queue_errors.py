@@ -262,6 +262,10 @@ def _calls(queue: Queue) -> dict[str, Callable[[], Any]]:
         "purge": lambda: queue.purge("orders"),
         "known_topics": queue.known_topics,
         "ping": queue.ping,
+        "schedule": lambda: queue.schedule("orders", "s", every=60),
+        "get_schedule": lambda: queue.get_schedule("orders", "s"),
+        "unschedule": lambda: queue.unschedule("orders", "s"),
+        "schedules": queue.schedules,
     }
 
 

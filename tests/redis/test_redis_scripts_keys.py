@@ -18,7 +18,7 @@ from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable, calls
 from delayq.calls import Failure
-from delayq.keys import TOPIC_KEYS, Keyspace
+from delayq.keys import SCHEDULE_KEYS, TOPIC_KEYS, Keyspace
 from delayq.queue import redis_errors
 from delayq.scripts import Call, Script, all_scripts
 
@@ -134,6 +134,22 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(calls.add_lateness(p, "orders", {3: 2, 40: 1}, window_minutes=5)) == 0
     assert restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5)) == [{3: 2, 40: 1}, {}]
 
+    # a schedule: written with a claimed outbox (due at once: a claim of 0 ms), read, listed, found due,
+    # claimed again and settled, a pending occurrence cancelled, the schedule deleted
+    name, definition = "orders/daily", '{"created_ms":1,"schedule":{}}'
+    write = calls.schedule_write(p, name, expected="", definition=definition, progress="5|me|c5", claim_ms=0, due=5)
+    written = restricted(write)
+    assert written.code == 1
+    progress = f"{written.generation}|5|me|c5"
+    assert restricted(calls.schedule_read(p, [name])).schedules == [(name, definition, progress)]
+    assert restricted(calls.schedule_list(p, "-", "+", 10)).schedules == [(name, definition, progress)]
+    assert restricted(calls.schedules_due(p, 10)).schedules == [(name, definition, progress)]
+    claim = calls.Move(name, progress, f"{written.generation}|5|you|c5", calls.CLAIM)
+    assert restricted(calls.schedules_cas(p, [claim], 5000)).made == [True]
+    assert restricted(calls.cancel(p, "orders", "c", pending_only=True)) == -2  # not delayed: left alone
+    deleted = calls.schedule_write(p, name, expected=claim.progress, definition="", progress="", claim_ms=0, due=None)
+    assert restricted(deleted).code == -7  # "you" holds the claim for 5 s
+
     assert restricted.ran == {script.name for script in all_scripts()}  # type: ignore[attr-defined]
 
 
@@ -156,10 +172,12 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
     queue.reschedule("orders", "job-0", delay=5)
     queue.cancel("reminders", "job-1")
     queue.replay("orders")
+    for i in range(8):
+        queue.schedule("orders", f"every-{i}", every=60)
 
     tags = {p.tag: p for p in queue.keys.partitions}
     shape = re.compile(rf"^{re.escape(namespace)}:\{{([^}}]+)\}}:(.+)$")
-    kinds = {"_topics", "_seq", "_lock", "_untaken"} | {
+    kinds = {"_topics", "_seq", "_lock", "_untaken", *SCHEDULE_KEYS} | {
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))

@@ -32,6 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from delayq import JobNotFound, Queue, calls
 from delayq import connection as delayq_connection
+from delayq.recurring import occurrence_id
 from delayq.settings import Settings
 
 import recorder
@@ -306,7 +307,8 @@ def _state(queue: Queue, topic: str, job_id: str) -> str | None:
 def full_lifecycle(queue: Queue, h: Handlers) -> None:
     """Every operation of delayq, through its client and its three handlers: enqueue, batch, put,
     get, stats, reschedule, cancel; every HTTP route; sweep with its lock; consume with success, a
-    retry and a dead letter; dead listing, replay, purge; a lease taken back by the sweeper; health."""
+    retry and a dead letter; dead listing, replay, purge; a lease taken back by the sweeper; schedules
+    written, read, listed, advanced by the sweep and deleted; health."""
     # ---- the Python client
     assert queue.ping()
     assert queue.enqueue("orders", {"n": 1}, id="o1", delay=600).created
@@ -427,6 +429,23 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     assert h.consume_once()["taken"] == 0
     queue.resume("orders")
     assert h.consume_once()["acked"] == 1
+
+    # ---- schedules, through the client and the API; the sweep makes the next occurrence
+    tick = queue.schedule("orders", "tick", every=1, body={"s": 1})
+    paris = {"cron": "0 8 * * *", "timezone": "Europe/Paris"}
+    assert h.api("PUT", "/schedules/orders/daily", paris)[0] == 201
+    assert h.api("PUT", "/schedules/orders/daily", paris | {"cron": "0 9 * * *"})[0] == 200
+    status, shown = h.api("GET", "/schedules/orders/daily")
+    assert (status, shown["cron"]) == (200, "0 9 * * *")
+    status, listed = h.api("GET", "/schedules", query={"topic": "orders"})
+    assert (status, [s["name"] for s in listed["schedules"]]) == (200, ["daily", "tick"])
+    time.sleep(max(0.0, (tick.next_run_at_ms or 0) / 1000 - time.time()) + 0.05)  # this machine's clock is Redis'
+    summary = h.sweep_once()
+    assert (summary["occurrences"], summary["redis_errors"]) == (1, 0), summary
+    assert queue.get("orders", occurrence_id("tick", (tick.next_run_at_ms or 0) + 1000)).state == "delayed"
+    assert h.api("DELETE", "/schedules/orders/daily") == (204, None)
+    queue.unschedule("orders", "tick")
+    assert queue.schedules() == []
     assert h.api("GET", "/health") == (200, {"status": "ok"})
 
 

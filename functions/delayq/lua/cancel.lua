@@ -4,7 +4,9 @@ consumer's answer later finds no lease and changes nothing.
 
 KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
-Returns 3 cancelled, -2 no such job
+ARGV[2]     optional: 'pending' cancels the job only while it waits for its first run-at (delayed,
+            never attempted): a schedule's occurrence that has not started yet
+Returns 3 cancelled, -2 no such job (with 'pending': none that is pending)
 ]]
 -- @include topic_keys
 -- @include meta
@@ -16,7 +18,11 @@ local raw = redis.call('HGET', K.meta, id)
 if not raw then
   return -2
 end
-local state = meta_decode(raw).state
+local m = meta_decode(raw)
+local state = m.state
+if ARGV[2] == 'pending' and not (state == 'q' and m.attempts == '0' and redis.call('ZSCORE', K.delayed, id)) then
+  return -2
+end
 if state == 'q' then
   unqueue(K, id)
 elseif state == 'l' then
