@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .job import DeadJob
+from .recurring import ScheduleInfo
 
 
 def dead_jobs(jobs: Sequence[DeadJob]) -> dict[str, Any]:
@@ -27,3 +28,8 @@ def purged(count: int) -> dict[str, Any]:
 def paused(state: bool) -> dict[str, Any]:
     """``POST /topics/{topic}/pause`` and ``/resume``."""
     return {"paused": state}
+
+
+def schedules(found: Sequence[ScheduleInfo]) -> dict[str, Any]:
+    """``GET /schedules``."""
+    return {"schedules": [info.to_dict() for info in found]}

@@ -463,7 +463,7 @@ def list_schedules(
     request: Request,
     topic: Annotated[str | None, Query(pattern=TOPIC_PATTERN, description="Only this topic's")] = None,
 ) -> Response[Any]:
-    return _json(200, {"schedules": [info.to_dict() for info in _queue(request).schedules(topic)]})
+    return _json(200, answers.schedules(_queue(request).schedules(topic)))
 
 
 @router.get("/health", summary="Whether Redis answers", responses=_responses(200, HealthOut))

@@ -9,6 +9,7 @@
     delayq pause    TOPIC                                         no consumer starts the topic's jobs
     delayq resume   TOPIC                                         ... until this
     delayq forecast TOPIC [--minutes N] [--bucket S]              delayed jobs falling due, as a bar chart
+    delayq schedules [TOPIC [NAME]]                               recurring schedules, or one with its next runs
 
 Tables for people by default (times in ISO-8601 UTC, bodies and errors cut short); ``--json`` prints
 exactly what the matching HTTP route answers (the same ``to_dict`` and ``answers``), errors too; with
@@ -32,6 +33,7 @@ from .errors import DelayqError, InvalidField, RedisUnavailable
 from .job import DeadJob, JobInfo, TopicStats
 from .listing import DEFAULT_BUCKET_S, DEFAULT_LIMIT, DEFAULT_MINUTES, STATES, Forecast, JobPage, TopicPage
 from .queue import Queue
+from .recurring import ScheduleInfo
 from .schedule import iso_utc
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
@@ -275,6 +277,50 @@ def forecast(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     return OK
 
 
+def schedules(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    if args.name is not None:
+        return _schedule(queue.get_schedule(args.topic, args.name), printer)
+    found = queue.schedules(args.topic)
+    if printer.as_json:
+        printer.json(answers.schedules(found))
+    else:
+        rows = [
+            [info.topic, info.name, calendar(info), info.schedule.timezone, when(info.next_run_at_ms)] for info in found
+        ]
+        headers = ["TOPIC", "NAME", "CALENDAR", "TIMEZONE", "NEXT RUN AT"]
+        printer.table_or("no schedules" + (f" in {args.topic}" if args.topic else ""), headers, rows)
+    return OK if found else NOTHING
+
+
+def _schedule(info: ScheduleInfo, printer: Printer) -> int:
+    if printer.as_json:
+        printer.json(info.to_dict())
+        return OK
+    definition = info.schedule
+    start_ms, end_ms = definition.start_ms(), definition.end_ms()
+    fields = [
+        ("topic", info.topic),
+        ("name", info.name),
+        ("calendar", f"{calendar(info)} ({definition.timezone})"),
+        ("starts", "-" if start_ms is None else iso_utc(start_ms)),
+        ("ends", "-" if end_ms is None else iso_utc(end_ms)),
+        ("written at", iso_utc(info.created_at_ms)),
+        ("next runs", ", ".join(iso_utc(ms) for ms in info.next_runs_ms) or "none: it has ended"),
+    ]
+    for name, value in fields:
+        printer.line(f"{name:<11} {value}")
+    printer.line("body")
+    for line in json.dumps(definition.body, ensure_ascii=False, indent=2).splitlines():
+        printer.line("  " + line)
+    return OK
+
+
+def calendar(info: ScheduleInfo) -> str:
+    """A schedule's calendar in a few characters: its cron expression, or ``every 300s``."""
+    every = info.schedule.every
+    return printable(info.schedule.cron or "") if every is None else f"every {every}s"
+
+
 # ------------------------------------------------------------------------------------ the parser
 
 
@@ -306,6 +352,9 @@ COMMANDS: dict[str, Command] = {
                       "POST /topics/{topic}/resume."),
     "forecast": Command(forecast, "delayed jobs falling due, as a bar chart", "How many delayed jobs of the topic "
                         "fall due in each bucket of time from now (Redis' time) on. GET /topics/{topic}/forecast."),
+    "schedules": Command(schedules, "recurring schedules, or one with its next runs", "Every schedule (of TOPIC, if "
+                         "given) with its calendar and next run; with TOPIC and NAME, that schedule whole, with its "
+                         "next five runs. GET /schedules, GET /schedules/{topic}/{name}."),
 }  # fmt: skip
 
 
@@ -316,7 +365,10 @@ def add_commands(commands: Any) -> None:
             name, help=command.help, description=command.description, epilog=EXIT_CODES
         )
         parser.add_argument("--json", action="store_true", help="print what the matching HTTP route answers")
-        if name != "topics":
+        if name == "schedules":
+            parser.add_argument("topic", metavar="TOPIC", nargs="?", help="only this topic's schedules")
+            parser.add_argument("name", metavar="NAME", nargs="?", help="this schedule, whole")
+        elif name != "topics":
             parser.add_argument("topic", metavar="TOPIC")
         if name == "job":
             parser.add_argument("id", metavar="ID")

@@ -232,3 +232,39 @@ def test_the_installed_command(command: list[str], handler_env: dict[str, str], 
         [*command, "jobs", "orders"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 2
+
+
+# ------------------------------------------------------------------------------------- schedules
+
+
+def test_schedules_listed_and_shown(cli: Run, queue: Queue) -> None:
+    assert cli("schedules") == (1, "no schedules\n", "")
+    daily = queue.schedule("orders", "daily", cron="0 8 * * 1-5", timezone="Europe/Paris", body={"report": "d"})
+    queue.schedule("orders", "tick", every=300)
+    queue.schedule("reminders", "nightly", cron="@daily")
+
+    code, out, _ = cli("schedules")
+    assert code == 0
+    rows = table(out)
+    assert rows[0] == ["TOPIC", "NAME", "CALENDAR", "TIMEZONE", "NEXT", "RUN", "AT"]
+    assert [row[:2] for row in rows[1:]] == [["orders", "daily"], ["orders", "tick"], ["reminders", "nightly"]]
+    assert " ".join(rows[1][2:7]) == "0 8 * * 1-5"
+    assert rows[2][2:4] == ["every", "300s"]
+
+    code, out, _ = cli("schedules", "orders", "--json")
+    assert (code, json.loads(out)) == (0, answers.schedules(queue.schedules("orders")))
+    assert [s["name"] for s in json.loads(out)["schedules"]] == ["daily", "tick"]
+
+    code, out, _ = cli("schedules", "orders", "daily")
+    assert code == 0
+    assert "calendar    0 8 * * 1-5 (Europe/Paris)" in out
+    assert ", ".join(iso for iso in daily.to_dict()["next_runs"]) in out
+    assert '"report": "d"' in out
+    code, out, _ = cli("schedules", "orders", "daily", "--json")
+    assert json.loads(out) == queue.get_schedule("orders", "daily").to_dict()
+
+    code, out, err = cli("schedules", "orders", "nope")
+    assert (code, out) == (1, "")
+    assert "nope" in err or "schedule" in err
+    code, out, _ = cli("schedules", "orders", "nope", "--json")
+    assert (code, json.loads(out)["status"]) == (1, 404)
