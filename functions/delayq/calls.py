@@ -125,16 +125,22 @@ def take(
     longest_ms: int = -1,
     run_ms: int = -1,
     take_id: str | None = None,
+    rate: tuple[int, int] | None = None,
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
     with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
-    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number."""
+    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
+    With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
+    others stay ready, and ``next_in_ms`` is at most the wait for the next start."""
     keys = [*partition.topic_keys(topic), partition.seq]
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
     if take_id is not None:
         keys.append(partition.untaken)
-        args.append(take_id)
+    if take_id is not None or rate is not None:
+        args.append(take_id or "")
+    if rate is not None:
+        args += rate
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
