@@ -297,6 +297,21 @@ def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool 
     return Call(Scripts.cancel, partition.topic_keys(topic), args, int)
 
 
+class CancelledAll(NamedTuple):
+    cancelled: int  # jobs this call cancelled
+    left: int  # jobs left in that state in the partition
+
+
+def cancel_all(partition: Partition, topic: str, state: str, limit: int) -> Call[CancelledAll]:
+    """Cancels ``topic``'s jobs in ``state`` ('delayed', 'ready', 'dead') in this partition, reading at
+    most ``limit`` of them (ready: jobs and holes) from the front of that state's order."""
+    return Call(Scripts.cancel_all, partition.topic_keys(topic), [state, limit], _cancelled_all)
+
+
+def _cancelled_all(reply: list[int]) -> CancelledAll:
+    return CancelledAll(int(reply[0]), int(reply[1]))
+
+
 # ------------------------------------------------------------------------------------ topics
 
 
