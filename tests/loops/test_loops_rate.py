@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
-from delayq.consumer import LEASE_GRACE_MS
+from delayq.consumer import LEASE_GRACE_MS, Consumer
 
+import recorder
+from conftest import RECORDER
 from faults_support import (
     Enqueued,
     Fleet,
@@ -33,6 +36,7 @@ from faults_support import (
     wait_until,
 )
 from invariants import check_redis
+from loops_support import running
 
 RATED = "rated"
 RATE = 50
@@ -108,3 +112,17 @@ def test_two_consumer_processes_keep_the_rate_between_them(
     # The limit held back most of the batch: at most BURST + RATE * W takes in W seconds.
     assert spread_s >= (JOBS - BURST) / RATE - 1, spread_s
     check("rate limit with two consumer processes", jobs, records).assert_clean()
+
+
+def test_a_held_back_lane_waits_for_its_next_start_instead_of_asking_again(make_queue: Any) -> None:
+    """A consumer in-process, rate 5 with a burst of 1 (a start every 200 ms) and a tick of 10 s: the
+    lane waits what each take answers, so the four jobs are all started within the first tick (about
+    600 ms; a consumer that slept its tick would need three), with a handful of passes, not one per
+    millisecond (a consumer asking again at once)."""
+    queue = make_queue(topics={RATED: {"target": RECORDER, "rate": 5, "burst": 1}}, tick=10.0)
+    queue.enqueue_many([{"topic": RATED, "id": f"j{i}", "delay": 0} for i in range(4)])
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: len(recorder.of(RATED)) == 4, timeout=9.0), recorder.of(RATED)
+        passes = consumer.counts["passes"]
+    assert [job.id for job in recorder.of(RATED)] == ["j0", "j1", "j2", "j3"]
+    assert passes < 60, passes  # a pass per take, per delivery and per settle, give or take
