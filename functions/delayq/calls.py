@@ -65,15 +65,16 @@ class Enqueued(NamedTuple):
 def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool = False) -> Call[Enqueued]:
     """Creates ``writes`` (all of ``partition``) in one atomic step, refusing jobs that exist; with
     ``replace``, replaces them instead, unless leased."""
-    groups: dict[str, int] = {}
+    groups: dict[str, str] = {}
     keys = [partition.topics]
-    args: list[Arg] = []
+    lines: list[Arg] = []
     for write in writes:
-        if write.topic not in groups:
-            groups[write.topic] = len(groups) + 1
+        group = groups.get(write.topic)
+        if group is None:
+            group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.topic_keys(write.topic))
-        args += [groups[write.topic], write.id, write.body, write.at, write.overrides]
-    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *args], _enqueued)
+        lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
+    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *lines], _enqueued)
 
 
 def _enqueued(reply: list[int]) -> Enqueued:
