@@ -54,6 +54,7 @@ from .listing import (
     JobPage,
     TopicPage,
     buckets,
+    check_cancellable,
     check_limit,
     check_state,
     encode_cursor,
@@ -685,6 +686,26 @@ class Queue:
     def purge(self, topic: str) -> int:
         """Delete every dead job of ``topic``. Returns how many."""
         return self._drain(calls.purge, check_topic(topic))
+
+    def cancel_all(self, topic: str, state: str) -> int:
+        """Cancels every job of ``topic`` in ``state`` ('delayed', 'ready' or 'dead'), ``WRITE_CHUNK``
+        per Redis call, safe while consumers and sweepers run. Returns how many. Each partition is
+        worked through until none is left in that state, or as many as were there at its first call
+        are cancelled (so that jobs falling due as fast as they go cannot keep it going forever)."""
+        check_topic(topic)
+        check_cancellable(state)
+        total = 0
+        with redis_errors(self._server):
+            for partition in self.keys.partitions:
+                cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
+                found, done = cancelled + left, cancelled
+                while left and done < found:
+                    cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
+                    done += cancelled
+                total += done
+        if not total:
+            self._check_known(topic)
+        return total
 
     def known_topics(self) -> set[str]:
         """Every topic that ever had a job in this namespace."""
