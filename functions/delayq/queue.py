@@ -1,7 +1,7 @@
 """``delayq.Queue``: the Python client, and the core the HTTP API calls.
 
 Same rules and errors as the HTTP API, as exceptions: ``InvalidField`` (422), ``TooLarge`` (413),
-``JobExists``/``JobReserved``/``JobDead`` (409), ``JobNotFound`` (404), ``RedisUnavailable`` (503).
+``JobExists``/``JobReserved``/``JobDead``/``JobDone`` (409), ``JobNotFound`` (404), ``RedisUnavailable`` (503).
 Every write is one Lua call per partition, so it is whole or absent.
 """
 
@@ -439,8 +439,10 @@ class Queue:
         if found is None:
             raise JobNotFound(topic, id)
         retries = self.settings.topics.retrying(topic).retries
-        body, last_error = found.body, found.last_error
-        return JobInfo.of(topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries)
+        body, last_error, done_at_ms = found.body, found.last_error, found.done_at_ms
+        return JobInfo.of(
+            topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries, done_at_ms=done_at_ms
+        )
 
     def reschedule(
         self,
@@ -450,7 +452,8 @@ class Queue:
         delay: float | None = None,
         run_at: float | str | None = None,
     ) -> Scheduled:
-        """New run-at for a delayed or ready job. ``JobReserved`` or ``JobDead`` (409), ``JobNotFound``."""
+        """New run-at for a delayed or ready job. ``JobReserved``, ``JobDead`` or ``JobDone`` (409),
+        ``JobNotFound``."""
         try:
             when = Reschedule.model_validate(_fields(delay=delay, run_at=run_at))
         except ValidationError as exc:
@@ -591,7 +594,7 @@ class Queue:
 
     def jobs(self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> JobPage:
         """A page of ``topic``'s jobs in ``state``: delayed by run-at (soonest first), ready in the
-        order they will be taken, reserved by lease deadline, dead newest first. ``cursor`` is the
+        order they will be taken, reserved by lease deadline, dead and done newest first. ``cursor`` is the
         ``next`` of the previous page; walking the pages lists every job that stays in its state
         meanwhile exactly once."""
         check_topic(topic)
@@ -616,8 +619,18 @@ class Queue:
         if not listed and cursor is None:
             self._check_known(topic)
         retries = self.settings.topics.retrying(topic).retries
+        done = state == "done"
         infos = [
-            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
+            JobInfo.of(
+                topic,
+                job.id,
+                state,
+                job.meta,
+                body=job.body,
+                last_error=job.last_error,
+                retries=retries,
+                done_at_ms=job.place if done else None,
+            )
             for job in listed
         ]
         return JobPage(infos, following)
@@ -753,6 +766,7 @@ def _merge_stats(topic: str, parts: Sequence[TopicStats]) -> TopicStats:
         next_run_at_ms=min(nexts) if nexts else None,
         paused=any(part.paused for part in parts),
         oldest_ready_ms=max(part.oldest_ready_ms for part in parts),
+        done=sum(part.done for part in parts),
     )
 
 

@@ -2,7 +2,7 @@
 enqueue: create or replace jobs of one partition, all in one atomic step.
 
 KEYS[1]         the partition's _topics set
-KEYS[2 ...]     eight keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
+KEYS[2 ...]     nine keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
 ARGV[1]         G, the number of topic groups
 ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
 ARGV[3 .. G+2]  the topic names, in the order of their key groups
@@ -14,8 +14,9 @@ then one line per job, 'group|at|overrides|id|body':
   id            (no '|' in an id)
   body          JSON, the rest of the line
 Returns a flat array, two values per job: code, run_at_ms
-  code   1 created, 2 replaced, -1 exists (create of an existing job), -3 reserved (replace of a
-         leased job); run_at_ms is 0 when the job was refused
+  code   1 created (a replace of a done job's receipt creates it anew), 2 replaced, -1 exists (create
+         of an existing job, or of one whose receipt is kept: a dedupe window), -3 reserved (replace
+         of a leased job); run_at_ms is 0 when the job was refused
 
 Creates are gathered and written with one command per key (HSET, ZADD, RPUSH of many): the
 per-call cost, not the per-job one, dominates a batch. A replace (PUT: one job per call) first
@@ -107,13 +108,16 @@ for n = 1, #J_id do
       if state == 'l' then
         code = -3
       else
+        code = 2
         if state == 'q' then
           unqueue(w.K, id)
+        elseif state == 'd' then
+          redis.call('ZREM', w.K.done, id)
+          code = 1
         else
           redis.call('ZREM', w.K.dead, id)
         end
         redis.call('HDEL', w.K.errors, id)
-        code = 2
       end
     end
   end
