@@ -25,7 +25,8 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
   token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of
   the consumer's take: ``t`` and 16 hex digits; a receipt holds there when its handler started, after
-  an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
+  an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last
+  error behind every dead job and every
   failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
   have no attempt: a permanent failure found before any (a timeout no consume run can last).
 """
