@@ -502,7 +502,10 @@ class Consumer:
                     self.counts["late_results"] += 1
                 elif error is None:
                     self.counts["succeeded"] += 1
-                    delivery.lane.pending.acks.append((job.id, delivery.token))
+                    # When the handler started, by Redis' clock: run-at plus lateness, which is Redis' time
+                    # at the take (not this machine's clock) plus what passed here since.
+                    started_at_ms = job.run_at_ms + round(lateness_ms)
+                    delivery.lane.pending.acks.append((job.id, delivery.token, started_at_ms))
                 else:
                     self.counts["failed"] += 1
                     failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms)

@@ -38,6 +38,8 @@ Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every scr
                                          paused), ``tail`` (ids ever pushed at the ready list's tail),
                                          ``holes`` (ids of cancelled jobs left as holes in that list),
                                          ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua)
+    {ns}:{tag}:{topic}:done     zset     id -> when it succeeded (ms): receipts, kept ``keep_done`` s
+                                         (their meta is the compact ``d`` form; body and error dropped)
 
 A ready job's place in the list never changes while it stays ready: a job cancelled (or rescheduled,
 or replaced) while ready leaves a hole instead of being removed, and the take drops holes as it reaches
@@ -59,7 +61,7 @@ from functools import cached_property
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
+TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 

@@ -177,6 +177,7 @@ class Scripts:
     take = Script.load("take")
     untake = Script.load("untake")
     ack = Script.load("ack")
+    forget = Script.load("forget")
     fail = Script.load("fail")
     sweep = Script.load("sweep")
     cancel = Script.load("cancel")

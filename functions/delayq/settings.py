@@ -62,7 +62,10 @@ class TopicConfig(BaseModel):
 
     ``error_detail`` (webhooks): a failed delivery's last error shows the URL's path and the start of
     the answer's body. Off by default, since every API caller can read a job's last error, and a
-    webhook URL's path (or its server's answer) may hold a token."""
+    webhook URL's path (or its server's answer) may hold a token.
+
+    ``keep_done`` (seconds, 0: none) and ``keep_done_max``: how long, and how many, receipts of jobs
+    that succeeded are kept (``lua/includes/receipts.lua``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -75,6 +78,8 @@ class TopicConfig(BaseModel):
     allow_http: bool = False
     allow_private: bool = False
     error_detail: bool = False
+    keep_done: int = Field(default=3600, ge=0, le=MAX_DELAY_MS // 1000)
+    keep_done_max: int = Field(default=10_000, ge=1, le=10_000_000)
     rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
     burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
 
@@ -108,6 +113,10 @@ class TopicConfig(BaseModel):
         interval = math.ceil(1_000_000 * partitions / self.rate)
         burst = self.rate if self.burst is None else self.burst
         return interval, max(interval, math.floor(burst * interval / partitions))
+
+    @property
+    def keep_done_ms(self) -> int:
+        return self.keep_done * 1000
 
     @property
     def min_backoff_s(self) -> float:

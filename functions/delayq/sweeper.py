@@ -6,6 +6,9 @@ does nothing unless the lock still holds the token) and released by a token-chec
 sweeper killed while holding a lock holds nothing once the TTL runs out; the next one takes over.
 Two sweepers cannot move a job twice: each move is one atomic Lua call.
 
+Each pass also forgets receipts of done jobs that have expired or are over their topic's cap, in the
+same round trip (``forget.lua``), so they expire on time where no ack comes to forget them.
+
 Each call does bounded work (``SWEEP_LIMIT``). A pass makes one call per partition (per 64 topics)
 and, if one answers that more is due, comes back at once: partitions take turns, so a backlog in one
 does not hold up the others, and a run stops when its budget says so, whatever is left. A single
@@ -33,11 +36,12 @@ from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
 from .scheduler import Scheduler
+from .scripts import run_many
 
 log = logging.getLogger("delayq.sweep")
 
 SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
-TOPICS_PER_CALL = 64  # topics per Lua call (7 keys each)
+TOPICS_PER_CALL = 64  # topics per Lua call (9 keys each)
 
 
 class _LockLost(Exception):
@@ -87,7 +91,8 @@ class Sweeper:
         self.stop.set()
 
     def summary(self) -> dict[str, Any]:
-        keys = ("passes", "moved", "retried", "dead", "occurrences", "locks_taken", "locks_lost", "redis_errors")
+        keys = ["passes", "moved", "retried", "dead", "occurrences", "forgotten"]
+        keys += ["locks_taken", "locks_lost", "redis_errors"]
         return {key: self.counts[key] for key in keys}
 
     def sweep_once(self, budget: Budget | None = None) -> float:
@@ -184,7 +189,12 @@ class Sweeper:
         config = self.queue.settings.topics
         rules = [(topic, config.retrying(topic)) for topic in topics]
         call = calls.sweep(state.partition, rules, token=self.token, ttl_ms=self.lock_ttl_ms, limit=self.limit)
-        swept = call.run(self.queue.redis)
+        if topics:  # and, in the same round trip, the receipts no ack forgets (bounded, like the sweep)
+            forget = calls.forget(state.partition, rules, limit=self.limit)
+            swept, forgotten = run_many(self.queue.redis, [call, forget])
+            self.counts["forgotten"] += forgotten.forgotten
+        else:
+            swept = call.run(self.queue.redis)
         if not swept.held:
             raise _LockLost
         telemetry = self.queue.telemetry

@@ -19,7 +19,7 @@ def hash_tags(key: str) -> list[str]:
 
 
 def test_topic_keys_order():
-    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
+    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
 
 
 # ----------------------------------------------------------------------------- partition_tag
@@ -139,7 +139,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 8
+    assert len(keys) == len(TOPIC_KEYS) == 9
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 

@@ -8,7 +8,7 @@ ready    from the head of the ready list, as a take reads it (LRANGE + LTRIM): t
          whose job is no longer queued is dropped too, as the take drops it
 dead     the oldest deaths first
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     'delayed', 'ready' or 'dead'
 ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
 Returns {cancelled, left}: how many jobs this call cancelled, how many are left in that state here.

@@ -8,7 +8,7 @@ paused past its lock's TTL learns here that it lost the lock, before it touches 
 
 KEYS[1]      the partition's _lock
 KEYS[2]      the partition's _topics set
-KEYS[3 ...]  eight keys per topic (keys.py TOPIC_KEYS)
+KEYS[3 ...]  nine keys per topic (keys.py TOPIC_KEYS)
 ARGV[1]      lock token
 ARGV[2]      lock TTL in ms, renewed by this call
 ARGV[3]      limit: at most this many jobs moved plus leases taken back in this call

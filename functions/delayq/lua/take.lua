@@ -18,9 +18,9 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS); its control hash says whether it is paused
-KEYS[9]     the partition's _seq counter (lease tokens of takes without an id)
-KEYS[10]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS); its control hash says whether it is paused
+KEYS[10]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[11]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -56,7 +56,7 @@ if take_id == '' then
   take_id = nil
 end
 local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
-if take_id and redis.call('ZREM', KEYS[10], take_id) == 1 then
+if take_id and redis.call('ZREM', KEYS[TOPIC_KEY_COUNT + 2], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
 end
 -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
@@ -87,7 +87,7 @@ end
 if #ids > 0 then
   -- Each lease's token: the take's id, else the next number of the partition's counter.
   local token = take_id
-  local seq = not take_id and redis.call('INCRBY', KEYS[9], #ids) - #ids
+  local seq = not take_id and redis.call('INCRBY', KEYS[TOPIC_KEY_COUNT + 1], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}

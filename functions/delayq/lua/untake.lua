@@ -9,8 +9,8 @@ list, queued, with the attempt the take counted taken back: no handler saw them.
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
 after all, leases nothing (take.lua). Records older than a day are dropped.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[9]     the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[10]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]
@@ -19,7 +19,7 @@ Returns the number of jobs put back.
 -- @include meta
 
 local K = topic_keys(1)
-local untaken = KEYS[9]
+local untaken = KEYS[TOPIC_KEY_COUNT + 1]
 local now = now_ms()
 local KEEP_MS = 86400000
 local CHUNK = 1000  -- ids per HMGET (unpack has a limit)
