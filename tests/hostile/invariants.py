@@ -23,9 +23,9 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
   ``_schedules_due``, and nothing is there without a progress;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (a receipt holds when its handler started there instead, after an attempt) (a number issued by the partition's ``_seq``, no two alike, or the id of the
-  consumer's take: ``t`` and 16 hex digits), run-at never before
-  the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
+  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of
+  the consumer's take: ``t`` and 16 hex digits; a receipt holds when its handler started there
+  instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
   failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
   have no attempt: a permanent failure found before any (a timeout no consume run can last).
 """
