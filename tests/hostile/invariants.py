@@ -22,12 +22,13 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   ``created_ms``; each has a progress in ``_schedule_state``, well formed (``generation|last|claim|outbox``);
   a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
   ``_schedules_due``, and nothing is there without a progress;
-- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of
-  the consumer's take: ``t`` and 16 hex digits; a receipt holds when its handler started there
-  instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
-  failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
-  have no attempt: a permanent failure found before any (a timeout no consume run can last).
+- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a
+  lease token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the
+  id of the consumer's take: ``t`` and 16 hex digits; a receipt holds when its handler started there
+  instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased
+  job, a last error behind every dead job and every failed attempt (a queued job with attempts, a
+  leased one past its first attempt). A dead job may have no attempt: a permanent failure found before
+  any (a timeout no consume run can last).
 """
 
 from __future__ import annotations
