@@ -199,6 +199,12 @@ def check_redis(client: redis.Redis, namespace: str, partitions: int = 1) -> dic
     return check(snap, namespace, partitions, now_ms=int(seconds) * 1000 + int(micros) // 1000)
 
 
+def unsettled(jobs: dict[tuple[str, str], StoredJob]) -> dict[tuple[str, str], StoredJob]:
+    """The jobs of ``jobs`` (a ``check``'s answer) that are not receipts of jobs that succeeded: what a
+    run that should have settled everything left behind."""
+    return {key: job for key, job in jobs.items() if job.state != "d"}
+
+
 def topic_of_key(key: str, keyspace: Keyspace) -> tuple[Partition, str, str] | None:
     """(partition, topic, kind) of a topic key; ``None`` for any other key."""
     for p in keyspace.partitions:
