@@ -78,15 +78,16 @@ class Enqueued(NamedTuple):
 def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool = False) -> Call[Enqueued]:
     """Creates ``writes`` (all of ``partition``) in one atomic step, refusing jobs that exist; with
     ``replace``, replaces them instead, unless leased."""
-    groups: dict[str, int] = {}
+    groups: dict[str, str] = {}
     keys = [partition.topics]
-    args: list[Arg] = []
+    lines: list[Arg] = []
     for write in writes:
-        if write.topic not in groups:
-            groups[write.topic] = len(groups) + 1
+        group = groups.get(write.topic)
+        if group is None:
+            group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.topic_keys(write.topic))
-        args += [groups[write.topic], write.id, write.body, write.at, write.overrides]
-    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *args], _enqueued)
+        lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
+    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *lines], _enqueued)
 
 
 def _enqueued(reply: list[int]) -> Enqueued:
@@ -138,16 +139,22 @@ def take(
     longest_ms: int = -1,
     run_ms: int = -1,
     take_id: str | None = None,
+    rate: tuple[int, int] | None = None,
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
     with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
-    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number."""
+    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
+    With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
+    others stay ready, and ``next_in_ms`` is at most the wait for the next start."""
     keys = [*partition.topic_keys(topic), partition.seq]
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
     if take_id is not None:
         keys.append(partition.untaken)
-        args.append(take_id)
+    if take_id is not None or rate is not None:
+        args.append(take_id or "")
+    if rate is not None:
+        args += rate
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
@@ -328,6 +335,21 @@ def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool 
     while it waits for its first run-at (else ``NOT_FOUND``): a schedule's occurrence not started yet."""
     args: list[Arg] = [job_id, "pending"] if pending_only else [job_id]
     return Call(Scripts.cancel, partition.topic_keys(topic), args, int)
+
+
+class CancelledAll(NamedTuple):
+    cancelled: int  # jobs this call cancelled
+    left: int  # jobs left in that state in the partition
+
+
+def cancel_all(partition: Partition, topic: str, state: str, limit: int) -> Call[CancelledAll]:
+    """Cancels ``topic``'s jobs in ``state`` ('delayed', 'ready', 'dead') in this partition, reading at
+    most ``limit`` of them (ready: jobs and holes) from the front of that state's order."""
+    return Call(Scripts.cancel_all, partition.topic_keys(topic), [state, limit], _cancelled_all)
+
+
+def _cancelled_all(reply: list[int]) -> CancelledAll:
+    return CancelledAll(int(reply[0]), int(reply[1]))
 
 
 # ------------------------------------------------------------------------------------ topics

@@ -36,7 +36,8 @@ Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every scr
     {ns}:{tag}:{topic}:errors   hash     id -> last error
     {ns}:{tag}:{topic}:control  hash     the topic's switch and counters here: ``paused`` (1 while
                                          paused), ``tail`` (ids ever pushed at the ready list's tail),
-                                         ``holes`` (ids of cancelled jobs left as holes in that list)
+                                         ``holes`` (ids of cancelled jobs left as holes in that list),
+                                         ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua)
     {ns}:{tag}:{topic}:done     zset     id -> when it succeeded (ms): receipts, kept ``keep_done`` s
                                          (their meta is the compact ``d`` form; body and error dropped)
 

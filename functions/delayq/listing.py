@@ -38,6 +38,8 @@ SCORED: dict[str, tuple[str, bool]] = {
     "done": ("done", True),
 }
 READY = "ready"
+CancellableState = Literal["delayed", "ready", "dead"]  # the states whose jobs can be cancelled all at once
+CANCELLABLE: tuple[str, ...] = get_args(CancellableState)
 TOPICS = "topics"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -105,6 +107,12 @@ def check_limit(limit: Any) -> int:
 def check_state(state: Any) -> str:
     if state not in STATES:
         raise InvalidField("state", f"must be one of {', '.join(STATES)}")
+    return str(state)
+
+
+def check_cancellable(state: Any) -> str:
+    if state not in CANCELLABLE:
+        raise InvalidField("state", f"must be one of {', '.join(CANCELLABLE)}")
     return str(state)
 
 

@@ -181,6 +181,7 @@ class Scripts:
     fail = Script.load("fail")
     sweep = Script.load("sweep")
     cancel = Script.load("cancel")
+    cancel_all = Script.load("cancel_all")
     reschedule = Script.load("reschedule")
     replay = Script.load("replay")
     purge = Script.load("purge")

@@ -50,7 +50,7 @@ JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "zset"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes"}
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at"}
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset"}  # fmt: skip
