@@ -12,9 +12,10 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit)
   end
   local over = math.min(redis.call('ZCARD', K.done) - keep_max, limit - #ids)
   if over > 0 then
-    local popped = redis.call('ZPOPMIN', K.done, over)
-    for i = 1, #popped, 2 do
-      ids[#ids + 1] = popped[i]
+    local oldest = redis.call('ZRANGE', K.done, 0, over - 1)
+    redis.call('ZREM', K.done, unpack(oldest))
+    for _, id in ipairs(oldest) do
+      ids[#ids + 1] = id
     end
   end
   if #ids > 0 then
