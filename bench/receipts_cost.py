@@ -151,9 +151,13 @@ def main() -> None:
         medians = {
             keep: {key: statistics.median(run[key] for run in found) for key in found[0]}
             for keep, found in runs.items()
+            if found
         }
+        for key in ("cpu_us_per_job", "sys_us_per_job", "scripts_us_per_job") if medians else ():
+            paired = [on[key] - off[key] for on, off in zip(runs[True], runs[False], strict=True)]
+            print(f"  {key}: on minus off, round by round: {', '.join(f'{d:+.2f}' for d in paired)}")
         print(f"Redis {server.version}, {args.jobs:,} jobs a round at {args.rate:g}/s, {args.rounds} rounds (medians):")
-        for key in ("cpu_us_per_job", "sys_us_per_job", "scripts_us_per_job"):
+        for key in ("cpu_us_per_job", "sys_us_per_job", "scripts_us_per_job") if medians else ():
             off, on = medians[False][key], medians[True][key]
             print(f"  {key:20} receipts off {off:6.2f}  on {on:6.2f}  ({(on / off - 1) * 100:+.1f} %)")
         if args.receipts:
