@@ -152,6 +152,12 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
+def well_within_range(run_at_s: float, now_s: float) -> bool:
+    """Whether epoch seconds ``run_at_s`` are a valid run_at without rounding them to ms: from 0 to a
+    second short of 366 days after ``now_s`` (NaN is not)."""
+    return 0 <= run_at_s <= now_s + MAX_DELAY_S - 1
+
+
 class When(BaseModel):
     """``delay`` or ``run_at``, at most one of them; neither means now."""
 
@@ -168,7 +174,7 @@ class When(BaseModel):
         if isinstance(value, int | float) and not isinstance(value, bool):
             if isinstance(value, float) and not math.isfinite(value):
                 raise PydanticCustomError("run_at_type", NOT_A_TIME)
-            if 0 <= value <= time.time() + MAX_DELAY_S - 1:  # well within range: no need to round it to ms
+            if well_within_range(value, time.time()):
                 return value
             if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
                 message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
@@ -330,7 +336,7 @@ def plain_job(item: Any, now_s: float) -> tuple[str, str | None, str, int] | Non
             return topic, job_id, "d", 0
         if type(delay) in _NUMBERS and 0 <= delay <= MAX_DELAY_S:  # NaN and infinities fail the comparison
             return topic, job_id, "d", _ms(float(delay))
-    elif delay is None and type(run_at) in _NUMBERS and 0 <= run_at <= now_s + MAX_DELAY_S - 1:
+    elif delay is None and type(run_at) in _NUMBERS and well_within_range(run_at, now_s):
         return topic, job_id, "a", _ms(float(run_at))  # parse_run_at of a number in range
     return None
 
