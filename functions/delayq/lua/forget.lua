@@ -21,7 +21,7 @@ for g = 1, groups do
     break
   end
   local K = topic_keys(1 + (g - 1) * TOPIC_KEY_COUNT)
-  budget = budget - forget_receipts(K, now, tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1]), budget)
+  budget = budget - forget_receipts(K, now, tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1]), budget, 0, 0)
 end
 local forgotten = tonumber(ARGV[1]) - budget
 local more = 0
