@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from delayq import JobDone, JobExists, JobNotFound, Queue, calls
+from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue, calls
 from delayq.job import Refused, Scheduled
 
 from redis_support import Lua, Rules, server_ms
@@ -307,3 +307,20 @@ def test_keep_done_zero_forgets_at_once(make_queue: MakeQueue) -> None:
     with pytest.raises(JobNotFound):
         queue.get(T, "a")
     assert queue.stats(T).done == 0
+
+
+def test_the_done_listing_takes_only_its_own_cursors(queue: Queue) -> None:
+    for n in range(3):
+        done_job(queue, f"j{n}")
+    for n in range(3):
+        queue.enqueue(T, {}, id=f"r{n}", delay=0)
+    ready_cursor = queue.jobs(T, "ready", limit=1).next
+    done_cursor = queue.jobs(T, "done", limit=1).next
+    assert ready_cursor is not None
+    assert done_cursor is not None
+    with pytest.raises(InvalidField) as refused:
+        queue.jobs(T, "done", limit=1, cursor=ready_cursor)
+    assert refused.value.field == "cursor"
+    with pytest.raises(InvalidField):
+        queue.jobs(T, "ready", limit=1, cursor=done_cursor)
+    assert [job.id for job in queue.jobs(T, "done", limit=5, cursor=done_cursor).jobs] == ["j1", "j0"]
