@@ -68,9 +68,12 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk)
     end
     cut = cut + #entries
   end
-  -- Then, for the sweep, the expired: read in order until one is not.
+  -- Then, for the sweep, the expired: read in order until one is not, a few first (most passes find
+  -- none), twice as many each time after.
+  local batch = 8
   while expire and #gone < limit and dropped < limit do
-    local entries = redis.call('LRANGE', K.done, cut, cut + limit - #gone - 1)
+    local entries = redis.call('LRANGE', K.done, cut, cut + math.min(batch, limit - #gone) - 1)
+    batch = batch * 2
     local ids = {}
     for _, id in ipairs(entries) do
       if id ~= '' then
