@@ -89,6 +89,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert set(tokens) == {"a", "b"}
     assert restricted(calls.ack(p, "orders", Rules(keep_done_ms=60_000), [("b", tokens["b"], 5)])) == 1
     assert restricted(calls.inspect(p, "orders", "b")).state == "done"
+    assert [job.id for job in restricted(calls.jobs_done(p, "orders", limit=5, before=None)).jobs] == ["b"]
     assert restricted(calls.reschedule(p, "orders", "b", "d", 0)).code == -8
     assert restricted(calls.forget(p, [("orders", Rules(keep_done_ms=0))], limit=10)) == (1, False)
     assert restricted(calls.fail(p, "orders", rules, [Failure("a", tokens["a"], "boom")])) == (0, 1)

@@ -11,6 +11,7 @@ Returns 3 cancelled, -2 no such job (with 'pending': none that is pending)
 -- @include topic_keys
 -- @include meta
 -- @include queue
+-- @include receipts
 
 local K = topic_keys(1)
 local id = ARGV[1]
@@ -28,7 +29,7 @@ if state == 'q' then
 elseif state == 'l' then
   redis.call('ZREM', K.leased, id)
 elseif state == 'd' then
-  redis.call('ZREM', K.done, id)
+  remove_receipt(K, id)
 else
   redis.call('ZREM', K.dead, id)
 end

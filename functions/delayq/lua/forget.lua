@@ -1,7 +1,7 @@
 --[[
 forget: the sweep's share of forgetting receipts (includes/receipts.lua), so that they expire on
-time in topics that no ack visits: in some topics of a partition, receipts kept for their topic's
-keep_done or longer, then the oldest beyond its keep_done_max, at most `limit` in all.
+time: in some topics of a partition, the oldest receipts beyond the topic's keep_done_max, and those
+kept for its keep_done or longer, at most `limit` in all.
 
 KEYS[1 ...]  nine keys per topic (keys.py TOPIC_KEYS)
 ARGV[1]      limit: at most this many receipts forgotten in this call
@@ -21,7 +21,7 @@ for g = 1, groups do
     break
   end
   local K = topic_keys(1 + (g - 1) * TOPIC_KEY_COUNT)
-  budget = budget - forget_receipts(K, now, tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1]), budget, 0, 0)
+  budget = budget - forget_receipts(K, now, tonumber(ARGV[2 * g]), tonumber(ARGV[2 * g + 1]), budget, true, 0)
 end
 local forgotten = tonumber(ARGV[1]) - budget
 local more = 0
