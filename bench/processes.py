@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from systems import REPO, System, log
+from systems import System, log
 
 RESULT_PREFIX = "BENCH-RESULT "
 
@@ -31,13 +31,13 @@ class Worker:
 
 
 def child_env(system: System | None = None) -> dict[str, str]:
-    """The environment of the bench's processes; delayq's run this checkout's ``functions/``, whichever
-    checkout's ``.venv`` runs them (so a copy of another commit measures that commit's engine)."""
+    """The environment of the bench's processes; delayq's import their checkout's ``functions/``
+    (``System.checkout``: this one's, or a ``--compare`` checkout's) with this checkout's ``.venv``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELAYQ_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if system is not None and system.env == "delayq":
-        env["PYTHONPATH"] = str(REPO / "functions")
+        env["PYTHONPATH"] = system.checkout.pythonpath()
     return env
 
 

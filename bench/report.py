@@ -220,6 +220,17 @@ def markdown(run: dict[str, Any]) -> str:
     delayq = run["systems"].get("delayq")
     if delayq:
         lines += ["", "## delayq's own figures", "", *_delayq_lines(run, delayq)]
+    for other in meta.get("compare", []):
+        if delayq and other in run["systems"]:
+            checkouts = meta.get("checkouts", {})
+            lines += [
+                "",
+                f"## delayq against {other}",
+                "",
+                f"delayq: {checkouts.get('delayq', 'this checkout')}; {other}: {checkouts.get(other, '?')}.",
+                "",
+                *_ab_lines(delayq, run["systems"][other], other),
+            ]
     lines += ["", "## The physical limit: redis-benchmark on the same Redis", "", *_limit_lines(run)]
     notes = [f"- **{name}**: {s['notes']}" for name, s in run["systems"].items() if s.get("notes")]
     if notes:
@@ -291,6 +302,53 @@ def _delayq_lines(run: dict[str, Any], d: dict[str, Any]) -> list[str]:
             f"{_per_job(tuned['burst'], 'client_round_trips_per_job', 2)} round trips per job."
         )
     return lines
+
+
+AB_FIGURES = (  # (scenario, figure, what), for the A/B table of delayq against a --compare checkout
+    ("enqueue", "jobs_per_s", "enqueue, `enqueue_many` (jobs/s)"),
+    ("enqueue_api", "jobs_per_s", "enqueue, API handler (jobs/s)"),
+    ("sweep", "moved_per_s", "sweep: due jobs moved (jobs/s)"),
+    ("enqueue", "memory_bytes_per_job", "memory (B/job)"),
+    ("burst", "drain_jobs_per_s", "burst drain (jobs/s)"),
+    ("burst", "p50", "burst lateness p50 (ms)"),
+    ("burst", "p99", "burst lateness p99 (ms)"),
+    ("burst", "redis_cpu_us_per_job", "burst Redis CPU (µs/job)"),
+    ("burst", "commands_per_job", "burst Redis cmds/job"),
+    ("burst", "worker_cpu_us_per_job", "burst worker CPU (µs/job)"),
+    ("steady", "p50", "steady lateness p50 (ms)"),
+    ("steady", "p99", "steady lateness p99 (ms)"),
+    ("steady", "redis_cpu_us_per_job", "steady Redis CPU (µs/job)"),
+    ("steady", "commands_per_job", "steady Redis cmds/job"),
+)
+
+
+def _figure(system: dict[str, Any], scenario: str, key: str) -> float | None:
+    figures = system.get(scenario) or {}
+    value = (figures.get("lateness_ms") or {}).get(key) if key in ("p50", "p99") else figures.get(key)
+    return float(value) if isinstance(value, int | float) and not math.isnan(value) else None
+
+
+def _ab(value: float | None) -> str:
+    return _num(value, 1 if value is not None and abs(value) < 100 else 0)
+
+
+def _ab_lines(delayq: dict[str, Any], other: dict[str, Any], name: str) -> list[str]:
+    """delayq (this checkout) against another checkout's, figure by figure, with their ratio."""
+    rows = [f"| figure | delayq | {name} | delayq / {name} |", "|---|---:|---:|---:|"]
+    for scenario, key, what in AB_FIGURES:
+        a, b = _figure(delayq, scenario, key), _figure(other, scenario, key)
+        ratio = f"{a / b:.2f}" if a is not None and b else "-"
+        rows.append(f"| {what} | {_ab(a)} | {_ab(b)} | {ratio} |")
+    faults = f"lost/dup/early (burst · steady): delayq {_faults(delayq.get('burst'), delayq.get('steady'))}, "
+    return [
+        *rows,
+        "",
+        "Both sides ran the same adapter, `.venv`, settings and jobs, one after the other on the same Redis; "
+        "only the `functions/` they import differ. The burst's and the enqueue's ranges over the runs are in the "
+        "table above: a ratio within them is noise. "
+        + faults
+        + f"{name} {_faults(other.get('burst'), other.get('steady'))}.",
+    ]
 
 
 def _limit_lines(run: dict[str, Any]) -> list[str]:

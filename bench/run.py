@@ -2,6 +2,7 @@
 
     make bench                                   everything, the issue's figures (about half an hour)
     make bench BENCH_ARGS="--only delayq,arq --jobs 2000 --steady-seconds 5 --mem-jobs 10000"
+    make bench BENCH_ARGS="--only delayq --compare ../before"   this delayq and another checkout's, A/B
 
 Starts a private redis-server (a free port, no persistence, a temporary directory; stopped by pid at
 the end), measures the primitives a delay queue uses with redis-benchmark, then runs each system's
@@ -24,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,9 @@ from typing import Any
 from redis_server import PrivateRedis, physical_limits
 from report import markdown
 from scenarios import Context, run_system
-from systems import BENCH, BY_NAME, REPO, STATE, VENVS, System, ensure, log, versions
+from systems import BENCH, BY_NAME, HERE, REPO, STATE, VENVS, Checkout, System, ensure, log, versions
+
+LABEL = re.compile(r"[A-Za-z0-9._+-]+")
 
 
 def machine_facts() -> dict[str, Any]:
@@ -63,6 +67,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="comma-separated systems (default: all): " + ", ".join(BY_NAME))
     parser.add_argument("--skip", help="comma-separated systems to leave out")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CHECKOUT",
+        help="also measure this checkout's delayq as system delayq@<label>, beside delayq (repeatable)",
+    )
+    parser.add_argument(
+        "--compare-label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="the label of the n-th --compare (default: its short commit id)",
+    )
     parser.add_argument("--scenarios", default="limits,enqueue,burst,steady", help="any of limits,enqueue,burst,steady")
     parser.add_argument("--jobs", type=int, default=20_000, help="burst size (20,000)")
     parser.add_argument("--mem-jobs", type=int, default=100_000, help="jobs of the enqueue and memory figure (100,000)")
@@ -99,12 +118,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def select(args: argparse.Namespace) -> list[System]:
+    """The systems to run, in order; the ``--compare`` checkouts' delayq right after delayq."""
     names = [n.strip() for n in args.only.split(",")] if args.only else list(BY_NAME)
     unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         raise SystemExit(f"unknown system(s) {unknown}; known: {', '.join(BY_NAME)}")
     skip = {n.strip() for n in (args.skip or "").split(",") if n.strip()}
-    return [BY_NAME[n] for n in names if n not in skip]
+    systems = [BY_NAME[n] for n in names if n not in skip]
+    after = next((i + 1 for i, system in enumerate(systems) if system.name == "delayq"), 0)
+    return [*systems[:after], *compared(args.compare, args.compare_label), *systems[after:]]
+
+
+def compared(roots: list[Path], labels: list[str]) -> list[System]:
+    """delayq as it is, but importing each other checkout's ``functions/``: ``delayq@<label>``, the label
+    the checkout's short commit id unless ``--compare-label`` gives it (the n-th label the n-th checkout's)."""
+    if len(labels) > len(roots):
+        raise SystemExit(f"{len(labels)} --compare-label for {len(roots)} --compare")
+    bad = [label for label in labels if not LABEL.fullmatch(label)]
+    if bad:
+        raise SystemExit(f"--compare-label {bad[0]!r}: letters, digits and . _ + - only")
+    systems = []
+    for n, root in enumerate(roots):
+        checkout = Checkout.of(root)
+        systems.append(
+            replace(
+                BY_NAME["delayq"],
+                name=f"delayq@{labels[n] if n < len(labels) else checkout.commit}",
+                checkout=checkout,
+                label=f"{checkout.root}, {checkout.commit}",
+                notes=f"delayq as above (the same adapter, .venv and settings), importing {checkout.root}/functions "
+                f"(commit {checkout.commit}).",
+            )
+        )
+    names = [system.name for system in systems]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise SystemExit(f"two --compare checkouts would both be {twice[0]}: tell them apart with --compare-label")
+    return systems
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -172,6 +222,8 @@ def meta(
         "load_note": noisy,
         **{k: v for k, v in facts.items() if k != "slug"},
         "versions": versions(systems),
+        "checkouts": {s.name: f"{s.checkout.root} ({s.checkout.commit})" for s in systems if s.env == "delayq"},
+        "compare": [s.name for s in systems if s.checkout != HERE],
         "raw_records": str(rundir.relative_to(REPO)),
     }
 

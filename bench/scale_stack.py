@@ -3,7 +3,8 @@ Cluster), one side's delayq (a source tree), and that delayq's two loops as proc
 
 The servers are the tests' own (``tests/servers.py``): free ports, no persistence, a temporary
 directory, stopped by pid. Every process of a side runs with this checkout's ``.venv`` and the side's
-``functions/`` first on PYTHONPATH, so the same harness measures the engine of any checkout.
+``functions/`` first on PYTHONPATH (``systems.Checkout``, as ``make bench --compare`` runs its sides),
+so the same harness measures the engine of any checkout.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-PYTHON = REPO / ".venv" / "bin" / "python"
 sys.path.insert(0, str(REPO / "tests"))
 from processes import child_env  # noqa: E402 - the benchmark's environment for its processes
+from systems import PROJECT_PYTHON as PYTHON  # noqa: E402 - this checkout's .venv runs every side
+from systems import Checkout  # noqa: E402 - a side's source tree, and its PYTHONPATH
 
 from servers import RedisClusterServers, RedisServer  # noqa: E402 - the tests' private servers
 
@@ -71,24 +73,26 @@ def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
 
 @dataclass(frozen=True)
 class Side:
-    """One source tree whose delayq is measured: ``root/functions`` is what its processes import."""
+    """One source tree whose delayq is measured (``systems.Checkout``), named ``<directory>@<commit>``."""
 
-    root: Path
-    name: str
+    checkout: Checkout
 
     @classmethod
     def of(cls, root: Path) -> Side:
-        root = root.resolve()
-        if not (root / "functions" / "delayq" / "__init__.py").exists():
-            raise SystemExit(f"{root} holds no functions/delayq: not a delayq checkout")
-        commit = _git(root, "rev-parse", "--short", "HEAD") or "?"
-        dirty = "+dirty" if _git(root, "status", "--porcelain", "functions") else ""
-        return cls(root, f"{root.name}@{commit}{dirty}")
+        return cls(Checkout.of(root))
+
+    @property
+    def root(self) -> Path:
+        return self.checkout.root
+
+    @property
+    def name(self) -> str:
+        return f"{self.root.name}@{self.checkout.commit}"
 
     def env(self, store: Store, out: Path) -> dict[str, str]:
         """The environment of this side's processes on ``store``; handler starts go to ``out``."""
         env = child_env()
-        env["PYTHONPATH"] = os.pathsep.join([str(self.root / "functions"), str(BENCH)])
+        env["PYTHONPATH"] = self.checkout.pythonpath(BENCH)
         env["DELAYQ_REDIS_URL"] = store.url
         env["DELAYQ_REDIS_MODE"] = "cluster" if store.cluster else "standalone"
         env["DELAYQ_PARTITIONS"] = str(store.partitions)
@@ -165,10 +169,6 @@ def _tail(log: Path) -> str:
     """A failed process's last line (its error), then the end of its log."""
     text = log.read_text(errors="replace").strip()
     return f"{text.splitlines()[-1] if text else '(no output)'}\n{text[-3000:]}"
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def _proc_cpu_s(pid: int) -> float:

@@ -65,7 +65,7 @@ def scenario_enqueue(ctx: Context, system: System, out: dict[str, Any]) -> None:
     ctx.enqueue_rates[system.name] = figures["jobs_per_s"]
     if len(runs) > 1:
         log(f"{system.name}: enqueue runs {', '.join(f'{r:,.0f}' for r in figures['jobs_per_s_runs'])} jobs/s")
-    if system.name == "delayq":
+    if system.env == "delayq":  # delayq, and each --compare checkout's
         workdir = ctx.rundir / system.name / "enqueue"
         _enqueue_api(ctx, system, workdir, out)
         _sweep_rate(ctx, system, workdir, out)
@@ -117,7 +117,7 @@ def _enqueue_api(ctx: Context, system: System, workdir: Path, out: dict[str, Any
         "round_trips_per_job": answer["round_trips"] / n,
         "memory_bytes_per_job": (int(after["used_memory"]) - int(before["used_memory"])) / n,
     }
-    log(f"delayq: API handler POST /jobs/batch: {n / answer['seconds']:,.0f} jobs/s")
+    log(f"{system.name}: API handler POST /jobs/batch: {n / answer['seconds']:,.0f} jobs/s")
 
 
 def _sweep_rate(ctx: Context, system: System, workdir: Path, out: dict[str, Any]) -> None:
@@ -138,7 +138,7 @@ def _sweep_rate(ctx: Context, system: System, workdir: Path, out: dict[str, Any]
     }
     if answer["moved"] != jobs or answer["delayed_after"]:
         out.setdefault("warnings", []).append(f"sweep moved {answer['moved']} of {jobs} due jobs")
-    log(f"delayq: sweep moved {answer['moved']:,} due jobs in {answer['seconds'] * 1000:.1f} ms")
+    log(f"{system.name}: sweep moved {answer['moved']:,} due jobs in {answer['seconds'] * 1000:.1f} ms")
 
 
 def _finish(

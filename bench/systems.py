@@ -1,5 +1,6 @@
-"""The systems the bench compares (delayq and its peers), where the bench keeps its files, and how
-each system's environment is installed: once, then again only when its pins change.
+"""The systems the bench compares (delayq and its peers), the delayq checkouts it measures, where the
+bench keeps its files, and how each system's environment is installed: once, then again only when its
+pins change.
 
 To add a system: an adapter under ``bench/peers/`` (``bench/peers/common.py`` documents the protocol)
 and an entry in ``SYSTEMS``.
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,6 +30,42 @@ PROJECT_PYTHON = REPO / ".venv" / "bin" / "python"
 
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------- checkouts
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A source tree whose delayq is measured. Its processes run this checkout's ``.venv`` with the
+    tree's ``functions/`` first on PYTHONPATH (``pythonpath``), so the same harness measures the engine
+    of any checkout, unchanged (``make bench --compare``, ``make bench-scale --compare``)."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, root: Path) -> Checkout:
+        root = root.resolve()
+        if not (root / "functions" / "delayq" / "__init__.py").exists():
+            raise SystemExit(f"{root} holds no functions/delayq: not a delayq checkout")
+        return cls(root)
+
+    @cached_property
+    def commit(self) -> str:
+        """The short commit id, ``+dirty`` when its ``functions/`` has uncommitted changes."""
+        commit = _git(self.root, "rev-parse", "--short", "HEAD") or "?"
+        return commit + ("+dirty" if _git(self.root, "status", "--porcelain", "functions") else "")
+
+    def pythonpath(self, *more: Path) -> str:
+        """PYTHONPATH of this checkout's delayq processes: its ``functions/`` first, then ``more``."""
+        return os.pathsep.join(str(path) for path in (self.root / "functions", *more))
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False).stdout.strip()
+
+
+HERE = Checkout(REPO)
 
 
 # ------------------------------------------------------------------------------------- systems
@@ -43,6 +82,7 @@ class System:
     notes: str = ""
     early_tolerance_ms: float = 0.0
     fed: bool = False  # has a bulk call: its enqueue figure is fed the run's JSON batches (enqueue --batches)
+    checkout: Checkout = HERE  # env "delayq": whose functions/ its processes import
 
     def command(self) -> list[str]:
         if self.env == "node":

@@ -45,6 +45,7 @@ from common import (
     touch,
 )
 
+import delayq
 from delayq import Job, Queue, Scheduled, Settings, Topics
 from delayq.consumer import Consumer
 from delayq.job import EnqueueResult
@@ -52,6 +53,7 @@ from delayq.loop import Budget
 from delayq.sweeper import Sweeper
 
 REPO = Path(__file__).resolve().parents[2]
+FUNCTIONS = Path(delayq.__file__).resolve().parents[1]  # the checkout measured (PYTHONPATH), maybe not REPO's
 API_BATCH = 1000  # jobs per POST /jobs/batch: the API's limit
 
 # ------------------------------------------------------------------------------ round-trip counter
@@ -177,7 +179,7 @@ def cmd_enqueue_api(args: Any) -> None:
     os.environ["DELAYQ_TOPICS"] = json.dumps(topics_config())
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "delayq-bench")
-    sys.path.insert(0, str(REPO / "functions"))
+    sys.path.insert(0, str(FUNCTIONS))
     import enqueue  # noqa: PLC0415 - reads the environment set above
 
     ids = job_ids(args.prefix, args.jobs)
