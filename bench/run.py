@@ -33,7 +33,7 @@ from typing import Any
 from redis_server import PrivateRedis, physical_limits
 from report import markdown
 from scenarios import Context, run_system
-from systems import BENCH, BY_NAME, HERE, REPO, STATE, VENVS, Checkout, System, ensure, log, versions
+from systems import BENCH, BY_NAME, REPO, STATE, VENVS, Checkout, System, ensure, log, versions
 
 LABEL = re.compile(r"[A-Za-z0-9._+-]+")
 
@@ -223,7 +223,7 @@ def meta(
         **{k: v for k, v in facts.items() if k != "slug"},
         "versions": versions(systems),
         "checkouts": {s.name: f"{s.checkout.root} ({s.checkout.commit})" for s in systems if s.env == "delayq"},
-        "compare": [s.name for s in systems if s.checkout != HERE],
+        "compare": [s.name for s in systems if s.name not in BY_NAME],  # the --compare checkouts
         "raw_records": str(rundir.relative_to(REPO)),
     }
 
