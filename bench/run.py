@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="CHECKOUT",
-        help="also measure this checkout's delayq as system delayq@<label>, beside delayq (repeatable)",
+        help="also measure the delayq of CHECKOUT (its functions/, this .venv) as system delayq@<label> (repeatable)",
     )
     parser.add_argument(
         "--compare-label",
