@@ -71,7 +71,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
     for write in writes:
         if write.topic not in groups:
             groups[write.topic] = len(groups) + 1
-            keys.extend(partition.topic_keys(write.topic))
+            keys.extend(partition.key_group(write.topic))
         args += [groups[write.topic], write.id, write.body, write.at, write.overrides]
     return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *args], _enqueued)
 
@@ -130,7 +130,7 @@ def take(
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
     with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
     that id is every lease's token and ``untake`` can undo the take; else each lease gets a number."""
-    keys = [*partition.topic_keys(topic), partition.seq]
+    keys = [*partition.key_group(topic), partition.seq]
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
     if take_id is not None:
         keys.append(partition.untaken)
@@ -157,13 +157,13 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
 def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:
     """Undoes takes whose reply was lost: their jobs go back to the head of the ready list, their
     attempt not counted, and a take that has not run yet will lease nothing. How many jobs went back."""
-    return Call(Scripts.untake, [*partition.topic_keys(topic), partition.untaken], take_ids, int)
+    return Call(Scripts.untake, [*partition.key_group(topic), partition.untaken], take_ids, int)
 
 
 def ack(partition: Partition, topic: str, leases: Iterable[tuple[str, str]]) -> Call[int]:
     """Jobs whose handler succeeded, as (id, lease token), are done and gone, if still leased with
     that token. How many were."""
-    return Call(Scripts.ack, partition.topic_keys(topic), list(chain.from_iterable(leases)), int)
+    return Call(Scripts.ack, partition.key_group(topic), list(chain.from_iterable(leases)), int)
 
 
 class Failure(NamedTuple):
@@ -188,7 +188,7 @@ def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[F
     for failure in failures:
         mode = PERMANENT if failure.permanent else RETRY
         args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms]
-    return Call(Scripts.fail, partition.topic_keys(topic), args, _failed)
+    return Call(Scripts.fail, partition.key_group(topic), args, _failed)
 
 
 def _failed(reply: list[int]) -> Failed:
@@ -227,7 +227,7 @@ def sweep(
     keys = [partition.lock, partition.topics]
     args: list[Arg] = [token, ttl_ms, limit]
     for topic, rules in topics:
-        keys += partition.topic_keys(topic)
+        keys += partition.key_group(topic)
         args += [rules.retries, rules.backoff_csv]
     return Call(Scripts.sweep, keys, args, _swept)
 
@@ -277,7 +277,7 @@ class Rescheduled(NamedTuple):
 
 def reschedule(partition: Partition, topic: str, job_id: str, when: str, value: int) -> Call[Rescheduled]:
     """A queued job's new run-at: ``when`` 'd', ``value`` ms from now; 'a', at epoch ms ``value``."""
-    return Call(Scripts.reschedule, partition.topic_keys(topic), [job_id, when, value], _rescheduled)
+    return Call(Scripts.reschedule, partition.key_group(topic), [job_id, when, value], _rescheduled)
 
 
 def _rescheduled(reply: list[int]) -> Rescheduled:
@@ -288,7 +288,7 @@ def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool 
     """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``. With ``pending_only``, only
     while it waits for its first run-at (else ``NOT_FOUND``): a schedule's occurrence not started yet."""
     args: list[Arg] = [job_id, "pending"] if pending_only else [job_id]
-    return Call(Scripts.cancel, partition.topic_keys(topic), args, int)
+    return Call(Scripts.cancel, partition.key_group(topic), args, int)
 
 
 # ------------------------------------------------------------------------------------ topics
@@ -317,7 +317,7 @@ def _stats(topic: str, reply: list[int]) -> TopicStats:
 def pause(partition: Partition, topic: str, paused: bool) -> Call[bool]:
     """Pauses (or resumes) ``topic`` in this partition: its takes lease nothing while paused. Whether
     it is paused now."""
-    return Call(Scripts.pause, [*partition.topic_keys(topic), partition.topics], ["1" if paused else "0", topic], bool)
+    return Call(Scripts.pause, partition.key_group(topic), ["1" if paused else "0", topic], bool)
 
 
 class Forecast(NamedTuple):
@@ -403,13 +403,13 @@ def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
 
 def replay(partition: Partition, topic: str, job_ids: Sequence[str]) -> Call[int]:
     """The dead jobs among ``job_ids`` are due now with fresh attempts; how many."""
-    return Call(Scripts.replay, partition.topic_keys(topic), ["ids", *job_ids], int)
+    return Call(Scripts.replay, partition.key_group(topic), ["ids", *job_ids], int)
 
 
 def replay_oldest(partition: Partition, topic: str, limit: int) -> Call[int]:
     """Up to ``limit`` dead jobs, oldest deaths first, are due now with fresh attempts; how many (0:
     none are left)."""
-    return Call(Scripts.replay, partition.topic_keys(topic), ["oldest", limit], int)
+    return Call(Scripts.replay, partition.key_group(topic), ["oldest", limit], int)
 
 
 def purge(partition: Partition, topic: str, limit: int) -> Call[int]:

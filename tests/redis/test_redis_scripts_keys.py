@@ -18,7 +18,7 @@ from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable, calls
 from delayq.calls import Failure
-from delayq.keys import SCHEDULE_KEYS, TOPIC_KEYS, Keyspace
+from delayq.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
 from delayq.queue import redis_errors
 from delayq.scripts import Call, Script, all_scripts
 
@@ -177,7 +177,7 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
 
     tags = {p.tag: p for p in queue.keys.partitions}
     shape = re.compile(rf"^{re.escape(namespace)}:\{{([^}}]+)\}}:(.+)$")
-    kinds = {"_topics", "_seq", "_lock", "_untaken", *SCHEDULE_KEYS} | {
+    kinds = {"_seq", "_lock", "_untaken", "_indexed", *TOPIC_INDEX_KEYS, *SCHEDULE_KEYS} | {
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))

@@ -5,12 +5,13 @@ A job is acknowledged only while it is still leased with the given token: the la
 attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
 nothing.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..12] the topic's key group (keys.py Partition.key_group)
 ARGV        pairs: id, lease token
 Returns the number of jobs acknowledged.
 ]]
 -- @include topic_keys
 -- @include meta
+-- @include topic_index
 
 local K = topic_keys(1)
 local ids = {}
@@ -31,5 +32,6 @@ if #done > 0 then
   redis.call('HDEL', K.meta, unpack(done))
   redis.call('HDEL', K.bodies, unpack(done))
   redis.call('HDEL', K.errors, unpack(done))
+  index_leased_exact(K)
 end
 return #done

@@ -8,7 +8,8 @@ paused past its lock's TTL learns here that it lost the lock, before it touches 
 
 KEYS[1]      the partition's _lock
 KEYS[2]      the partition's _topics set
-KEYS[3 ...]  eight keys per topic (keys.py TOPIC_KEYS)
+KEYS[3 ...]  a key group per topic (keys.py Partition.key_group); the sweep sets the partition's
+             topic index of each from its keys (topic_index.lua)
 ARGV[1]      lock token
 ARGV[2]      lock TTL in ms, renewed by this call
 ARGV[3]      limit: at most this many jobs moved plus leases taken back in this call
@@ -34,11 +35,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 
 local now = now_ms()
 local budget = tonumber(ARGV[3])
-local groups = (#KEYS - 2) / TOPIC_KEY_COUNT
+local groups = (#KEYS - 2) / KEY_GROUP_SIZE
 local counts = {}
 
 for g = 1, groups do
-  local K = topic_keys(3 + (g - 1) * TOPIC_KEY_COUNT)
+  local K = topic_keys(3 + (g - 1) * KEY_GROUP_SIZE)
   local moved, retried, dead = promote(K, now, budget), 0, 0
   budget = budget - moved
   if budget > 0 then
@@ -61,9 +62,8 @@ end
 
 local next_at = nil
 for g = 1, groups do
-  local K = topic_keys(3 + (g - 1) * TOPIC_KEY_COUNT)
-  for _, key in ipairs({K.delayed, K.leased}) do
-    local at = first_score(key)
+  local K = topic_keys(3 + (g - 1) * KEY_GROUP_SIZE)
+  for _, at in ipairs({index_delayed_exact(K) or false, index_leased_exact(K) or false}) do
     if at and (next_at == nil or at < next_at) then
       next_at = at
     end

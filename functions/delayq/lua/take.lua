@@ -18,9 +18,10 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS); its control hash says whether it is paused
-KEYS[9]     the partition's _seq counter (lease tokens of takes without an id)
-KEYS[10]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[1..12] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+            is paused; the take keeps the partition's topic index (topic_index.lua)
+KEYS[13]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[14]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -49,7 +50,7 @@ local longest = tonumber(ARGV[4])
 local run_limit = tonumber(ARGV[5])
 local take_id = ARGV[6]
 local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
-if take_id and redis.call('ZREM', KEYS[10], take_id) == 1 then
+if take_id and redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
 end
 -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
@@ -61,6 +62,7 @@ local dead = {}
 local ids = {}
 if count > 0 then
   ids = take_ready(K, count)
+  index_ready_exact(K)
 end
 if #ids < count then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
@@ -72,7 +74,7 @@ end
 if #ids > 0 then
   -- Each lease's token: the take's id, else the next number of the partition's counter.
   local token = take_id
-  local seq = not take_id and redis.call('INCRBY', KEYS[9], #ids) - #ids
+  local seq = not take_id and redis.call('INCRBY', KEYS[KEY_GROUP_SIZE + 1], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}
@@ -93,7 +95,7 @@ if #ids > 0 then
         end
       end
       if tonumber(run_at) > now then
-        redis.call('ZADD', K.delayed, run_at, id)
+        delay(K, id, tonumber(run_at))
       elseif run_limit >= 0 and timeout > run_limit then
         -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
         dead[#dead + 1] = id
@@ -124,16 +126,21 @@ if #ids > 0 then
   end
   if #leases > 0 then
     redis.call('ZADD', K.leased, unpack(leases))
+    local first = leases[1]
+    for n = 3, #leases, 2 do
+      first = math.min(first, leases[n])
+    end
+    index_leased(K, first)
   end
   if #updates > 0 then
     redis.call('HSET', K.meta, unpack(updates))
   end
-  for i = #put_back, 1, -1 do
-    redis.call('LPUSH', K.ready, put_back[i])
+  if #put_back > 0 then
+    push_ready_head(K, put_back, now)
   end
 end
 
-local next_at = first_score(K.delayed)
+local next_at = index_delayed_exact(K)
 if next_at then
   out[2] = math.max(0, next_at - now)
 end

@@ -9,17 +9,18 @@ list, queued, with the attempt the take counted taken back: no handler saw them.
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
 after all, leases nothing (take.lua). Records older than a day are dropped.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[9]     the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..12] the topic's key group (keys.py Partition.key_group)
+KEYS[13]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]
 -- @include time
 -- @include topic_keys
 -- @include meta
+-- @include topic_index
 
 local K = topic_keys(1)
-local untaken = KEYS[9]
+local untaken = KEYS[KEY_GROUP_SIZE + 1]
 local now = now_ms()
 local KEEP_MS = 86400000
 local CHUNK = 1000  -- ids per HMGET (unpack has a limit)
@@ -56,6 +57,10 @@ for i = #back, 1, -1 do  -- at the head in the order of the leased set (their de
   redis.call('HSET', K.meta, job.id, meta_encode(m))
   redis.call('ZREM', K.leased, job.id)
   redis.call('LPUSH', K.ready, job.id)
+end
+if #back > 0 then
+  index_ready(K, now)
+  index_leased_exact(K)
 end
 
 for _, take_id in ipairs(ARGV) do

@@ -8,12 +8,24 @@
 -- position (jobs_ready.lua): every job that stays ready is listed once, whatever moves meanwhile.
 -- control 'holes' counts the holes in the list, so that LLEN - holes is how many jobs are ready.
 
+-- @include time
+-- @include topic_index
+
 local HOLE = ''  -- no job id is empty
 
--- Pushes `ids` at the tail of the ready list, in order.
-local function push_ready(K, ids)
+-- Pushes `ids` at the tail of the ready list, in order (`now`: Redis' time in ms, read if not given).
+local function push_ready(K, ids, now)
   redis.call('RPUSH', K.ready, unpack(ids))
   redis.call('HINCRBY', K.control, 'tail', #ids)
+  index_ready(K, now or now_ms())
+end
+
+-- Puts `ids` back at the head of the ready list, the first of them first.
+local function push_ready_head(K, ids, now)
+  for i = #ids, 1, -1 do
+    redis.call('LPUSH', K.ready, ids[i])
+  end
+  index_ready(K, now)
 end
 
 -- Takes a job out of the ready list: popped when it is the head, else left as a hole.
@@ -54,25 +66,35 @@ local function take_ready(K, count)
   return ids
 end
 
+-- Adds a job to the delayed set (the index learns when it falls due).
+local function delay(K, id, run_at)
+  redis.call('ZADD', K.delayed, run_at, id)
+  index_delayed(K, run_at)
+end
+
 local function place(K, id, run_at, now)
   if run_at <= now then
-    push_ready(K, {id})
+    push_ready(K, {id}, now)
   else
-    redis.call('ZADD', K.delayed, run_at, id)
+    delay(K, id, run_at)
   end
 end
 
 local function unqueue(K, id)
   if redis.call('ZREM', K.delayed, id) == 0 then
     remove_ready(K, id)
+  else
+    index_delayed_exact(K)
   end
 end
 
--- Takes up to `limit` due jobs out of the delayed set and returns their ids, earliest first.
+-- Takes up to `limit` due jobs out of the delayed set and returns their ids, earliest first; the
+-- index then holds the set's new first run-at.
 local function take_due(K, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, limit)
   if #ids > 0 then
     redis.call('ZREM', K.delayed, unpack(ids))
+    index_delayed_exact(K)
   end
   return ids
 end
@@ -84,16 +106,7 @@ local function promote(K, now, limit)
   end
   local ids = take_due(K, now, limit)
   if #ids > 0 then
-    push_ready(K, ids)
+    push_ready(K, ids, now)
   end
   return #ids
-end
-
--- The score of the first member of a sorted set, or nil.
-local function first_score(key)
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if first[2] then
-    return tonumber(first[2])
-  end
-  return nil
 end

@@ -1,0 +1,61 @@
+-- The partition's index of its topics (keys.py TOPIC_INDEX_KEYS), kept by every script that adds to
+-- or removes from a topic's delayed set, ready list or leased set, so that the sweeper and the
+-- consumer find the topics with something due without visiting the others:
+--   _delayed  topic -> the earliest run-at in its delayed set (ms)
+--   _leases   topic -> the earliest lease deadline in its leased set (ms)
+--   _ready    topic -> when its ready list last went from empty to holding jobs (ms)
+-- A topic's score is never later than its first job's: an addition lowers it (ZADD LT), and a
+-- removal may leave it early until the next sweep or take of the topic sets it from the topic's own
+-- keys (index_*_exact), which costs one look at the topic, never a missed job. A topic that holds
+-- nothing there is absent.
+
+-- The score of the first member of a sorted set, or nil.
+local function first_score(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first[2] then
+    return tonumber(first[2])
+  end
+  return nil
+end
+
+-- A job of the topic falls due at `at` (ms): the index says so unless it knows an earlier one.
+local function index_delayed(K, at)
+  redis.call('ZADD', K.delayed_index, 'LT', at, K.name)
+end
+
+-- A job of the topic is leased until `at` (ms).
+local function index_leased(K, at)
+  redis.call('ZADD', K.leased_index, 'LT', at, K.name)
+end
+
+-- The topic's ready list holds jobs (since `now`, if it was empty).
+local function index_ready(K, now)
+  redis.call('ZADD', K.ready_index, 'NX', now, K.name)
+end
+
+-- Sets `index`'s score of the topic to the first score of its sorted set `key`; returns that score,
+-- or nil (and the topic leaves the index) if the set is empty.
+local function index_exact(K, index, key)
+  local at = first_score(key)
+  if at then
+    redis.call('ZADD', index, at, K.name)
+  else
+    redis.call('ZREM', index, K.name)
+  end
+  return at
+end
+
+local function index_delayed_exact(K)
+  return index_exact(K, K.delayed_index, K.delayed)
+end
+
+local function index_leased_exact(K)
+  return index_exact(K, K.leased_index, K.leased)
+end
+
+-- After a take: the topic leaves the ready index once its list is empty.
+local function index_ready_exact(K)
+  if redis.call('LLEN', K.ready) == 0 then
+    redis.call('ZREM', K.ready_index, K.name)
+  end
+end
