@@ -207,35 +207,46 @@ class SweptTopic(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Swept:
     """A sweep's reply. ``held``: the lock still held the token (else nothing was done). ``next_in_ms``:
-    until the next job falls due or lease expires in the topics swept (None: none). ``more``: the limit
-    was reached, sweep again. ``topics_known``: the partition's topics (more than the caller knows
-    means new ones). ``per_topic``: in the order of the topics given."""
+    until the partition's topic index next has work for the sweep (None: none). ``indexed``: the index
+    covers every topic (else walk them once, ``sweep(..., walked=True)`` last). ``due``: the topics with
+    work for the sweep now, the next call's. ``per_topic``: in the order of the topics given."""
 
     held: bool
     next_in_ms: int | None
-    more: bool
-    topics_known: int
+    indexed: bool
+    due: list[str]
     per_topic: list[SweptTopic]
 
 
 def sweep(
-    partition: Partition, topics: Sequence[tuple[str, Retrying]], *, token: str, ttl_ms: int, limit: int
+    partition: Partition,
+    topics: Sequence[tuple[str, Retrying]],
+    *,
+    token: str,
+    ttl_ms: int,
+    limit: int,
+    lag_ms: int = 0,
+    due_limit: int = 64,
+    walked: bool = False,
 ) -> Call[Swept]:
     """Under the partition's lock (held with ``token``, renewed for ``ttl_ms``): moves due jobs of
     ``topics`` to their ready lists and takes back expired leases by each topic's rules, at most
-    ``limit`` of both."""
-    keys = [partition.lock, partition.topics]
-    args: list[Arg] = [token, ttl_ms, limit]
+    ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms`` or a
+    lease expired. ``walked``: ``topics`` end a walk of every topic of the partition."""
+    keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.indexed]
+    args: list[Arg] = [token, ttl_ms, limit, lag_ms, due_limit, "1" if walked else "0"]
     for topic, rules in topics:
         keys += partition.key_group(topic)
         args += [rules.retries, rules.backoff_csv]
     return Call(Scripts.sweep, keys, args, _swept)
 
 
-def _swept(reply: list[int]) -> Swept:
-    code, next_in_ms, more, known, *counts = (int(value) for value in reply)
+def _swept(reply: list[Any]) -> Swept:
+    code, next_in_ms, indexed, due = (int(value) for value in reply[:4])
+    names = [str(name) for name in reply[4 : 4 + due]]
+    counts = [int(value) for value in reply[4 + due :]]
     per_topic = [SweptTopic(*counts[i : i + 3]) for i in range(0, len(counts), 3)]
-    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(more), known, per_topic)
+    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic)
 
 
 def unlock(partition: Partition, token: str) -> Call[bool]:
