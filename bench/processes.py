@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from systems import System, log
+from systems import REPO, System, log
 
 RESULT_PREFIX = "BENCH-RESULT "
 
@@ -30,10 +30,14 @@ class Worker:
     log_path: Path
 
 
-def child_env() -> dict[str, str]:
+def child_env(system: System | None = None) -> dict[str, str]:
+    """The environment of the bench's processes; delayq's run this checkout's ``functions/``, whichever
+    checkout's ``.venv`` runs them (so a copy of another commit measures that commit's engine)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELAYQ_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if system is not None and system.env == "delayq":
+        env["PYTHONPATH"] = str(REPO / "functions")
     return env
 
 
@@ -45,7 +49,7 @@ def run_adapter(system: System, url: str, args: list[str], log_path: Path, timeo
         out.write(("$ " + shlex.join(command) + "\n").encode())
         out.flush()
         proc = subprocess.run(
-            command, stdout=subprocess.PIPE, stderr=out, env=child_env(), timeout=timeout, check=False
+            command, stdout=subprocess.PIPE, stderr=out, env=child_env(system), timeout=timeout, check=False
         )
         out.write(proc.stdout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,7 +69,8 @@ def start_worker(system: System, url: str, workdir: Path, extra: list[str]) -> W
     handle = log_path.open("ab")
     handle.write(("$ " + shlex.join(command) + "\n").encode())
     handle.flush()
-    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+    env = child_env(system)
+    proc = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     handle.close()
     deadline = time.monotonic() + 60
     while not ready.exists():

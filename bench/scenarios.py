@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peers.common import PAYLOAD, QUEUE_NAME
 from processes import Worker, group_cpu_s, run_adapter, running_worker, stop_worker, wait_for
 from redis_server import PrivateRedis, delta
 from report import deliveries, read_jsonl
 from systems import System, log
+
+BATCH = 1000  # jobs per JSON batch of the enqueue figure: the API's limit, and BullMQ's addBulk chunk
 
 
 @dataclass
@@ -26,22 +29,35 @@ class Context:
     server: PrivateRedis
     rundir: Path
     enqueue_rates: dict[str, float] = field(default_factory=dict)
+    batches: Path | None = None  # the enqueue figure's JSON batches, written once, fed to every system with a bulk call
+
+    def enqueue_batches(self) -> Path:
+        """--mem-jobs jobs due in 1 h, a 100-byte body, as 1000-job JSON batches (``POST /jobs/batch``
+        bodies), one a line: every fed system's producer reads the same bytes."""
+        if self.batches is None:
+            due_s = round(time.time() + 3600, 3)
+            n = self.args.mem_jobs
+            self.batches = self.rundir / "batches.jsonl"
+            with self.batches.open("w") as out:
+                for start in range(0, n, BATCH):
+                    jobs = [
+                        {"topic": QUEUE_NAME, "id": f"m{i}", "body": PAYLOAD, "run_at": due_s}
+                        for i in range(start, min(n, start + BATCH))
+                    ]
+                    out.write(json.dumps({"jobs": jobs}, separators=(",", ":")) + "\n")
+        return self.batches
 
 
 def scenario_enqueue(ctx: Context, system: System, out: dict[str, Any]) -> None:
-    """Bulk enqueue of --mem-jobs jobs due in 1 h, no worker: enqueue jobs/s and Redis memory per job."""
+    """Bulk enqueue of --mem-jobs jobs due in 1 h, no worker: enqueue jobs/s and Redis memory per job.
+    Systems with a bulk call are fed the same 1000-job JSON batches (``Context.enqueue_batches``)."""
     server, n = ctx.server, ctx.args.mem_jobs
     workdir = ctx.rundir / system.name / "enqueue"
     workdir.mkdir(parents=True)
     server.flush()
     before = server.snapshot()
-    answer = run_adapter(
-        system,
-        server.url,
-        ["enqueue", "--jobs", str(n), "--delay-s", "3600", "--prefix", "m"],
-        workdir / "producer.log",
-        1800,
-    )
+    feed = ["--batches", str(ctx.enqueue_batches())] if system.fed else ["--jobs", str(n), "--delay-s", "3600"]
+    answer = run_adapter(system, server.url, ["enqueue", *feed, "--prefix", "m"], workdir / "producer.log", 1800)
     time.sleep(0.3)  # the producer's connection is gone
     after = server.snapshot()
     redis_side = delta(before, after, n)

@@ -42,6 +42,7 @@ class System:
     label: str = ""
     notes: str = ""
     early_tolerance_ms: float = 0.0
+    fed: bool = False  # has a bulk call: its enqueue figure is fed the run's JSON batches (enqueue --batches)
 
     def command(self) -> list[str]:
         if self.env == "node":
@@ -57,7 +58,8 @@ SYSTEMS = [
         "delayq_peer.py",
         label="topic defaults: concurrency 8, batch 100",
         notes="one consume process (`Consumer`, as `python -m delayq consume` runs it) and one sweep process; "
-        "DELAYQ_TICK 1 s (the default). Enqueue: one `Queue.enqueue_many` call.",
+        "DELAYQ_TICK 1 s (the default). Enqueue: one `Queue.enqueue_many` call per 1000-job JSON batch.",
+        fed=True,
     ),
     System(
         "delayq-tuned",
@@ -121,6 +123,7 @@ SYSTEMS = [
         "bullmq_peer.py",
         label="Worker concurrency 100",
         notes="`Queue.addBulk`, 1000 jobs per call, `delay`; one `Worker`, concurrency 100 (BullMQ's default is 1).",
+        fed=True,
     ),
     System(
         "bullmq-node",

@@ -1,19 +1,33 @@
 """bullmq's (Python) adapter of the benchmark (``.bench/venvs/bullmq``); the protocol is in ``common.py``.
 
 ``enqueue`` is ``Queue.addBulk``, ``--chunk`` (1000) jobs per call, each with ``jobId``, ``delay`` and
-``timestamp`` set so that timestamp + delay is the due time exactly. ``worker`` is one ``Worker``
+``timestamp`` set so that timestamp + delay is the due time exactly (with ``--batches``, one call per
+line of the file, the jobs of its JSON batch). ``worker`` is one ``Worker``
 with ``--concurrency`` (100; bullmq's default is 1) and bullmq's other defaults.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from typing import Any
 
 from bullmq import Queue, Worker
-from common import PAYLOAD, QUEUE_NAME, IdsWriter, Recorder, due_of, job_ids, now_ms, parser, result, steady_plan
+from common import (
+    PAYLOAD,
+    QUEUE_NAME,
+    IdsWriter,
+    Recorder,
+    due_of,
+    job_ids,
+    now_ms,
+    parser,
+    read_batches,
+    result,
+    steady_plan,
+)
 from common import touch as touch_file
 
 RECORDER = Recorder(None)
@@ -27,6 +41,9 @@ def options(job_id: str, due_ms: int) -> dict[str, Any]:
 
 
 async def enqueue(args: Any) -> None:
+    if args.batches:
+        await enqueue_fed(args)
+        return
     queue = Queue(QUEUE_NAME, {"connection": args.redis_url})
     ids = job_ids(args.prefix, args.jobs)
     due = due_of(args)
@@ -46,6 +63,26 @@ async def enqueue(args: Any) -> None:
     writer.close()
     await queue.close()
     result(jobs=args.jobs, seconds=seconds, chunk=chunk)
+
+
+async def enqueue_fed(args: Any) -> None:
+    """``enqueue --batches``: each line parsed and handed to one ``addBulk`` call."""
+    queue = Queue(QUEUE_NAME, {"connection": args.redis_url})
+    lines = read_batches(args.batches)
+    jobs = 0
+    started = time.perf_counter()
+    for line in lines:
+        batch = json.loads(line)["jobs"]
+        await queue.addBulk(
+            [
+                {"name": "noop", "data": {"body": job["body"]}, "opts": options(job["id"], round(job["run_at"] * 1000))}
+                for job in batch
+            ]
+        )
+        jobs += len(batch)
+    seconds = time.perf_counter() - started
+    await queue.close()
+    result(jobs=jobs, seconds=seconds, chunk=jobs // max(len(lines), 1))
 
 
 async def produce_steady(args: Any) -> None:

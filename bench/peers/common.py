@@ -6,6 +6,11 @@ The protocol, the same for every system (``bench/README.md``):
     <adapter> enqueue --jobs N (--due-ms T | --delay-s D) [--prefix b] [--ids FILE]
         bulk enqueue of N jobs with a 100-byte body, all due at T (epoch ms); ``--ids`` gets one
         ``{"id", "due_ms"}`` line per job
+    <adapter> enqueue --batches FILE
+        the same, fed: FILE holds one JSON batch per line, ``{"jobs": [{"topic", "id", "body",
+        "run_at"}, ...]}`` (the body of delayq's ``POST /jobs/batch``, ``run_at`` in epoch seconds);
+        the lines are read before the clock starts, then each is parsed and handed to the system's
+        bulk call in turn (adapters of systems with one: ``System.fed``)
     <adapter> worker --out FILE [--ready FILE]
         one worker with a no-op handler that appends ``{"id", "start_ms"}`` per delivery to FILE
         (one write(2) per line on an O_APPEND file: nothing is lost on SIGTERM or SIGKILL); runs
@@ -88,6 +93,11 @@ def due_of(args: argparse.Namespace) -> int:
     return round(now_ms() + args.delay_s * 1000)
 
 
+def read_batches(path: str) -> list[str]:
+    """The lines of an ``enqueue --batches`` file: each a JSON batch, parsed by the adapter while timed."""
+    return Path(path).read_text().splitlines()
+
+
 def job_ids(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 
@@ -131,7 +141,8 @@ def parser(description: str) -> tuple[argparse.ArgumentParser, Any, dict[str, ar
     subs: dict[str, argparse.ArgumentParser] = {}
 
     enqueue = subs["enqueue"] = commands.add_parser("enqueue", help="bulk enqueue N jobs due at one instant")
-    enqueue.add_argument("--jobs", type=int, required=True)
+    enqueue.add_argument("--jobs", type=int, help="how many jobs (without --batches)")
+    enqueue.add_argument("--batches", help="a file of JSON batches to enqueue, one per line, instead of --jobs")
     enqueue.add_argument("--due-ms", type=float)
     enqueue.add_argument("--delay-s", type=float, default=3600)
     enqueue.add_argument("--prefix", default="b")

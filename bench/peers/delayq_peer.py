@@ -38,6 +38,7 @@ from common import (
     now_ms,
     paced,
     parser,
+    read_batches,
     result,
     steady_plan,
     stop_on_sigterm,
@@ -110,6 +111,9 @@ def check(answers: list[tuple[int, Any]], ids: list[str], writer: IdsWriter) -> 
 
 
 def cmd_enqueue(args: Any) -> None:
+    if args.batches:
+        enqueue_fed(args)
+        return
     queue = make_queue(args.redis_url)
     ids = job_ids(args.prefix, args.jobs)
     jobs = job_dicts(ids, due_of(args))
@@ -125,6 +129,24 @@ def cmd_enqueue(args: Any) -> None:
     check([(r.status, r.run_at_ms if isinstance(r, Scheduled) else r) for r in results], ids, writer)
     writer.close()
     result(jobs=args.jobs, seconds=seconds, round_trips=ROUND_TRIPS[0] - before, chunk=chunk)
+
+
+def enqueue_fed(args: Any) -> None:
+    """``enqueue --batches``: each line parsed and handed to one ``Queue.enqueue_many`` call (one Lua call)."""
+    queue = make_queue(args.redis_url)
+    lines = read_batches(args.batches)
+    queue.ping()
+    before = ROUND_TRIPS[0]
+    jobs = refused = 0
+    started = time.perf_counter()
+    for line in lines:
+        results = queue.enqueue_many(json.loads(line)["jobs"])
+        jobs += len(results)
+        refused += sum(1 for r in results if r.status != 201)
+    seconds = time.perf_counter() - started
+    if refused:
+        raise SystemExit(f"{refused} jobs refused")
+    result(jobs=jobs, seconds=seconds, round_trips=ROUND_TRIPS[0] - before, chunk=jobs // max(len(lines), 1))
 
 
 class _Context:

@@ -25,6 +25,11 @@ def purged(count: int) -> dict[str, Any]:
     return {"purged": count}
 
 
+def cancelled(count: int) -> dict[str, Any]:
+    """``DELETE /topics/{topic}/jobs``."""
+    return {"cancelled": count}
+
+
 def paused(state: bool) -> dict[str, Any]:
     """``POST /topics/{topic}/pause`` and ``/resume``."""
     return {"paused": state}

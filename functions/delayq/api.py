@@ -44,6 +44,7 @@ from .listing import (
     MAX_CURSOR_CHARS,
     MAX_LIMIT,
     MAX_MINUTES,
+    CancellableState,
     JobState,
 )
 from .models import ID_PATTERN, MAX_BATCH, TOPIC_PATTERN, Batch, NewJob, PutJob, Replay, Reschedule, TopicJob, describe
@@ -64,6 +65,7 @@ Cursor = Annotated[
     str | None, Query(max_length=MAX_CURSOR_CHARS, description="The 'next' of the previous page; none for the first")
 ]
 State = Annotated[JobState, Query(description="Which of the topic's jobs")]
+CancelState = Annotated[CancellableState, Query(description="Which of the topic's jobs to cancel")]
 NamePath = Annotated[str, Path(pattern=SCHEDULE_NAME_PATTERN, description="Schedule name")]
 # Powertools keeps the request being resolved in class and instance attributes: one request at a time
 # per process (a Lambda serves one anyway; the local stack's server has a thread per connection).
@@ -181,6 +183,10 @@ class ReplayedOut(BaseModel):
 
 class PurgedOut(BaseModel):
     purged: int
+
+
+class CancelledOut(BaseModel):
+    cancelled: int
 
 
 class HealthOut(BaseModel):
@@ -390,6 +396,15 @@ def list_jobs(
     request: Request, topic: TopicPath, state: State, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
 ) -> Response[Any]:
     return _json(200, _queue(request).jobs(topic, state, limit, cursor).to_dict())
+
+
+@router.delete(
+    "/topics/<topic>/jobs",
+    summary="Cancel every job of the topic in one state (delayed, ready or dead), a bounded batch per Redis call",
+    responses=_responses(200, CancelledOut, 404, words={404: NO_TOPIC}),
+)
+def cancel_jobs(request: Request, topic: TopicPath, state: CancelState) -> Response[Any]:
+    return _json(200, answers.cancelled(_queue(request).cancel_all(topic, state)))
 
 
 @router.get(

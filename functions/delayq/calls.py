@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, NamedTuple, Protocol
 
 from .errors import Code
@@ -37,6 +36,20 @@ class Retrying(Protocol):
 
     @property
     def backoff_csv(self) -> str: ...
+
+
+class Keeping(Protocol):
+    """What the receipts of a topic's done jobs need of its config (``TopicConfig`` is one)."""
+
+    @property
+    def keep_done_ms(self) -> int: ...
+
+    @property
+    def keep_done_max(self) -> int: ...
+
+
+class Rules(Retrying, Keeping, Protocol):
+    """What settling a topic's attempts needs of its config."""
 
 
 # ------------------------------------------------------------------------------------ create
@@ -65,15 +78,16 @@ class Enqueued(NamedTuple):
 def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool = False) -> Call[Enqueued]:
     """Creates ``writes`` (all of ``partition``) in one atomic step, refusing jobs that exist; with
     ``replace``, replaces them instead, unless leased."""
-    groups: dict[str, int] = {}
+    groups: dict[str, str] = {}
     keys = [partition.topics]
-    args: list[Arg] = []
+    lines: list[Arg] = []
     for write in writes:
-        if write.topic not in groups:
-            groups[write.topic] = len(groups) + 1
+        group = groups.get(write.topic)
+        if group is None:
+            group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.key_group(write.topic))
-        args += [groups[write.topic], write.id, write.body, write.at, write.overrides]
-    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *args], _enqueued)
+        lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
+    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *lines], _enqueued)
 
 
 def _enqueued(reply: list[int]) -> Enqueued:
@@ -125,16 +139,22 @@ def take(
     longest_ms: int = -1,
     run_ms: int = -1,
     take_id: str | None = None,
+    rate: tuple[int, int] | None = None,
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
     with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
-    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number."""
+    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
+    With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
+    others stay ready, and ``next_in_ms`` is at most the wait for the next start."""
     keys = [*partition.key_group(topic), partition.seq]
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
     if take_id is not None:
         keys.append(partition.untaken)
-        args.append(take_id)
+    if take_id is not None or rate is not None:
+        args.append(take_id or "")
+    if rate is not None:
+        args += rate
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
@@ -160,10 +180,34 @@ def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[in
     return Call(Scripts.untake, [*partition.key_group(topic), partition.untaken], take_ids, int)
 
 
-def ack(partition: Partition, topic: str, leases: Iterable[tuple[str, str]]) -> Call[int]:
-    """Jobs whose handler succeeded, as (id, lease token), are done and gone, if still leased with
-    that token. How many were."""
-    return Call(Scripts.ack, partition.key_group(topic), list(chain.from_iterable(leases)), int)
+def ack(partition: Partition, topic: str, keeping: Keeping, leases: Iterable[tuple[str, str, int]]) -> Call[int]:
+    """Jobs whose handler succeeded, as (id, lease token, when the handler started in Redis ms), are
+    done, if still leased with that token: kept as receipts by ``keeping`` (a few expired receipts are
+    forgotten on the way). How many were."""
+    args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max]
+    for lease in leases:
+        args += lease
+    return Call(Scripts.ack, partition.key_group(topic), args, int)
+
+
+class Forgotten(NamedTuple):
+    forgotten: int  # receipts forgotten
+    more: bool  # the limit was reached: more may be left
+
+
+def forget(partition: Partition, topics: Sequence[tuple[str, Keeping]], *, limit: int) -> Call[Forgotten]:
+    """Forgets up to ``limit`` receipts of ``topics``: those kept for their topic's ``keep_done``, then
+    the oldest beyond its ``keep_done_max``."""
+    keys: list[str] = []
+    args: list[Arg] = [limit]
+    for topic, keeping in topics:
+        keys += partition.key_group(topic)
+        args += [keeping.keep_done_ms, keeping.keep_done_max]
+    return Call(Scripts.forget, keys, args, _forgotten)
+
+
+def _forgotten(reply: list[int]) -> Forgotten:
+    return Forgotten(int(reply[0]), bool(reply[1]))
 
 
 class Failure(NamedTuple):
@@ -231,9 +275,10 @@ def sweep(
 ) -> Call[Swept]:
     """Under the partition's lock (held with ``token``, renewed for ``ttl_ms``): moves due jobs of
     ``topics`` to their ready lists and takes back expired leases by each topic's rules, at most
-    ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms`` or a
-    lease expired. ``walked``: ``topics`` end a walk of every topic of the partition."""
-    keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.indexed]
+    ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms``, a
+    lease expired or receipts to forget. ``walked``: ``topics`` end a walk of every topic of the partition."""
+    keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.receipts_index]
+    keys.append(partition.indexed)
     args: list[Arg] = [token, ttl_ms, limit, lag_ms, due_limit, "1" if walked else "0"]
     for topic, rules in topics:
         keys += partition.key_group(topic)
@@ -263,10 +308,11 @@ def layout(keyspace: Keyspace) -> Call[int]:
 
 
 class Inspected(NamedTuple):
-    state: str  # delayed | ready | reserved | dead
+    state: str  # delayed | ready | reserved | dead | done
     meta: Meta
     body: Any
     last_error: str | None
+    done_at_ms: int | None = None  # a done job's
 
 
 def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
@@ -277,12 +323,13 @@ def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | N
 def _inspected(reply: list[Any] | None) -> Inspected | None:
     if not reply:
         return None
-    state, meta, body, last_error = reply
-    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error)
+    state, meta, body, last_error, *done_at = reply
+    done_at_ms = int(float(done_at[0])) if done_at else None
+    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error, done_at_ms)
 
 
 class Rescheduled(NamedTuple):
-    code: int  # Code.OK, or NOT_FOUND, RESERVED, DEAD
+    code: int  # Code.OK, or NOT_FOUND, RESERVED, DEAD, DONE
     run_at_ms: int
 
 
@@ -302,6 +349,21 @@ def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool 
     return Call(Scripts.cancel, partition.key_group(topic), args, int)
 
 
+class CancelledAll(NamedTuple):
+    cancelled: int  # jobs this call cancelled
+    left: int  # jobs left in that state in the partition
+
+
+def cancel_all(partition: Partition, topic: str, state: str, limit: int) -> Call[CancelledAll]:
+    """Cancels ``topic``'s jobs in ``state`` ('delayed', 'ready', 'dead') in this partition, reading at
+    most ``limit`` of them (ready: jobs and holes) from the front of that state's order."""
+    return Call(Scripts.cancel_all, partition.key_group(topic), [state, limit], _cancelled_all)
+
+
+def _cancelled_all(reply: list[int]) -> CancelledAll:
+    return CancelledAll(int(reply[0]), int(reply[1]))
+
+
 # ------------------------------------------------------------------------------------ topics
 
 
@@ -312,7 +374,7 @@ def stats(partition: Partition, topic: str) -> Call[TopicStats]:
 
 
 def _stats(topic: str, reply: list[int]) -> TopicStats:
-    delayed, ready, reserved, dead, next_at, paused, now, oldest = (int(value) for value in reply)
+    delayed, ready, reserved, dead, next_at, paused, now, oldest, done = (int(value) for value in reply)
     return TopicStats(
         topic,
         delayed,
@@ -322,6 +384,7 @@ def _stats(topic: str, reply: list[int]) -> TopicStats:
         next_at if next_at >= 0 else None,
         paused=bool(paused),
         oldest_ready_ms=max(0, now - oldest) if oldest >= 0 else 0,
+        done=done,
     )
 
 
@@ -362,7 +425,7 @@ class Listed(NamedTuple):
 def jobs_scored(
     partition: Partition, topic: str, kind: str, *, descending: bool, limit: int, after: tuple[int, str] | None
 ) -> Call[list[Listed]]:
-    """Up to ``limit`` jobs of ``topic`` in its ``kind`` sorted set ('delayed', 'leased', 'dead'),
+    """Up to ``limit`` jobs of ``topic`` in its ``kind`` sorted set ('delayed', 'leased', 'dead', 'done'),
     lowest score first (highest with ``descending``), after the (score, id) ``after``."""
     score, job_id = ("", "") if after is None else after
     args: list[Arg] = [kind, "desc" if descending else "asc", limit, score, job_id]

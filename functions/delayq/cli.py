@@ -6,6 +6,7 @@
     delayq dead     TOPIC [--limit N]                             dead jobs, newest first
     delayq replay   TOPIC [ID ...]                                dead jobs due again now (all without ids)
     delayq purge    TOPIC                                         dead jobs deleted for good
+    delayq cancel   TOPIC --state S [--yes]                       every job of the topic in one state cancelled
     delayq pause    TOPIC                                         no consumer starts the topic's jobs
     delayq resume   TOPIC                                         ... until this
     delayq forecast TOPIC [--minutes N] [--bucket S]              delayed jobs falling due, as a bar chart
@@ -14,8 +15,8 @@
 Tables for people by default (times in ISO-8601 UTC, bodies and errors cut short); ``--json`` prints
 exactly what the matching HTTP route answers (the same ``to_dict`` and ``answers``), errors too; with
 ``--all``, one page per line. Exit codes, for scripts: 0 done; 1 not found or nothing (no such job
-or topic, an empty list, nothing replayed or purged); 2 usage, or a value delayq refuses; 3 Redis
-unavailable.
+or topic, an empty list, nothing replayed, purged or cancelled); 2 usage, or a value delayq refuses (or
+a cancel not confirmed); 3 Redis unavailable.
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ from typing import Any, TextIO, TypeVar
 from . import answers
 from .errors import DelayqError, InvalidField, RedisUnavailable
 from .job import DeadJob, JobInfo, TopicStats
-from .listing import DEFAULT_BUCKET_S, DEFAULT_LIMIT, DEFAULT_MINUTES, STATES, Forecast, JobPage, TopicPage
+from .listing import (
+    CANCELLABLE,
+    DEFAULT_BUCKET_S,
+    DEFAULT_LIMIT,
+    DEFAULT_MINUTES,
+    STATES,
+    Forecast,
+    JobPage,
+    TopicPage,
+    check_cancellable,
+)
 from .queue import Queue
 from .recurring import ScheduleInfo
 from .schedule import iso_utc
@@ -43,7 +54,8 @@ SHORT_ERROR = 60  # of a last error
 BAR_WIDTH = 50  # characters of the forecast's longest bar
 
 EXIT_CODES = f"""exit codes: {OK} done; {NOTHING} not found or nothing (no such job or topic, an empty list,
-nothing replayed or purged); {USAGE} usage, or a value delayq refuses; {UNAVAILABLE} Redis unavailable"""
+nothing replayed, purged or cancelled); {USAGE} usage, or a value delayq refuses (or a cancel not confirmed);
+{UNAVAILABLE} Redis unavailable"""
 
 
 class Printer:
@@ -240,6 +252,31 @@ def purge(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     return OK if count else NOTHING
 
 
+def cancel(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    """Without ``--yes``, asks first (on a terminal; elsewhere it refuses, exit code 2, nothing done)."""
+    state = check_cancellable(args.state)
+    if not args.yes:
+        waiting = queue.stats(args.topic).to_dict()[state]
+        if waiting and not _confirmed(f"cancel {waiting} {state} job{'s' * (waiting != 1)} of {args.topic}? [y/N] "):
+            sys.stderr.write("delayq cancel: nothing cancelled (--yes cancels without asking)\n")
+            return USAGE
+    count = queue.cancel_all(args.topic, state)
+    if printer.as_json:
+        printer.json(answers.cancelled(count))
+    else:
+        printer.line(f"{count} {state} job{'s' * (count != 1)} of {args.topic} cancelled")
+    return OK if count else NOTHING
+
+
+def _confirmed(question: str) -> bool:
+    """Whether the person at the terminal answers yes to ``question``; never, without a terminal."""
+    if not sys.stdin.isatty():
+        return False
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def pause(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     queue.pause(args.topic)
     if printer.as_json:
@@ -345,6 +382,10 @@ COMMANDS: dict[str, Command] = {
                       "are due again now, with fresh attempts. POST /topics/{topic}/dead/replay."),
     "purge": Command(purge, "delete a topic's dead jobs", "Deletes every dead job of the topic for good. "
                      "DELETE /topics/{topic}/dead."),
+    "cancel": Command(cancel, "cancel every job of a topic in one state", "Cancels every job of the topic in one "
+                      "state (delayed, ready or dead): each is gone, as DELETE /jobs/{topic}/{id} leaves it. Asks "
+                      "first unless --yes is given; without a terminal to ask, --yes is needed. "
+                      "DELETE /topics/{topic}/jobs?state=S."),
     "pause": Command(pause, "stop consumers starting a topic's jobs", "From the next tick no consumer, anywhere, "
                      "starts a job of the topic. Jobs keep falling due (ready grows), creates are accepted, jobs "
                      "already started finish. Idempotent. POST /topics/{topic}/pause."),
@@ -374,6 +415,9 @@ def add_commands(commands: Any) -> None:
             parser.add_argument("id", metavar="ID")
         if name == "jobs":
             parser.add_argument("--state", required=True, choices=STATES, help="which of the topic's jobs")
+        if name == "cancel":
+            parser.add_argument("--state", required=True, choices=CANCELLABLE, help="which of the topic's jobs")
+            parser.add_argument("--yes", action="store_true", help="cancel without asking first")
         if name in ("topics", "jobs", "dead"):
             parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
         if name in ("topics", "jobs"):

@@ -8,7 +8,9 @@ every topic with free workers go out together as one pipeline (no MULTI), each i
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
 worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick.
+the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick. A topic
+with a rate takes no more jobs than its bucket in Redis holds starts (take.lua), and its take then
+answers when the next start is free: the lane waits that long (at most a tick), its jobs stay ready.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -109,6 +111,7 @@ class _Topic:
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
     lateness: list[int] = field(default_factory=_no_lateness)  # deliveries per bucket since the last record
+    rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
 
     @property
     def free(self) -> int:
@@ -337,6 +340,7 @@ class Consumer:
             log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
             target = failing_target(exc.message)
         topic = _Topic(name, config, target, Workers(f"delayq-{name}", config.concurrency, self._deliver))
+        topic.rate = config.rate_share(len(self.queue.keys))
         self._topics[name] = topic
         for partition in self.queue.keys.partitions:
             self._lanes.append(_Lane(topic, partition, self._settlement.lane(partition, name, config)))
@@ -402,6 +406,7 @@ class Consumer:
                     longest_ms=longest_ms,
                     run_ms=self._run_ms,
                     take_id=take_id,
+                    rate=topic.rate,
                 )
                 takes.append(_Take(lane, call, count, take_id))
         return takes
@@ -497,7 +502,10 @@ class Consumer:
                     self.counts["late_results"] += 1
                 elif error is None:
                     self.counts["succeeded"] += 1
-                    delivery.lane.pending.acks.append((job.id, delivery.token))
+                    # When the handler started, by Redis' clock: run-at plus lateness, which is Redis' time
+                    # at the take (not this machine's clock) plus what passed here since.
+                    started_at_ms = job.run_at_ms + round(lateness_ms)
+                    delivery.lane.pending.acks.append((job.id, delivery.token, started_at_ms))
                 else:
                     self.counts["failed"] += 1
                     failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms)

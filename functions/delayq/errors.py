@@ -23,6 +23,7 @@ class Code(IntEnum):
     LOCK_LOST = -5
     CHANGED = -6  # a schedule's progress is no longer the one read
     BUSY = -7  # a schedule's outbox is claimed by another caller
+    DONE = -8  # the job succeeded: only its receipt is left
 
 
 class DelayqError(Exception):
@@ -135,6 +136,20 @@ class JobDead(DelayqError):
         )
 
 
+class JobDone(DelayqError):
+    """The job succeeded and only its receipt is left: put it again to run it again."""
+
+    status = 409
+    error = "done"
+
+    def __init__(self, topic: str, job_id: str) -> None:
+        super().__init__(
+            f"job {job_id!r} of topic {topic!r} is done (only its receipt is kept); "
+            f"PUT /jobs/{topic}/{job_id} to run it again",
+            field="id",
+        )
+
+
 class RedisUnavailable(DelayqError):
     """Redis did not answer (503). Nothing was written, or the write is safe to retry."""
 
@@ -174,11 +189,12 @@ class ConfigError(DelayqError):
     error = "config"
 
 
-_BY_CODE: dict[int, type[JobNotFound | JobExists | JobReserved | JobDead]] = {
+_BY_CODE: dict[int, type[JobNotFound | JobExists | JobReserved | JobDead | JobDone]] = {
     Code.EXISTS: JobExists,
     Code.NOT_FOUND: JobNotFound,
     Code.RESERVED: JobReserved,
     Code.DEAD: JobDead,
+    Code.DONE: JobDone,
 }
 
 

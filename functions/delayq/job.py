@@ -5,8 +5,9 @@ A job's metadata is one string in its topic's ``meta`` hash, fields separated by
     state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
 
 ``state`` is ``q`` (queued: in ``delayed`` while waiting, in ``ready`` once due), ``l`` (leased to a
-consumer) or ``x`` (dead). The last three are per-job overrides of the topic's config, empty when the
-topic's value applies. ``lua/includes/meta.lua`` is the Lua side of this codec.
+consumer), ``x`` (dead) or ``d`` (done: a receipt, in ``done``; its ``lease_token`` field holds when
+the handler of its last attempt started, ms). The last three are per-job overrides of the topic's
+config, empty when the topic's value applies. ``lua/includes/meta.lua`` is the Lua side of this codec.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .errors import DelayqError, InvalidField
 from .lateness import NONE, Lateness
 from .schedule import iso_utc
 
-QUEUED, LEASED, DEAD = "q", "l", "x"
+QUEUED, LEASED, DEAD, DONE = "q", "l", "x", "d"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,11 @@ class Meta:
             backoff_ms=tuple(int(ms) for ms in backoff.split(",")) if backoff else None,
         )
 
+    @property
+    def started_at_ms(self) -> int | None:
+        """A done job's: when the handler of its attempt that succeeded started (Redis time)."""
+        return int(self.lease) if self.state == DONE else None
+
     def encode(self) -> str:
         return "|".join(
             (
@@ -86,23 +92,36 @@ class Meta:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it."""
+    """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it. A done job (a receipt) has no
+    body and no last error, and says when its handler started and when it succeeded."""
 
     topic: str
     id: str
-    state: str  # delayed | ready | reserved | dead
+    state: str  # delayed | ready | reserved | dead | done
     run_at_ms: int
     enqueued_at_ms: int
     attempts: int
     retries: int
     body: Any
     last_error: str | None
+    started_at_ms: int | None = None  # done jobs only
+    done_at_ms: int | None = None  # done jobs only
 
     @classmethod
     def of(
-        cls, topic: str, job_id: str, state: str, meta: Meta, *, body: Any, last_error: str | None, retries: int
+        cls,
+        topic: str,
+        job_id: str,
+        state: str,
+        meta: Meta,
+        *,
+        body: Any,
+        last_error: str | None,
+        retries: int,
+        done_at_ms: int | None = None,
     ) -> JobInfo:
-        """From what a script read; ``retries`` is the topic's, for a job without its own."""
+        """From what a script read; ``retries`` is the topic's, for a job without its own;
+        ``done_at_ms`` a done job's score in its topic's done set."""
         return cls(
             topic=topic,
             id=job_id,
@@ -113,10 +132,12 @@ class JobInfo:
             retries=meta.retries if meta.retries is not None else retries,
             body=body,
             last_error=last_error,
+            started_at_ms=meta.started_at_ms,
+            done_at_ms=done_at_ms,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "topic": self.topic,
             "id": self.id,
             "state": self.state,
@@ -128,6 +149,13 @@ class JobInfo:
             "body": self.body,
             "last_error": self.last_error,
         }
+        if self.started_at_ms is not None and self.done_at_ms is not None:
+            out |= {
+                "started_at_ms": self.started_at_ms,
+                "done_at": iso_utc(self.done_at_ms),
+                "done_at_ms": self.done_at_ms,
+            }
+        return out
 
 
 @dataclass(slots=True)
@@ -174,8 +202,8 @@ EnqueueResult = Scheduled | Refused  # each answer of ``Queue.enqueue_many``: ``
 
 @dataclass(frozen=True, slots=True)
 class TopicStats:
-    """A topic's counts by state, its next run-at, whether it is paused, and how long ago (Redis
-    time) the job that has waited longest since it fell due did (0: none is due)."""
+    """A topic's counts by state (``done``: receipts kept), its next run-at, whether it is paused, and
+    how long ago (Redis time) the job that has waited longest since it fell due did (0: none is due)."""
 
     topic: str
     delayed: int
@@ -186,11 +214,12 @@ class TopicStats:
     paused: bool = False
     oldest_ready_ms: int = 0
     lateness: Lateness = NONE  # of the recent deliveries (delayq.lateness)
+    done: int = 0
 
     @property
     def jobs(self) -> int:
-        """Every job the topic holds, in any state."""
-        return self.delayed + self.ready + self.reserved + self.dead
+        """Every job the topic holds, in any state (receipts of done jobs included)."""
+        return self.delayed + self.ready + self.reserved + self.dead + self.done
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,6 +228,7 @@ class TopicStats:
             "ready": self.ready,
             "reserved": self.reserved,
             "dead": self.dead,
+            "done": self.done,
             "next_run_at_ms": self.next_run_at_ms,
             "next_run_at": None if self.next_run_at_ms is None else iso_utc(self.next_run_at_ms),
             "paused": self.paused,

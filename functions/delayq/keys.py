@@ -16,7 +16,8 @@ Per partition::
     {ns}:{tag}:_delayed         zset     topic -> the earliest run-at in its delayed set (ms)
     {ns}:{tag}:_leases          zset     topic -> the earliest lease deadline in its leased set (ms)
     {ns}:{tag}:_ready           zset     topic -> when its ready list last started holding jobs (ms)
-    {ns}:{tag}:_indexed         string   set once the three indexes above cover every topic
+    {ns}:{tag}:_receipts        zset     topic -> when its first receipt of a done job expires (ms)
+    {ns}:{tag}:_indexed         string   set once the four indexes above cover every topic
     {ns}:{tag}:_seq             string   counter for lease tokens (takes without an id)
     {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
     {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
@@ -40,7 +41,10 @@ Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every scr
     {ns}:{tag}:{topic}:errors   hash     id -> last error
     {ns}:{tag}:{topic}:control  hash     the topic's switch and counters here: ``paused`` (1 while
                                          paused), ``tail`` (ids ever pushed at the ready list's tail),
-                                         ``holes`` (ids of cancelled jobs left as holes in that list)
+                                         ``holes`` (ids of cancelled jobs left as holes in that list),
+                                         ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua)
+    {ns}:{tag}:{topic}:done     zset     id -> when it succeeded (ms): receipts, kept ``keep_done`` s
+                                         (their meta is the compact ``d`` form; body and error dropped)
 
 A ready job's place in the list never changes while it stays ready: a job cancelled (or rescheduled,
 or replaced) while ready leaves a hole instead of being removed, and the take drops holes as it reaches
@@ -51,7 +55,7 @@ Per topic, in one partition chosen by its name (``Keyspace.for_topic``), outside
 
     {ns}:{tag}:{topic}:lateness hash     "<minute>:<bucket>" -> deliveries: recent lateness (lateness.py)
 
-The three indexes (``TOPIC_INDEX_KEYS``, with ``_topics``) follow a topic's keys in the key group of
+The four indexes (``TOPIC_INDEX_KEYS``, with ``_topics``) follow a topic's keys in the key group of
 every script that changes the topic (``Partition.key_group``), which keeps them
 (``lua/includes/topic_index.lua``): the sweeper and the consumer read them to find the topics that have
 something due, without visiting the others.
@@ -67,8 +71,8 @@ from functools import cached_property
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
-TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_leases", "_ready")
+TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
+TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_leases", "_ready", "_receipts")
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 
@@ -126,6 +130,10 @@ class Partition:
     @property
     def ready_index(self) -> str:
         return self.prefix + "_ready"
+
+    @property
+    def receipts_index(self) -> str:
+        return self.prefix + "_receipts"
 
     @property
     def indexed(self) -> str:

@@ -28,15 +28,18 @@ from .errors import InvalidField
 from .job import JobInfo, TopicStats
 from .models import ID_RE, TOPIC_RE
 
-JobState = Literal["delayed", "ready", "reserved", "dead"]  # the states a topic's jobs are listed by
+JobState = Literal["delayed", "ready", "reserved", "dead", "done"]  # the states a topic's jobs are listed by
 STATES: tuple[str, ...] = get_args(JobState)
 # The sorted set that keeps each state's jobs (keys.py), and whether its pages go newest first.
 SCORED: dict[str, tuple[str, bool]] = {
     "delayed": ("delayed", False),
     "reserved": ("leased", False),
     "dead": ("dead", True),
+    "done": ("done", True),
 }
 READY = "ready"
+CancellableState = Literal["delayed", "ready", "dead"]  # the states whose jobs can be cancelled all at once
+CANCELLABLE: tuple[str, ...] = get_args(CancellableState)
 TOPICS = "topics"
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -104,6 +107,12 @@ def check_limit(limit: Any) -> int:
 def check_state(state: Any) -> str:
     if state not in STATES:
         raise InvalidField("state", f"must be one of {', '.join(STATES)}")
+    return str(state)
+
+
+def check_cancellable(state: Any) -> str:
+    if state not in CANCELLABLE:
+        raise InvalidField("state", f"must be one of {', '.join(CANCELLABLE)}")
     return str(state)
 
 

@@ -239,8 +239,8 @@ def _stats_of(queue: Queue, topics: Sequence[str]) -> Iterable[TopicStats]:
     n = len(partitions)
     for i, topic in enumerate(topics):
         mine = parts[i * n : (i + 1) * n]
-        delayed, ready, reserved, dead = (sum(getattr(part, state) for part in mine) for state in STATES)
-        yield TopicStats(topic, delayed, ready, reserved, dead, next_run_at_ms=None)
+        delayed, ready, reserved, dead, done = (sum(getattr(part, state) for part in mine) for state in STATES)
+        yield TopicStats(topic, delayed, ready, reserved, dead, next_run_at_ms=None, done=done)
 
 
 # ------------------------------------------------------------------------------------ the page

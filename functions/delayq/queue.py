@@ -1,7 +1,7 @@
 """``delayq.Queue``: the Python client, and the core the HTTP API calls.
 
 Same rules and errors as the HTTP API, as exceptions: ``InvalidField`` (422), ``TooLarge`` (413),
-``JobExists``/``JobReserved``/``JobDead`` (409), ``JobNotFound`` (404), ``RedisUnavailable`` (503).
+``JobExists``/``JobReserved``/``JobDead``/``JobDone`` (409), ``JobNotFound`` (404), ``RedisUnavailable`` (503).
 Every write is one Lua call per partition, so it is whole or absent.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import secrets
 import threading
-from collections import Counter, defaultdict, deque
+import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ from .listing import (
     JobPage,
     TopicPage,
     buckets,
+    check_cancellable,
     check_limit,
     check_state,
     encode_cursor,
@@ -74,6 +76,7 @@ from .models import (
     Reschedule,
     body_json,
     invalid,
+    plain_job,
     same_as_path,
     validate_new_job,
 )
@@ -263,12 +266,14 @@ class Queue:
         fields = _fields(
             topic=topic, id=id, body=body, delay=delay, run_at=run_at, retries=retries, timeout=timeout, backoff=backoff
         )
-        return self.create(validate_new_job(fields))
+        return self._create(self._job_write(fields, _lazy_ids(1), time.time()))
 
     def create(self, job: NewJob) -> Scheduled:
         """Create a validated job (the API's ``POST /jobs``)."""
-        write = self._prepare(job, job.topic, job.id or new_id())
-        code, run_at_ms = self._write([write])[0]
+        return self._create(self._prepare(job, job.topic, job.id or new_id()))
+
+    def _create(self, write: JobWrite) -> Scheduled:
+        (code,), (run_at_ms,) = self._write([write])
         if code < 0:
             raise code_error(code, write.topic, write.id)
         self.telemetry.count("Enqueued", write.topic)
@@ -302,7 +307,7 @@ class Queue:
         same_as_path("topic", job.topic, topic)
         same_as_path("id", job.id, job_id)
         write = self._prepare(job, topic, job_id)
-        code, run_at_ms = self._write([write], replace=True)[0]
+        (code,), (run_at_ms,) = self._write([write], replace=True)
         if code < 0:
             raise code_error(code, topic, job_id)
         self.telemetry.count("Enqueued", topic)
@@ -328,7 +333,7 @@ class Queue:
             return self._answers(batch, self._write(batch.writes))
         failed = threading.Event()
 
-        def write(writes: list[JobWrite]) -> list[tuple[int, int]]:  # in the writer thread, in chunk order
+        def write(writes: list[JobWrite]) -> calls.Enqueued:  # in the writer thread, in chunk order
             if failed.is_set():
                 raise RedisUnavailable(f"{self._server()} is unavailable: an earlier chunk failed")
             try:
@@ -338,7 +343,7 @@ class Queue:
                 raise
 
         results: list[EnqueueResult] = []
-        in_flight: deque[tuple[_Batch, Future[list[tuple[int, int]]]]] = deque()
+        in_flight: deque[tuple[_Batch, Future[calls.Enqueued]]] = deque()
         with ThreadPoolExecutor(1, thread_name_prefix="delayq-writer") as writer:
             for chunk in chain((first, second), chunks):
                 batch = self._validate_chunk(chunk)
@@ -355,25 +360,36 @@ class Queue:
         """Validates each job: the writes of the valid ones, the answers (422) of the others."""
         batch = _Batch(results=[None] * len(items))
         fresh = _lazy_ids(len(items))
+        now_s = time.time()
         for i, item in enumerate(items):
             try:
-                job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
-                batch.writes.append(self._prepare(job, job.topic, job.id or next(fresh)))
+                batch.writes.append(self._job_write(item, fresh, now_s))
                 batch.positions.append(i)
             except InvalidField as exc:
                 batch.results[i] = Refused(_item_id(item), exc)
         return batch
 
-    def _answers(self, batch: _Batch, codes: list[tuple[int, int]]) -> list[EnqueueResult]:
+    def _job_write(self, item: Any, fresh: Iterator[str], now_s: float) -> JobWrite:
+        """A job as given to ``enqueue_many`` (or ``enqueue``), validated and ready to write; its id
+        from ``fresh`` when it has none. ``InvalidField`` naming what is wrong."""
+        plain = plain_job(item, now_s)
+        if plain is None:  # any other shape, or something wrong: the model decides
+            job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
+            return self._prepare(job, job.topic, job.id or next(fresh))
+        topic, job_id, when, value = plain
+        self.topic_config(topic)  # UnknownTopic, as _prepare
+        return JobWrite(topic, job_id or next(fresh), body_json(item.get("body")), f"{when}{value}", NO_OVERRIDES)
+
+    def _answers(self, batch: _Batch, written: calls.Enqueued) -> list[EnqueueResult]:
         """The batch's answers, in order, with what the script answered for each write."""
         results = batch.results
-        created: Counter[str] = Counter()
-        for i, write, (code, run_at_ms) in zip(batch.positions, batch.writes, codes, strict=True):
+        created: dict[str, int] = {}
+        for i, write, code, run_at_ms in zip(batch.positions, batch.writes, *written, strict=True):
             if code < 0:
                 results[i] = Refused(write.id, code_error(code, write.topic, write.id))
             else:
-                created[write.topic] += 1
-                results[i] = Scheduled(write.topic, write.id, run_at_ms, created=True)
+                created[write.topic] = created.get(write.topic, 0) + 1
+                results[i] = Scheduled(write.topic, write.id, run_at_ms, True)
         for topic, count in created.items():
             self.telemetry.count("Enqueued", topic, count)
         return cast(list[EnqueueResult], results)  # every job is answered by now
@@ -384,26 +400,34 @@ class Queue:
         overrides = encode_overrides(job, config)
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
-    def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> list[tuple[int, int]]:
-        """Run the enqueue script for ``writes``: one call per partition and chunk. (code, run-at ms)
-        of each, in order. ``replace``: create or replace, else create, refusing existing jobs."""
-        by_partition: dict[Partition, list[int]] = defaultdict(list)
-        for i, write in enumerate(writes):
-            by_partition[self.keys.for_job(write.topic, write.id)].append(i)
-        sends: list[tuple[list[int], Call[calls.Enqueued]]] = []
-        for partition, indexes in by_partition.items():
+    def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> calls.Enqueued:
+        """Run the enqueue script for ``writes``: one call per partition and chunk. The code and run-at
+        ms of each, in order. ``replace``: create or replace, else create, refusing existing jobs."""
+        partitions = self.keys.partitions
+        by_partition: dict[int, Sequence[int]]
+        if len(partitions) == 1:  # every job's (keys.for_job), without hashing each
+            by_partition = {0: range(len(writes))}
+        else:
+            by_partition = defaultdict(list)
+            for i, write in enumerate(writes):
+                cast(list[int], by_partition[self.keys.for_job(write.topic, write.id).index]).append(i)
+        sends: list[tuple[Sequence[int], Call[calls.Enqueued]]] = []
+        for index, indexes in by_partition.items():
             for start in range(0, len(indexes), WRITE_CHUNK):
                 chunk = indexes[start : start + WRITE_CHUNK]
-                sends.append((chunk, calls.enqueue(partition, [writes[i] for i in chunk], replace=replace)))
-        answers: list[tuple[int, int]] = [(0, 0)] * len(writes)
+                sends.append((chunk, calls.enqueue(partitions[index], [writes[i] for i in chunk], replace=replace)))
+        if len(sends) == 1 and len(sends[0][0]) == len(writes):  # one call, in the writes' order
+            with redis_errors(self._server):
+                return sends[0][1].run(self.redis)
+        codes, run_at_ms = [0] * len(writes), [0] * len(writes)
         with redis_errors(self._server):
             for start in range(0, len(sends), PIPELINE_CALLS):
                 batch = sends[start : start + PIPELINE_CALLS]
                 replies: list[calls.Enqueued] = run_many(self.redis, [call for _, call in batch])
-                for (indexes, _), (codes, run_at_ms) in zip(batch, replies, strict=True):
+                for (indexes, _), reply in zip(batch, replies, strict=True):
                     for n, i in enumerate(indexes):
-                        answers[i] = (codes[n], run_at_ms[n])
-        return answers
+                        codes[i], run_at_ms[i] = reply.codes[n], reply.run_at_ms[n]
+        return calls.Enqueued(codes, run_at_ms)
 
     # ----------------------------------------------------------------------------------- one job
 
@@ -415,8 +439,10 @@ class Queue:
         if found is None:
             raise JobNotFound(topic, id)
         retries = self.settings.topics.retrying(topic).retries
-        body, last_error = found.body, found.last_error
-        return JobInfo.of(topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries)
+        body, last_error, done_at_ms = found.body, found.last_error, found.done_at_ms
+        return JobInfo.of(
+            topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries, done_at_ms=done_at_ms
+        )
 
     def reschedule(
         self,
@@ -426,7 +452,8 @@ class Queue:
         delay: float | None = None,
         run_at: float | str | None = None,
     ) -> Scheduled:
-        """New run-at for a delayed or ready job. ``JobReserved`` or ``JobDead`` (409), ``JobNotFound``."""
+        """New run-at for a delayed or ready job. ``JobReserved``, ``JobDead`` or ``JobDone`` (409),
+        ``JobNotFound``."""
         try:
             when = Reschedule.model_validate(_fields(delay=delay, run_at=run_at))
         except ValidationError as exc:
@@ -567,7 +594,7 @@ class Queue:
 
     def jobs(self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> JobPage:
         """A page of ``topic``'s jobs in ``state``: delayed by run-at (soonest first), ready in the
-        order they will be taken, reserved by lease deadline, dead newest first. ``cursor`` is the
+        order they will be taken, reserved by lease deadline, dead and done newest first. ``cursor`` is the
         ``next`` of the previous page; walking the pages lists every job that stays in its state
         meanwhile exactly once."""
         check_topic(topic)
@@ -592,8 +619,18 @@ class Queue:
         if not listed and cursor is None:
             self._check_known(topic)
         retries = self.settings.topics.retrying(topic).retries
+        done = state == "done"
         infos = [
-            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
+            JobInfo.of(
+                topic,
+                job.id,
+                state,
+                job.meta,
+                body=job.body,
+                last_error=job.last_error,
+                retries=retries,
+                done_at_ms=job.place if done else None,
+            )
             for job in listed
         ]
         return JobPage(infos, following)
@@ -663,6 +700,26 @@ class Queue:
         """Delete every dead job of ``topic``. Returns how many."""
         return self._drain(calls.purge, check_topic(topic))
 
+    def cancel_all(self, topic: str, state: str) -> int:
+        """Cancels every job of ``topic`` in ``state`` ('delayed', 'ready' or 'dead'), ``WRITE_CHUNK``
+        per Redis call, safe while consumers and sweepers run. Returns how many. Each partition is
+        worked through until none is left in that state, or as many as were there at its first call
+        are cancelled (so that jobs falling due as fast as they go cannot keep it going forever)."""
+        check_topic(topic)
+        check_cancellable(state)
+        total = 0
+        with redis_errors(self._server):
+            for partition in self.keys.partitions:
+                cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
+                found, done = cancelled + left, cancelled
+                while left and done < found:
+                    cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
+                    done += cancelled
+                total += done
+        if not total:
+            self._check_known(topic)
+        return total
+
     def known_topics(self) -> set[str]:
         """Every topic that ever had a job in this namespace."""
         pipe = self.redis.pipeline(transaction=False)
@@ -709,6 +766,7 @@ def _merge_stats(topic: str, parts: Sequence[TopicStats]) -> TopicStats:
         next_run_at_ms=min(nexts) if nexts else None,
         paused=any(part.paused for part in parts),
         oldest_ready_ms=max(part.oldest_ready_ms for part in parts),
+        done=sum(part.done for part in parts),
     )
 
 

@@ -6,6 +6,7 @@ Every environment variable delayq reads is named in ``ENV`` below and in ``CONTR
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
 from .models import TOPIC_RE
@@ -28,6 +29,7 @@ WEBHOOK_SCHEMES = ("https://", "http://")
 WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 # A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
+MAX_RATE = 100_000  # starts per second of one topic: far beyond what one Redis partition takes
 MAX_METRICS_TOPICS = 10_000  # series per metric stay in the tens of thousands at most
 BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
@@ -60,7 +62,10 @@ class TopicConfig(BaseModel):
 
     ``error_detail`` (webhooks): a failed delivery's last error shows the URL's path and the start of
     the answer's body. Off by default, since every API caller can read a job's last error, and a
-    webhook URL's path (or its server's answer) may hold a token."""
+    webhook URL's path (or its server's answer) may hold a token.
+
+    ``keep_done`` (seconds, 0: none) and ``keep_done_max``: how long, and how many, receipts of jobs
+    that succeeded are kept (``lua/includes/receipts.lua``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -73,6 +78,17 @@ class TopicConfig(BaseModel):
     allow_http: bool = False
     allow_private: bool = False
     error_detail: bool = False
+    keep_done: int = Field(default=3600, ge=0, le=MAX_DELAY_MS // 1000)
+    keep_done_max: int = Field(default=10_000, ge=1, le=10_000_000)
+    rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
+
+    @field_validator("burst")
+    @classmethod
+    def _burst_needs_rate(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("rate") is None:
+            raise ValueError("a burst needs a rate")
+        return value
 
     @field_validator("backoff")
     @classmethod
@@ -85,6 +101,22 @@ class TopicConfig(BaseModel):
     @property
     def timeout_ms(self) -> int:
         return seconds_to_ms(self.timeout)
+
+    def rate_share(self, partitions: int) -> tuple[int, int] | None:
+        """One partition's share of the topic's rate limit, as take.lua's bucket reads it (µs): the
+        interval between two starts (``partitions / rate`` s, rounded up) and the tolerance, the
+        burst's share (``burst / partitions`` intervals, at least one). Every partition gets an equal
+        share, so the starts across all of them never exceed ``rate`` per second plus ``burst``; None
+        without a rate."""
+        if self.rate is None:
+            return None
+        interval = math.ceil(1_000_000 * partitions / self.rate)
+        burst = self.rate if self.burst is None else self.burst
+        return interval, max(interval, math.floor(burst * interval / partitions))
+
+    @property
+    def keep_done_ms(self) -> int:
+        return self.keep_done * 1000
 
     @property
     def min_backoff_s(self) -> float:

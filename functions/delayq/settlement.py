@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import calls
-from .calls import Failure, Retrying
+from .calls import Failure, Rules
 from .keys import Partition
 from .observability import Telemetry
 from .scripts import Call
@@ -41,8 +41,9 @@ class Pending:
 
     partition: Partition
     topic: str
-    rules: Retrying  # the topic's retries and backoff, for its failed attempts
-    acks: list[tuple[str, str]] = field(default_factory=list)  # (id, lease token) of jobs that succeeded
+    rules: Rules  # the topic's retries and backoff, for its failed attempts; its receipts, for its acks
+    # (id, lease token, Redis ms when the handler started) of jobs that succeeded
+    acks: list[tuple[str, str, int]] = field(default_factory=list)
     fails: list[Failure] = field(default_factory=list)
     untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
 
@@ -81,7 +82,7 @@ class Settlement:
         self._redis_error = redis_error
         self._pending: list[Pending] = []
 
-    def lane(self, partition: Partition, topic: str, rules: Retrying) -> Pending:
+    def lane(self, partition: Partition, topic: str, rules: Rules) -> Pending:
         """A new lane's pending settlements."""
         pending = Pending(partition, topic, rules)
         self._pending.append(pending)
@@ -105,7 +106,7 @@ class Settlement:
                 fails, pending.fails = pending.fails, []
                 for start in range(0, len(acks), SETTLE_CHUNK):
                     done = acks[start : start + SETTLE_CHUNK]
-                    settle.append(Settle(pending, ACK, done, calls.ack(partition, topic, done)))
+                    settle.append(Settle(pending, ACK, done, calls.ack(partition, topic, pending.rules, done)))
                 for start in range(0, len(fails), SETTLE_CHUNK):
                     failed = fails[start : start + SETTLE_CHUNK]
                     settle.append(Settle(pending, FAIL, failed, calls.fail(partition, topic, pending.rules, failed)))

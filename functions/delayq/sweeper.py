@@ -22,6 +22,10 @@ backlog in one does not hold up the others, and a run stops when its budget says
 A single pass (``seconds: 0``) keeps going until nothing is due, but not past 5 s before the Lambda
 deadline.
 
+Topics whose receipts of done jobs expire are due too (the index knows when): their receipts are
+forgotten in the same round trip (``forget.lua``), so they expire on time where no ack comes to
+forget them.
+
 A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
 the next pass.
 """
@@ -45,6 +49,7 @@ from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from .queue import Queue, redis_errors
 from .schedule import sleep_for
 from .scheduler import Scheduler
+from .scripts import run_many
 
 log = logging.getLogger("delayq.sweep")
 
@@ -107,7 +112,8 @@ class Sweeper:
         self.stop.set()
 
     def summary(self) -> dict[str, Any]:
-        keys = ("passes", "moved", "retried", "dead", "occurrences", "locks_taken", "locks_lost", "redis_errors")
+        keys = ["passes", "moved", "retried", "dead", "occurrences", "forgotten"]
+        keys += ["locks_taken", "locks_lost", "redis_errors"]
         return {key: self.counts[key] for key in keys}
 
     def sweep_once(self, budget: Budget | None = None) -> float:
@@ -218,7 +224,13 @@ class Sweeper:
             due_limit=TOPICS_PER_CALL,
             walked=walked,
         )
-        swept = call.run(self.queue.redis)
+        if topics:  # and, in the same round trip, the receipts no ack forgets (bounded, like the sweep)
+            forget = calls.forget(state.partition, rules, limit=self.limit)
+            replies = run_many(self.queue.redis, [call, forget])
+            swept: Swept = replies[0]
+            self.counts["forgotten"] += replies[1].forgotten
+        else:
+            swept = call.run(self.queue.redis)
         if not swept.held:
             raise _LockLost
         telemetry = self.queue.telemetry

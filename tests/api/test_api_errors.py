@@ -70,7 +70,7 @@ def test_unknown_path_is_404_json(api: Api, method: str, path: str):
         ("PUT", "/topics/orders", "GET, HEAD, OPTIONS"),
         ("POST", "/health", "GET, HEAD, OPTIONS"),
         ("GET", "/topics/orders/dead/replay", "OPTIONS, POST"),
-        ("PUT", "/topics/orders/jobs", "GET, HEAD, OPTIONS, POST"),
+        ("PUT", "/topics/orders/jobs", "DELETE, GET, HEAD, OPTIONS, POST"),
         ("GET", "/topics/orders/pause", "OPTIONS, POST"),
         ("DELETE", "/topics", "GET, HEAD, OPTIONS"),
         ("PATCH", "/topics/orders/dead", "DELETE, GET, HEAD, OPTIONS"),

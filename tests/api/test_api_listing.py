@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from delayq import Queue
-from delayq.api import ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
+from delayq.api import CancelledOut, ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
 from delayq.listing import encode_cursor
 
 from api_support import Api, assert_model
@@ -181,3 +181,48 @@ def test_a_topic_no_longer_configured_but_holding_jobs_is_seen_and_steered(
     ]
     assert named_only.post("/topics/retired/pause").status == 200
     assert [topic["topic"] for topic in named_only.get("/topics").json["topics"]] == ["orders", "retired"]
+
+
+# ------------------------------------------------------------------------------------------ DELETE /topics/{topic}/jobs
+
+
+def test_cancel_all_of_a_state_leaves_the_other_states_and_topics(api: Api):
+    api.kill("orders", "x1")
+    for n in range(3):
+        api.create("orders", f"d{n}", delay=600)
+        api.create("orders", f"r{n}", delay=0)
+    api.create("payments", "other", delay=600)
+    reply = api.delete("/topics/orders/jobs", query={"state": "delayed"})
+    assert (reply.status, reply.json) == (200, {"cancelled": 4})  # the seed and d0..d2
+    assert_model(CancelledOut, reply.json)
+    stats = api.stats("orders")
+    assert (stats["delayed"], stats["ready"], stats["dead"]) == (0, 3, 1)
+    assert api.get("/jobs/orders/d1").status == 404
+    assert api.stats("payments")["delayed"] == 1
+    assert api.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 3}
+    assert api.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 1}
+    assert api.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 0}
+    stats = api.stats("orders")
+    assert (stats["delayed"], stats["ready"], stats["reserved"], stats["dead"]) == (0, 0, 0, 0)
+    assert api.get("/jobs/orders/r2").status == 404
+    assert api.get("/jobs/orders/x1").status == 404
+
+
+def test_cancel_all_leaves_reserved_jobs_alone(api: Api):
+    api.create("orders", "busy", delay=0)
+    api.lease("orders", "busy")
+    assert api.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 0}
+    assert api.job("orders", "busy")["state"] == "reserved"
+
+
+@pytest.mark.parametrize("query", [{}, {"state": "reserved"}, {"state": "all"}, {"state": ""}, {"state": "READY"}])
+def test_cancel_all_needs_a_cancellable_state_naming_state(api: Api, query: dict[str, str]):
+    api.refused(422, "state", "DELETE", "/topics/orders/jobs", query=query)
+
+
+def test_cancel_all_of_a_bad_topic_is_422_naming_topic(api: Api):
+    api.refused(422, "topic", "DELETE", "/topics/no%20pe/jobs", query={"state": "ready"})
+
+
+def test_cancel_all_of_a_topic_nobody_knows_is_404(named_only: Api):
+    named_only.refused(404, "topic", "DELETE", "/topics/nope/jobs", query={"state": "ready"}, error="not_found")

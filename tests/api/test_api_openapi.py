@@ -19,7 +19,7 @@ from api_support import Api
 CONTRACT_ROUTES: dict[str, set[str]] = {
     "/jobs": {"post"},
     "/jobs/batch": {"post"},
-    "/topics/{}/jobs": {"post", "get"},
+    "/topics/{}/jobs": {"post", "get", "delete"},
     "/jobs/{}/{}": {"put", "get", "patch", "delete"},
     "/topics/{}": {"get"},
     "/topics/{}/dead": {"get", "delete"},
@@ -56,6 +56,7 @@ SUCCESS_MODELS: dict[tuple[str, str], dict[str, str | None]] = {
     ("/topics/{}/forecast", "get"): {"200": "ForecastOut"},
     ("/topics/{}/pause", "post"): {"200": "PausedOut"},
     ("/topics/{}/resume", "post"): {"200": "PausedOut"},
+    ("/topics/{}/jobs", "delete"): {"200": "CancelledOut"},
 }
 # Errors the contract names for a route (all may answer 503).
 CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
@@ -80,6 +81,7 @@ CONTRACT_ERRORS: dict[tuple[str, str], set[str]] = {
     ("/topics/{}/forecast", "get"): {"404", "422", "503"},
     ("/topics/{}/pause", "post"): {"404", "422", "503"},
     ("/topics/{}/resume", "post"): {"404", "422", "503"},
+    ("/topics/{}/jobs", "delete"): {"404", "422", "503"},
 }
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

@@ -129,7 +129,7 @@ def test_head_is_get_without_the_body(seeded: Api, make: Make):
         ("/jobs", "OPTIONS, POST"),
         ("/jobs/orders/seed", "DELETE, GET, HEAD, OPTIONS, PATCH, PUT"),
         ("/topics/orders", "GET, HEAD, OPTIONS"),
-        ("/topics/orders/jobs", "GET, HEAD, OPTIONS, POST"),
+        ("/topics/orders/jobs", "DELETE, GET, HEAD, OPTIONS, POST"),
         ("/topics", "GET, HEAD, OPTIONS"),
         ("/topics/orders/resume", "OPTIONS, POST"),
         ("/topics/orders/dead", "DELETE, GET, HEAD, OPTIONS"),

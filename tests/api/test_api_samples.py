@@ -12,6 +12,7 @@ import redis
 import enqueue
 from delayq.api import (
     BatchOut,
+    CancelledOut,
     DeadListOut,
     ForecastOut,
     HealthOut,
@@ -32,6 +33,7 @@ from conftest import EVENTS, FakeContext, load_event
 
 SAMPLES = {
     "delete_dead",
+    "delete_topic_jobs",
     "delete_job",
     "delete_schedule",
     "get_dead",
@@ -202,6 +204,14 @@ def test_samples_in_order_answer_their_success_status(api: Api, where: str):
     assert (status, data) == (200, {"purged": 1})
     assert_model(PurgedOut, data)
     assert api.get("/jobs/orders/close-1044").status == 404
+
+    # cancel every delayed job of the topic
+    delayed_before = api.stats("orders")["delayed"]
+    assert delayed_before > 0
+    status, data = sample("delete_topic_jobs")
+    assert (status, data) == (200, {"cancelled": delayed_before})
+    assert_model(CancelledOut, data)
+    assert api.stats("orders")["delayed"] == 0
 
     # a schedule: PUT creates (201) with its first occurrence, then replaces (200); GET, the list, DELETE
     schedule_body = json.loads(load_event(f"{where}/put_schedule")["body"])

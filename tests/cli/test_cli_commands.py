@@ -3,6 +3,7 @@ the real Redis: what people see, what ``--json`` prints (what the HTTP route ans
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -136,6 +137,61 @@ def test_dead_replay_purge(cli: Run, queue: Queue) -> None:
     code, out, _ = cli("purge", "orders", "--json")
     assert (code, json.loads(out)) == (1, {"purged": 0})
     assert queue.get("orders", "d1").state == "ready"
+
+
+# ------------------------------------------------------------------------------------- cancel
+
+
+class Terminal(io.StringIO):
+    """A standard input that is a terminal, holding what a person types."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_cancel_with_yes_as_text_and_json(cli: Run, queue: Queue) -> None:
+    for n in range(3):
+        queue.enqueue("orders", {}, id=f"d{n}", delay=600)
+    queue.enqueue("orders", {}, id="r", delay=0)
+    code, out, _ = cli("cancel", "orders", "--state", "delayed", "--yes")
+    assert (code, out) == (0, "3 delayed jobs of orders cancelled\n")
+    code, out, _ = cli("cancel", "orders", "--state", "delayed", "--yes", "--json")
+    assert (code, json.loads(out)) == (1, {"cancelled": 0})
+    assert queue.stats("orders").ready == 1
+    code, out, _ = cli("cancel", "orders", "--state", "ready", "--yes", "--json")
+    assert (code, json.loads(out)) == (0, {"cancelled": 1})
+
+
+def test_cancel_without_yes_asks_a_terminal_and_refuses_elsewhere(
+    cli: Run, queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue.enqueue("orders", {}, id="d", delay=600)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no terminal: nobody to ask
+    code, out, err = cli("cancel", "orders", "--state", "delayed")
+    assert (code, out) == (2, "")
+    assert "--yes" in err
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    code, out, err = cli("cancel", "orders", "--state", "delayed")
+    assert (code, out) == (2, "")
+    assert "cancel 1 delayed job of orders? [y/N]" in err
+    assert queue.stats("orders").delayed == 1
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    code, out, _ = cli("cancel", "orders", "--state", "delayed")
+    assert (code, out) == (0, "1 delayed job of orders cancelled\n")
+
+
+@pytest.mark.parametrize("state", ["reserved", "all"])
+def test_cancel_refuses_a_state_it_cannot_cancel(cli: Run, queue: Queue, state: str) -> None:
+    queue.enqueue("orders", {}, id="d", delay=600)
+    with pytest.raises(SystemExit) as exit_:
+        cli("cancel", "orders", "--state", state, "--yes")
+    assert exit_.value.code == 2
+    assert queue.stats("orders").delayed == 1
+
+
+def test_cancel_of_an_empty_topic_is_nothing(cli: Run) -> None:
+    code, out, _ = cli("cancel", "no-such-topic", "--state", "dead", "--yes")  # covered by "*", empty
+    assert (code, out) == (1, "0 dead jobs of no-such-topic cancelled\n")
 
 
 # ------------------------------------------------------------------------------------- pause, forecast

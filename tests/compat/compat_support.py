@@ -172,7 +172,15 @@ def lifecycle(queue: Queue, *, after_enqueue: Callable[[], None] | None = None) 
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead, stats.next_run_at_ms) == (0, 0, 0, 0, None)
 
     check_deliveries(OK_IDS)
+    # Each job that succeeded is a receipt now, in its own partition: seen, counted, listed, a dedupe
+    # window for creates, forgotten by a cancel.
+    assert {queue.get(TOPIC, job_id).state for job_id in OK_IDS} == {"done"}
+    assert stats.done == len(OK_IDS)
+    assert {job.id for job in queue.jobs(TOPIC, "done", limit=1000).jobs} == set(OK_IDS)
+    with pytest.raises(JobExists):
+        queue.enqueue(TOPIC, {}, id=OK_IDS[0])
     for job_id in OK_IDS:
+        queue.cancel(TOPIC, job_id)
         with pytest.raises(JobNotFound):
             queue.get(TOPIC, job_id)
     assert recorder.of(TOPIC, "put")[0].body == {"n": "new"}

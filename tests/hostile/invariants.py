@@ -8,28 +8,31 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 - every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
   (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set, the topic index
-  ``_delayed``, ``_leases``, ``_ready`` sorted sets and its ``_indexed`` mark) or one of the eight
+  ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark) or one of
+  the nine
   topic keys, of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
 - the topic index never hides work: a topic with delayed jobs is in ``_delayed`` no later than its
   first run-at, one with leased jobs in ``_leases`` no later than its first lease deadline, one with
-  ready jobs in ``_ready`` (it may name topics that have none: the next sweep or take corrects that);
+  ready jobs in ``_ready``, one with receipts in ``_receipts`` (it may name topics that have none: the
+  next sweep or take corrects that);
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
-- the ids of ``meta`` are exactly those of ``bodies``; ``errors`` holds only ids of ``meta``; every
-  id is a valid id;
+- the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep neither
+  body nor last error; ``errors`` holds only ids of ``meta``; every id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
-  with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``; no place holds
-  an id without a meta;
+  with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``, ``d`` (a
+  receipt of a job that succeeded) in ``done``; no place holds an id without a meta;
 - the partition's schedules: the names of ``_schedules`` are exactly those of ``_schedule_defs``, each
   ``topic/name`` valid and hashed to this partition, each definition a valid schedule with its
   ``created_ms``; each has a progress in ``_schedule_state``, well formed (``generation|last|claim|outbox``);
   a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
   ``_schedules_due``, and nothing is there without a progress;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of the
-  consumer's take: ``t`` and 16 hex digits), run-at never before
-  the enqueue, at least one attempt behind a leased job, a last error behind every dead job and every
+  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of
+  the consumer's take: ``t`` and 16 hex digits; a receipt holds there when its handler started, after
+  an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last
+  error behind every dead job and every
   failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
   have no attempt: a permanent failure found before any (a timeout no consume run can last).
 """
@@ -50,17 +53,18 @@ from delayq.scheduler import Definition
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
-META = re.compile(r"([qlx])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
-         "errors": "hash", "control": "hash"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes"}
+         "errors": "hash", "control": "hash", "done": "zset"}  # fmt: skip
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at"}
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
-                   "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_indexed": "string"}  # fmt: skip
+                   "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
+                   "_indexed": "string"}  # fmt: skip
 SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
 PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
-PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",)}
+PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",), "d": ("done",)}
 
 # ``{key: (type, content)}``: a hash as a dict, a list as a list, a set as a sorted list, a sorted set as
 # ``[(member, score)]``, a string as itself.
@@ -73,11 +77,11 @@ class StoredJob(NamedTuple):
     topic: str
     id: str
     meta: str
-    state: str  # q, l or x
-    place: str  # delayed, ready, leased or dead ("nowhere", or "delayed+ready": the invariant is broken)
+    state: str  # q, l, x or d
+    place: str  # delayed, ready, leased, dead or done ("nowhere", or "delayed+ready": the invariant is broken)
     run_at_ms: int
     attempts: int
-    lease: str  # the lease token, "" unless leased
+    lease: str  # the lease token, "" unless leased (a done job's: when its handler started, ms)
     body: str | None
     error: str | None
 
@@ -145,7 +149,7 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
             pipe.get(p.lock)
             pipe.zrange(p.untaken, 0, -1, withscores=True)
             layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string"), (p.untaken, "zset")]
-            for index in (p.delayed_index, p.leased_index, p.ready_index):
+            for index in (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index):
                 pipe.zrange(index, 0, -1, withscores=True)
                 layout.append((index, "zset"))
             pipe.get(p.indexed)
@@ -292,7 +296,7 @@ class _Examination:
                 self.found.append(f"topic {topic!r} has keys in partition {p.index} but is not in {p.topics}")
             if self.only is None or (p.index, topic) in self.only:
                 for job in self.topic(p, topic, parts):
-                    if job.lease.isdigit():  # a take id may lease several jobs; a number, one
+                    if job.state == "l" and job.lease.isdigit():  # a take id may lease several jobs; a number, one
                         tokens[job.lease] += 1
                         if int(job.lease) > seq:
                             self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
@@ -306,7 +310,9 @@ class _Examination:
     def index(self, p: Partition, topics: dict[str, dict[str, Any]]) -> None:
         """The partition's topic index hides no work: each topic's first run-at, first lease deadline
         and ready jobs are there, no later than they are."""
-        for index_key, part in ((p.delayed_index, "delayed"), (p.leased_index, "leased"), (p.ready_index, "ready")):
+        parts = ("delayed", "leased", "ready", "done")
+        indexes = (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index)
+        for index_key, part in zip(indexes, parts, strict=True):
             scores = {name: score for name, score in self.snap.get(index_key, ("zset", []))[1]}
             for topic, parts in topics.items():
                 content = parts.get(part)
@@ -315,6 +321,10 @@ class _Examination:
                         self.found.append(f"{index_key}: {topic!r} has ready jobs but is not in the index")
                     continue
                 if not content:
+                    continue
+                if part == "done":  # scored by when the first receipt expires: by topic config
+                    if topic not in scores:
+                        self.found.append(f"{index_key}: {topic!r} has receipts but is not in the index")
                     continue
                 first = min(score for _, score in content)
                 if topic not in scores:
@@ -373,6 +383,7 @@ class _Examination:
         for place, ids in (
             ("leased", [job_id for job_id, _ in parts.get("leased") or []]),
             ("dead", [job_id for job_id, _ in parts.get("dead") or []]),
+            ("done", [job_id for job_id, _ in parts.get("done") or []]),
             ("ready", [job_id for job_id in ready if job_id != HOLE]),
         ):
             for job_id in ids:
@@ -401,12 +412,14 @@ class _Examination:
                             errors.get(job_id))  # fmt: skip
             out.append(job)
             # The common case in one expression; the messages only when something is off.
+            done = state == "d"
             if (
                 place not in PLACE_OF_STATE[state]
-                or (state == "l") != (lease != "")
+                or (state in "ld") != (lease != "")
                 or run_at < int(enqueued_text)
-                or job.body is None
-                or (job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)))
+                or (job.body is None) != done
+                or (done and (job.error is not None or not lease.isdigit() or attempts < 1))
+                or (job.error is None and (state == "x" or (not done and attempts >= (2 if state == "l" else 1))))
                 or (state == "l" and attempts < 1)
                 or (place == "delayed" and int(delayed[job_id]) != run_at)
                 or (place == "ready" and now_ms is not None and run_at > now_ms)
@@ -435,14 +448,18 @@ class _Examination:
             (not JOB_ID.fullmatch(job.id), "is not a valid id"),
             (home != p.index, f"is in partition {p.index}, not its own ({home})"),
             ((job.topic, job.id) in self.jobs, "is in two partitions"),
-            (job.body is None, "has no body"),
+            (job.body is None and state != "d", "has no body"),
+            (job.body is not None and state == "d", "is done (a receipt) but kept its body"),
+            (job.error is not None and state == "d", "is done (a receipt) but kept its last error"),
+            (state == "d" and not job.lease.isdigit(), f"is done without when its handler started: {job.lease!r}"),
             (len(at) != 1, f"(state {state}) is in {len(at)} places: {at}"),
             (len(at) == 1 and place not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
-            ((state == "l") != (job.lease != ""), f"has state {state} and lease token {job.lease!r}"),
+            (state == "l" and job.lease == "", f"has state {state} and lease token {job.lease!r}"),
+            (state in "qx" and job.lease != "", f"has state {state} and lease token {job.lease!r}"),
             (run_at < enqueued_at, f"runs at {run_at}, before it was enqueued ({enqueued_at})"),
-            (state == "l" and attempts < 1, f"has state {state} after {attempts} attempts"),
+            (state in "ld" and attempts < 1, f"has state {state} after {attempts} attempts"),
             (
-                job.error is None and (state == "x" or attempts >= (2 if state == "l" else 1)),
+                job.error is None and (state == "x" or (state != "d" and attempts >= (2 if state == "l" else 1))),
                 f"(state {state}, {attempts} attempts) has no last error",
             ),
             (

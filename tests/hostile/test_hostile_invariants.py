@@ -24,7 +24,7 @@ from redis_support import Rules
 @pytest.fixture
 def seeded(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> tuple[Hostile, Snapshot]:
     """The hostile tier's seed (a delayed, a ready, a dead and a reserved job), plus a job that failed
-    once and waits for its retry, and one in a second topic."""
+    once and waits for its retry, one that succeeded (a receipt), and one in a second topic."""
     api = Hostile.start(redis_client, namespace)
     body = '{"topic": "orders", "id": "retried", "delay": 0, "body": 1}'
     assert api.raw(api_event("POST", "/jobs", None, raw_body=body)).status == 201
@@ -33,6 +33,10 @@ def seeded(handler_env: dict[str, str], redis_client: redis.Redis, namespace: st
     partition = api.keys.for_job(SEED_TOPIC, "retried")
     failure = Failure("retried", token, "boom")
     assert calls.fail(partition, SEED_TOPIC, Rules(2, "60000"), [failure]).run(redis_client) == (1, 0)
+    assert api.raw(api_event("POST", "/jobs", None, raw_body='{"topic": "orders", "id": "finished"}')).status == 201
+    token = api.lease(SEED_TOPIC, "finished")
+    leases = [("finished", token, server_ms(redis_client))]
+    assert calls.ack(partition, SEED_TOPIC, Rules(keep_done_ms=60_000), leases).run(redis_client) == 1
     return api, read_namespace(redis_client, namespace)
 
 
@@ -50,6 +54,7 @@ def test_a_namespace_delayq_made_keeps_the_invariant(seeded: tuple[Hostile, Snap
         "seed-dead": "dead",
         "seed-reserved": "leased",
         "retried": "delayed",
+        "finished": "done",
         "r1": "ready",
     }
     assert jobs[(SEED_TOPIC, "retried")].error == "boom"
@@ -86,6 +91,18 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ("a ready id without a job", lambda s, k, ns: s[k["ready"]][1].append("ghost"), "'ghost' in ['ready']"),
     ("a leased id without a job", lambda s, k, ns: _zadd(s, k["leased"], "ghost", 1), "'ghost' in ['leased']"),
     ("a dead id without a job", lambda s, k, ns: _zadd(s, k["dead"], "ghost", 1), "'ghost' in ['dead']"),
+    ("a done id without a job", lambda s, k, ns: _zadd(s, k["done"], "ghost", 1), "'ghost' in ['done']"),
+    ("a receipt in no place", lambda s, k, ns: _zrem(s, k["done"], "finished"), "'finished' (state d) is in 0"),
+    (
+        "a receipt that kept its body",
+        lambda s, k, ns: s[k["bodies"]][1].update({"finished": "{}"}),
+        "'finished' is done (a receipt) but kept its body",
+    ),
+    (
+        "a receipt without its start",
+        lambda s, k, ns: _set_meta(s, k["meta"], "finished", _meta_field(4, "")),
+        "'finished' is done without when its handler started",
+    ),
     ("a job in no place", lambda s, k, ns: _zrem(s, k["delayed"], "seed-delayed"), "'seed-delayed' (state q) is in 0"),
     (
         "a job in two places",

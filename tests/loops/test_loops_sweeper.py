@@ -266,7 +266,7 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
     with running(Sweeper(queue)) as sweeper, running(Consumer(queue)) as consumer:
         assert wait_until(lambda: loops_targets.of("x1"), timeout=4)  # attempt 2, leased anew
         assert state(queue, "st", "x1") == "reserved"
-        assert calls.ack(partition, "st", [("x1", old_token)]).run(queue.redis) == 0
+        assert calls.ack(partition, "st", queue.topic_config("st"), [("x1", old_token, 0)]).run(queue.redis) == 0
         late = [Failure("x1", old_token, "late failure")]
         assert calls.fail(partition, "st", queue.topic_config("st"), late).run(queue.redis) == (0, 0)
         info = queue.get("st", "x1")

@@ -66,6 +66,7 @@ class TopicKeys:
     bodies: str
     errors: str
     control: str
+    done: str
 
     @classmethod
     def of(cls, partition: Partition, topic: str) -> TopicKeys:
@@ -73,10 +74,13 @@ class TopicKeys:
 
 
 class Rules(NamedTuple):
-    """A topic's retries and backoff, as fail and sweep read them (``delayq.calls.Retrying``)."""
+    """A topic's retries and backoff, as fail and sweep read them (``delayq.calls.Retrying``), and
+    its receipts, as ack and forget read them (``delayq.calls.Keeping``)."""
 
-    retries: int
-    backoff_csv: str
+    retries: int = 2
+    backoff_csv: str = BACKOFF
+    keep_done_ms: int = 0
+    keep_done_max: int = 10_000
 
 
 class Lua:
@@ -131,8 +135,19 @@ class Lua:
     def untake(self, topic: str, *take_ids: str) -> int:
         return calls.untake(self.p, topic, take_ids).run(self.r)
 
-    def ack(self, topic: str, job_id: str, token: str) -> int:
-        return calls.ack(self.p, topic, [(job_id, token)]).run(self.r)
+    def ack(
+        self, topic: str, job_id: str, token: str, *, started_at_ms: int = 0, keep_ms: int = 0, keep_max: int = 10_000
+    ) -> int:
+        """An ack; by default with no receipt kept (``keep_ms`` 0), as before receipts."""
+        return self.ack_many(topic, [(job_id, token, started_at_ms)], keep_ms=keep_ms, keep_max=keep_max)
+
+    def ack_many(self, topic: str, leases: list[tuple[str, str, int]], *, keep_ms: int, keep_max: int = 10_000) -> int:
+        rules = Rules(keep_done_ms=keep_ms, keep_done_max=keep_max)
+        return calls.ack(self.p, topic, rules, leases).run(self.r)
+
+    def forget(self, topics: list[str], *, keep_ms: int, keep_max: int = 10_000, limit: int = 1000) -> calls.Forgotten:
+        rules = [(topic, Rules(keep_done_ms=keep_ms, keep_done_max=keep_max)) for topic in topics]
+        return calls.forget(self.p, rules, limit=limit).run(self.r)
 
     def fail(
         self,
@@ -214,7 +229,7 @@ class Lua:
         return None if raw is None else Meta.decode(raw)
 
     def where(self, topic: str, job_id: str) -> set[str]:
-        """The places ``job_id`` is in: any of delayed, ready, leased, dead, meta, bodies, errors."""
+        """The places ``job_id`` is in: any of delayed, ready, leased, dead, done, meta, bodies, errors."""
         k = self.k(topic)
         found = set()
         if self.r.zscore(k.delayed, job_id) is not None:
@@ -225,6 +240,8 @@ class Lua:
             found.add("leased")
         if self.r.zscore(k.dead, job_id) is not None:
             found.add("dead")
+        if self.r.zscore(k.done, job_id) is not None:
+            found.add("done")
         for name in ("meta", "bodies", "errors"):
             if self.r.hexists(getattr(k, name), job_id):
                 found.add(name)

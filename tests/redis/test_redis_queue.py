@@ -178,6 +178,22 @@ def test_enqueue_many_answers_in_order_and_writes_the_valid_ones(queue: Queue, n
     assert queue.stats("orders").delayed + queue.stats("orders").ready == 3
 
 
+def test_enqueue_many_keeps_bodies_and_ids_holding_the_scripts_separators(queue: Queue) -> None:
+    """Each job goes to the script as one line, 'group|at|overrides|id|body': a body holding '|' or
+    line breaks, an id with every punctuation an id may have, and overrides beside them, all intact."""
+    bodies = ["a|b\nc|", {"k": "||", "|": ["\r\n", "|"]}, "|", ""]
+    jobs = [{"topic": "orders", "id": f"A.b_c:d@e-{i}", "body": body, "delay": 60} for i, body in enumerate(bodies)]
+    jobs[1] |= {"retries": 3, "timeout": 5, "backoff": [1, 2]}
+    jobs.append({"topic": "reminders", "id": "z", "body": "|x|", "run_at": 1795372200})
+    results = queue.enqueue_many(jobs)
+    assert [r.status for r in results] == [201] * 5
+    for i, body in enumerate(bodies):
+        assert queue.get("orders", f"A.b_c:d@e-{i}").body == body
+    assert queue.get("orders", "A.b_c:d@e-1").retries == 3
+    assert queue.get("orders", "A.b_c:d@e-0").retries == 2  # the topic's
+    assert queue.get("reminders", "z").body == "|x|"
+
+
 def test_enqueue_many_of_nothing(queue: Queue, redis_client: redis.Redis, namespace: str) -> None:
     assert queue.enqueue_many([]) == []
     assert queue.enqueue_many(iter([])) == []

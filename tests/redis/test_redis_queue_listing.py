@@ -21,6 +21,7 @@ from redis_support import Rules, server_ms
 T = "orders"
 MakeQueue = Callable[..., Queue]
 RULES = Rules(2, "60000")
+KEEP = Rules(keep_done_ms=3_600_000)  # receipts kept an hour
 
 
 def lease(queue: Queue, topic: str = T, *, timeout_ms: int = 30_000) -> list[str]:
@@ -39,6 +40,16 @@ def kill(queue: Queue, job_ids: list[str], topic: str = T) -> None:
         taken = calls.take(p, topic, count=1000, timeout_ms=30_000, grace_ms=0, take_id=take_id).run(queue.redis)
         failures = [Failure(job_id, take_id, "boom") for job_id in taken.ids if job_id in job_ids]
         calls.fail(p, topic, Rules(0, "1000"), failures).run(queue.redis)
+        calls.untake(p, topic, [take_id]).run(queue.redis)
+
+
+def finish(queue: Queue, job_ids: list[str], topic: str = T) -> None:
+    """Ready jobs of ``topic`` among ``job_ids``, leased and acknowledged: done, kept as receipts. The
+    other ready jobs the takes lease go back where they were (untake)."""
+    for p in queue.keys.partitions:
+        take_id = "t" + secrets.token_hex(8)
+        taken = calls.take(p, topic, count=1000, timeout_ms=30_000, grace_ms=0, take_id=take_id).run(queue.redis)
+        calls.ack(p, topic, KEEP, [(job_id, take_id, 0) for job_id in taken.ids if job_id in job_ids]).run(queue.redis)
         calls.untake(p, topic, [take_id]).run(queue.redis)
 
 
@@ -302,6 +313,8 @@ class World:
                     self._take(p, 1000, self.rng.choice([10_000, 20_000]))
             elif state == "dead":
                 kill(self.queue, ids)
+            elif state == "done":
+                finish(self.queue, ids)
         return ids
 
     def _take(self, p: Partition, count: int, timeout_ms: int = 30_000, take_id: str | None = None) -> list[str]:
@@ -347,9 +360,15 @@ class World:
         for job_id in self.rng.sample(leased, min(len(leased), 2)):
             token = self.r.hget(p.topic_keys(T)[4], job_id).split("|")[4]
             if self.rng.random() < 0.5:
-                calls.ack(p, T, [(job_id, token)]).run(self.queue.redis)
+                calls.ack(p, T, KEEP, [(job_id, token, 0)]).run(self.queue.redis)
             else:
                 calls.fail(p, T, RULES, [Failure(job_id, token, "x")]).run(self.queue.redis)
+            self.touched.add(job_id)
+
+    def _replace(self, state: str) -> None:
+        ids = self.ids_in(state)
+        for job_id in self.rng.sample(ids, min(len(ids), 2)):
+            self.queue.put(T, job_id, {}, delay=0)
             self.touched.add(job_id)
 
     def _replay(self, state: str) -> None:
@@ -364,6 +383,7 @@ CHANGES = {
     "ready": ["create", "cancel", "reschedule", "take_some", "take_and_undo"],
     "reserved": ["create", "cancel", "settle"],
     "dead": ["create", "cancel", "replay"],
+    "done": ["create", "cancel", "replace"],
 }
 
 
@@ -378,7 +398,7 @@ def test_walking_the_pages_lists_every_job_that_stays_exactly_once(
     world = World(queue, rng, redis_client)
     # Jobs in other states around them, so that changes cross states (leased first: a take leases
     # every ready job of its partition).
-    for other in ("reserved", "dead", "delayed", "ready"):
+    for other in ("reserved", "dead", "done", "delayed", "ready"):
         world.make(other, 60 if other == state else 5)
     before = set(world.ids_in(state))
     world.touched.clear()  # what set-up did is not a change

@@ -368,7 +368,8 @@ def test_ack_of_several_jobs_counts_only_the_matching(lua: Lua) -> None:
         lua.enqueue(T, job_id, value=0)
     taken = lua.take(T)
     tokens = dict(zip(taken.ids, taken.tokens, strict=True))
-    assert calls.ack(lua.p, T, [("a", tokens["a"]), ("b", "nope"), ("c", tokens["c"])]).run(lua.r) == 2
+    leases = [("a", tokens["a"], 0), ("b", "nope", 0), ("c", tokens["c"], 0)]
+    assert lua.ack_many(T, leases, keep_ms=0) == 2
     assert lua.where(T, "a") == set()
     assert lua.where(T, "c") == set()
     assert lua.where(T, "b") == {"leased", "meta", "bodies"}

@@ -3,6 +3,8 @@ delayed set, ready list or leased set keeps it, so that it never hides work."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 
@@ -91,3 +93,18 @@ def test_replay_and_untake_index_the_ready_jobs(lua: Lua) -> None:
     assert lua.untake(T, "t" + "0" * 16) == 1
     assert T in scores(lua, lua.p.ready_index)
     assert T not in scores(lua, lua.p.leased_index)
+
+
+def test_receipts_index_when_the_first_expires_and_the_sweep_names_the_topic_then(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    before = server_ms(lua.r)
+    assert lua.ack(T, "a", lease.token, keep_ms=50) == 1
+    expires = scores(lua, lua.p.receipts_index)[T]
+    assert before + 50 <= expires <= server_ms(lua.r) + 50
+    lua.r.set(lua.p.lock, "me", px=10_000)
+    assert lua.sweep([], "me").due == []
+    time.sleep(0.08)
+    assert lua.sweep([], "me").due == [T]  # the sweeper sends forget.lua with the sweep of T
+    assert lua.forget([T], keep_ms=50).forgotten == 1
+    assert scores(lua, lua.p.receipts_index) == {}
+    assert lua.sweep([], "me").due == []

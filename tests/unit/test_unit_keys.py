@@ -19,7 +19,7 @@ def hash_tags(key: str) -> list[str]:
 
 
 def test_topic_keys_order():
-    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control")
+    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
 
 
 # ----------------------------------------------------------------------------- partition_tag
@@ -139,7 +139,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 8
+    assert len(keys) == len(TOPIC_KEYS) == 9
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 
@@ -193,8 +193,8 @@ def test_the_lua_side_names_the_topic_keys_in_the_same_order():
 def test_a_key_group_is_the_topics_keys_then_the_partitions_topic_index(partition):
     group = partition.key_group("orders")
     assert group[: len(TOPIC_KEYS)] == partition.topic_keys("orders")
-    assert group[len(TOPIC_KEYS) :] == [partition.topics, partition.delayed_index, partition.leased_index,
-                                        partition.ready_index]  # fmt: skip
+    index = [partition.topics, partition.delayed_index, partition.leased_index, partition.ready_index]
+    assert group[len(TOPIC_KEYS) :] == [*index, partition.receipts_index]
     source = build_source("stats")
     size = re.search(r"local KEY_GROUP_SIZE = TOPIC_KEY_COUNT \+ (\d+)", source)
     assert size

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from delayq.errors import InvalidField, TooLarge
@@ -31,6 +33,7 @@ from delayq.models import (
     describe,
     field_name,
     invalid,
+    plain_job,
     validate_new_job,
 )
 from delayq.queue import check_id, check_topic, new_id, new_ids
@@ -558,3 +561,86 @@ def test_a_topic_job_naming_another_topic_is_refused_naming_topic():
     with pytest.raises(InvalidField, match="differs from the path") as caught:
         TopicJob.model_validate({"topic": "payments"}).in_topic("orders")
     assert caught.value.field == "topic"
+
+
+# ---------------------------------------------------------------------- plain_job: the fast path
+
+
+def _by_the_model(item: Any) -> tuple[str, str | None, str, int]:
+    job = validate_new_job(item)
+    return (job.topic, job.id, *job.when())
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"topic": "orders"},
+        {"topic": "orders", "id": "o-1", "body": {"n": 1}},
+        {"topic": "orders", "id": None, "body": None},
+        {"topic": "orders", "delay": None, "run_at": None},
+        {"topic": "orders", "delay": 0},
+        {"topic": "orders", "delay": 2.007},
+        {"topic": "orders", "delay": MAX_DELAY_S},
+        {"topic": "orders", "run_at": T0_S},
+        {"topic": "orders", "run_at": 1795372200.1234},
+        {"topic": "orders", "run_at": 0},
+        {"topic": "a" * 64, "id": "A" + "b" * 127, "run_at": 1.5},
+    ],
+)
+def test_plain_job_is_what_the_model_makes_of_the_common_shape(item):
+    assert plain_job(item, time.time()) == _by_the_model(item)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"id": "a"},  # no topic
+        {"topic": "orders", "retries": 1},  # overrides: the model
+        {"topic": "orders", "delay_s": 5},  # unknown field
+        {"topic": "orders\n"},
+        {"topic": "_orders"},
+        {"topic": 5},
+        {"topic": "orders", "id": "a b"},
+        {"topic": "orders", "id": 7},
+        {"topic": "orders", "delay": True},
+        {"topic": "orders", "delay": "5"},
+        {"topic": "orders", "delay": -1},
+        {"topic": "orders", "delay": math.nan},
+        {"topic": "orders", "delay": math.inf},
+        {"topic": "orders", "delay": MAX_DELAY_S + 0.001},
+        {"topic": "orders", "run_at": "2026-11-22T18:30:00Z"},  # valid, but a string: the model
+        {"topic": "orders", "run_at": False},
+        {"topic": "orders", "run_at": -1},
+        {"topic": "orders", "run_at": math.nan},
+        {"topic": "orders", "run_at": 10**400},
+        {"topic": "orders", "run_at": time.time() + MAX_DELAY_S},
+        {"topic": "orders", "delay": 1, "run_at": T0_S},
+        ["orders"],
+        None,
+    ],
+)
+def test_plain_job_leaves_every_other_item_to_the_model(item):
+    assert plain_job(item, time.time()) is None
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["orders", "o-1", "a.b:c@d", "", " x", "x\n", "_x", "2026-11-22T18:30:00Z", "é"]),
+    st.floats(min_value=0, max_value=MAX_DELAY_S * 1.01),
+    st.floats(min_value=T0_S - DAY_S, max_value=T0_S + 400 * DAY_S),
+)
+_FIELDS = st.sampled_from(["topic", "id", "body", "delay", "run_at", "retries", "timeout"])
+
+
+@given(
+    item=st.dictionaries(_FIELDS, _VALUES, max_size=5)
+    | st.fixed_dictionaries({"topic": st.just("orders")}, optional={"id": _VALUES, "delay": _VALUES, "run_at": _VALUES})
+)
+@settings(max_examples=500, deadline=None)
+def test_plain_job_accepts_only_what_the_model_accepts_and_means_the_same(item):
+    plain = plain_job(item, time.time())
+    if plain is not None:
+        assert plain == _by_the_model(item)

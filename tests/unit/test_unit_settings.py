@@ -273,6 +273,13 @@ def test_topics_empty_means_none():
         ('{"orders": {"target": "x", "batch": 0}}', "topic 'orders': batch:"),
         ('{"orders": {"target": "x", "batch": 1001}}', "topic 'orders': batch:"),
         ('{"orders": {"target": "x", "concurrency": 0}}', "topic 'orders': concurrency:"),
+        ('{"orders": {"target": "x", "rate": 0}}', "topic 'orders': rate: .*greater than 0"),
+        ('{"orders": {"target": "x", "rate": -5}}', "topic 'orders': rate:"),
+        ('{"orders": {"target": "x", "rate": 100001}}', "topic 'orders': rate: .*less than or equal"),
+        ('{"orders": {"target": "x", "rate": "50"}}', "topic 'orders': rate:"),
+        ('{"orders": {"target": "x", "rate": 50, "burst": 0}}', "topic 'orders': burst:"),
+        ('{"orders": {"target": "x", "rate": 50, "burst": 2.5}}', "topic 'orders': burst:"),
+        ('{"orders": {"target": "x", "burst": 10}}', "topic 'orders': burst: .*needs a rate"),
         ('{"*": {"target": "x", "timeout": 1000}}', "topic '\\*': timeout:"),
     ],
 )
@@ -294,6 +301,35 @@ def test_topic_config_bounds_accepted():
     assert config.backoff_csv == f"0,{366 * 86_400_000}"
     assert TopicConfig(target="x", timeout=1, retries=0).timeout_ms == 1000
     assert TopicConfig(target="x", timeout=0.5 + 1).timeout_ms == 1500
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "partitions", "share"),
+    [
+        (None, None, 4, None),
+        (50, None, 1, (20_000, 1_000_000)),  # a start every 20 ms, 50 at once
+        (50, None, 4, (80_000, 1_000_000)),  # each partition a quarter: every 80 ms, 12.5 at once
+        (50, 10, 1, (20_000, 200_000)),
+        (3, None, 1, (333_334, 1_000_002)),  # the interval rounded up, the burst kept whole
+        (0.5, 1, 2, (4_000_000, 4_000_000)),  # a burst below one start per partition holds one
+        (100_000, 100_000, 1, (10, 1_000_000)),
+    ],
+)
+def test_rate_share(rate, burst, partitions, share):
+    config = TopicConfig(target="x", rate=rate, burst=burst)
+    assert config.rate_share(partitions) == share
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7, 16])
+@pytest.mark.parametrize(("rate", "burst"), [(50, 50), (50, 5), (3, 3), (0.5, 2), (1000, 1)])
+def test_rate_shares_never_exceed_the_rate(rate, burst, partitions):
+    """In any window of W seconds a partition's bucket starts at most tolerance/interval + W/interval
+    jobs; over all partitions that stays within rate * W + burst (a burst below one start per
+    partition rounds up to one each)."""
+    interval, tolerance = TopicConfig(target="x", rate=rate, burst=burst).rate_share(partitions)
+    for window_s in (0, 1, 10):
+        most = partitions * ((window_s * 1_000_000 + tolerance) // interval)
+        assert most <= rate * window_s + max(burst, partitions)
 
 
 def test_topic_config_is_frozen():

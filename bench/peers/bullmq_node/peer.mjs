@@ -1,11 +1,14 @@
 // BullMQ's (Node) adapter of the delayq benchmark; the protocol is in bench/peers/common.py.
 //
 //   node peer.mjs --redis-url URL enqueue --jobs N (--due-ms T | --delay-s D) [--prefix b] [--ids FILE] [--chunk 1000]
+//   node peer.mjs --redis-url URL enqueue --batches FILE
 //   node peer.mjs --redis-url URL worker --out FILE [--ready FILE] [--concurrency 100]
 //   node peer.mjs --redis-url URL produce-steady --rate R --seconds S --min-delay 1 --max-delay 5 --ids FILE [--seed 1]
 //
 // enqueue is queue.addBulk, --chunk jobs per call, each with jobId, delay and timestamp set so that
-// timestamp + delay is the due time exactly. worker is one Worker with --concurrency (100; BullMQ's
+// timestamp + delay is the due time exactly; with --batches, one addBulk call per line of the file (a JSON
+// batch {"jobs": [{"topic", "id", "body", "run_at"}]}, run_at in epoch seconds), the lines read
+// before the clock starts and each parsed while timed, as every fed adapter does. worker is one Worker with --concurrency (100; BullMQ's
 // default is 1) and BullMQ's other defaults. Each command prints "BENCH-RESULT {json}".
 import fs from 'node:fs';
 import { Queue, Worker } from 'bullmq';
@@ -63,7 +66,26 @@ function mulberry32(seed) {
   };
 }
 
+async function enqueueFed(args) {
+  const queue = new Queue(QUEUE_NAME, { connection: connection(args.redisUrl) });
+  const lines = fs.readFileSync(args.batches, 'utf8').split('\n').filter((line) => line.length > 0);
+  await queue.waitUntilReady();
+  let jobs = 0;
+  const started = process.hrtime.bigint();
+  for (const line of lines) {
+    const batch = JSON.parse(line).jobs;
+    await queue.addBulk(
+      batch.map((job) => ({ name: 'noop', data: { body: job.body }, opts: options(job.id, Math.round(job.run_at * 1000)) })),
+    );
+    jobs += batch.length;
+  }
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  await queue.close();
+  result({ jobs, seconds, chunk: Math.floor(jobs / Math.max(lines.length, 1)) });
+}
+
 async function enqueue(args) {
+  if (args.batches) return enqueueFed(args);
   const queue = new Queue(QUEUE_NAME, { connection: connection(args.redisUrl) });
   const jobs = Number(args.jobs);
   const prefix = args.prefix ?? 'b';

@@ -1,37 +1,67 @@
 --[[
-ack: jobs of one topic whose handler succeeded are done and gone.
+ack: jobs of one topic whose handler succeeded are done: kept as receipts (includes/receipts.lua)
+for the topic's keep_done, or gone at once when it is 0.
 
 A job is acknowledged only while it is still leased with the given token: the late answer of an
 attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
-nothing.
+nothing. Each call also forgets up to FORGET_MORE more receipts than it acknowledges jobs, the
+expired and those over the topic's keep_done_max first: bounded work, however many have expired.
 
-KEYS[1..12] the topic's key group (keys.py Partition.key_group)
-ARGV        pairs: id, lease token
+KEYS[1..13] the topic's key group (keys.py Partition.key_group)
+ARGV[1]     keep_done in ms: how long a receipt is kept; 0 keeps none
+ARGV[2]     keep_done_max: at most this many receipts are kept
+then 3 values per job: id, lease token, started_at_ms (when the attempt's handler started, Redis time)
 Returns the number of jobs acknowledged.
 ]]
+-- @include time
 -- @include topic_keys
--- @include meta
+-- @include receipts
 -- @include topic_index
 
+local FORGET_MORE = 16
+
 local K = topic_keys(1)
+local keep_ms, keep_max = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ids = {}
-for i = 1, #ARGV, 2 do
+for i = 3, #ARGV, 3 do
   ids[#ids + 1] = ARGV[i]
 end
-local done = {}
+local done, receipts = {}, {}
 if #ids > 0 then
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   for i, id in ipairs(ids) do
-    if metas[i] and meta_lease(metas[i]) == ARGV[2 * i] then
-      done[#done + 1] = id
+    local raw = metas[i]
+    if raw then
+      -- Matched as text (meta.lua): 'l|attempts|run_at|enqueued_at|token|overrides' becomes
+      -- 'd|attempts|run_at|enqueued_at|started_at|overrides'.
+      local head, token, overrides = string.match(raw, '^l(|%d+|%d+|%d+|)([^|]+)(|.*)$')
+      if token == ARGV[3 * i + 1] then
+        done[#done + 1] = id
+        if keep_ms > 0 then
+          receipts[#receipts + 1] = id
+          receipts[#receipts + 1] = 'd' .. head .. ARGV[3 * i + 2] .. overrides
+        end
+      end
     end
   end
 end
+local now = now_ms()
 if #done > 0 then
   redis.call('ZREM', K.leased, unpack(done))
-  redis.call('HDEL', K.meta, unpack(done))
   redis.call('HDEL', K.bodies, unpack(done))
   redis.call('HDEL', K.errors, unpack(done))
   index_leased_exact(K)
+  if keep_ms > 0 then
+    redis.call('HSET', K.meta, unpack(receipts))
+    local scored = {}
+    for i, id in ipairs(done) do
+      scored[2 * i - 1], scored[2 * i] = now, id
+    end
+    redis.call('ZADD', K.done, unpack(scored))
+    index_receipts(K, now + keep_ms)
+  else
+    redis.call('HDEL', K.meta, unpack(done))
+  end
 end
+forget_receipts(K, now, keep_ms, keep_max, #done + FORGET_MORE)
 return #done

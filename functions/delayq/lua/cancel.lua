@@ -1,8 +1,8 @@
 --[[
-cancel: a job is gone, in whatever state it was. A leased job that is cancelled is not retried: its
+cancel: a job is gone, in whatever state it was (a done job's receipt is forgotten). A leased job that is cancelled is not retried: its
 consumer's answer later finds no lease and changes nothing.
 
-KEYS[1..12] the topic's key group (keys.py Partition.key_group)
+KEYS[1..13] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     optional: 'pending' cancels the job only while it waits for its first run-at (delayed,
             never attempted): a schedule's occurrence that has not started yet
@@ -28,6 +28,8 @@ if state == 'q' then
 elseif state == 'l' then
   redis.call('ZREM', K.leased, id)
   index_leased_exact(K)
+elseif state == 'd' then
+  redis.call('ZREM', K.done, id)
 else
   redis.call('ZREM', K.dead, id)
 end

@@ -7,16 +7,17 @@ KEYS[2 ...]     a key group per topic named in ARGV (keys.py Partition.key_group
 ARGV[1]         G, the number of topic groups
 ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
 ARGV[3 .. G+2]  the topic names, in the order of their key groups
-then 5 values per job:
+then one line per job, 'group|at|overrides|id|body':
   group         1-based index of the job's topic group
-  id
-  body          JSON
   at            'd<ms>': a delay in ms from now; 'a<ms>': epoch ms (the past means now)
   overrides     'retries|timeout_ms|backoff_csv', the per-job overrides as the meta stores them,
                 each '' for the topic's ('||' for none)
+  id            (no '|' in an id)
+  body          JSON, the rest of the line
 Returns a flat array, two values per job: code, run_at_ms
-  code   1 created, 2 replaced, -1 exists (create of an existing job), -3 reserved (replace of a
-         leased job); run_at_ms is 0 when the job was refused
+  code   1 created (a replace of a done job's receipt creates it anew), 2 replaced, -1 exists (create
+         of an existing job, or of one whose receipt is kept: a dedupe window), -3 reserved (replace
+         of a leased job); run_at_ms is 0 when the job was refused
 
 Creates are gathered and written with one command per key (HSET, ZADD, RPUSH of many): the
 per-call cost, not the per-job one, dominates a batch. A replace (PUT: one job per call) first
@@ -32,6 +33,7 @@ local now_text = tostring(now)
 local groups = tonumber(ARGV[1])
 local mode = ARGV[2]
 local first_job = groups + 3
+local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
 
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
@@ -40,12 +42,18 @@ for g = 1, groups do
   redis.call('SADD', KEYS[1], ARGV[2 + g])
 end
 
+-- Each job's fields, from its line (job n is ARGV[first_job + n - 1]).
+local J_group, J_at, J_overrides, J_id, J_body = {}, {}, {}, {}, {}
+for n = 1, #ARGV - first_job + 1 do
+  local group, at, overrides, id, body = string.match(ARGV[first_job + n - 1], LINE)
+  group = tonumber(group)
+  J_group[n], J_at[n], J_overrides[n], J_id[n], J_body[n] = group, at, overrides, id, body
+  local ids = G[group].ids
+  ids[#ids + 1] = id
+end
+
 -- Which ids already exist, per group, in one HMGET each.
 local exists = {}
-for i = first_job, #ARGV, 5 do
-  local g = G[tonumber(ARGV[i])]
-  g.ids[#g.ids + 1] = ARGV[i + 1]
-end
 for g = 1, groups do
   exists[g] = {}
   local ids = G[g].ids
@@ -82,10 +90,10 @@ local function flush(g)
 end
 
 local out = {}
-for i = first_job, #ARGV, 5 do
-  local gi = tonumber(ARGV[i])
+for n = 1, #J_id do
+  local gi = J_group[n]
   local w = G[gi]
-  local id, at = ARGV[i + 1], ARGV[i + 3]
+  local id, at = J_id[n], J_at[n]
   local run_at_text = string.sub(at, 2)
   local run_at = tonumber(run_at_text)
   if string.byte(at) == 100 then -- 'd': a delay
@@ -106,22 +114,25 @@ for i = first_job, #ARGV, 5 do
       if state == 'l' then
         code = -3
       else
+        code = 2
         if state == 'q' then
           unqueue(w.K, id)
+        elseif state == 'd' then
+          redis.call('ZREM', w.K.done, id)
+          code = 1
         else
           redis.call('ZREM', w.K.dead, id)
         end
         redis.call('HDEL', w.K.errors, id)
-        code = 2
       end
     end
   end
 
   if code > 0 then
-    local n = #w.bodies
-    w.bodies[n + 1], w.bodies[n + 2] = id, ARGV[i + 2]
-    w.metas[n + 1] = id
-    w.metas[n + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. ARGV[i + 4]
+    local b = #w.bodies
+    w.bodies[b + 1], w.bodies[b + 2] = id, J_body[n]
+    w.metas[b + 1] = id
+    w.metas[b + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. J_overrides[n]
     if run_at <= now then
       w.ready[#w.ready + 1] = id
     else

@@ -1,10 +1,11 @@
 --[[
 inspect: read one job, consistently.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
-Returns nil when there is no such job, else {state, meta, body, last_error}
-  state  'delayed', 'ready', 'reserved' or 'dead'; last_error is nil when there is none
+Returns nil when there is no such job, else {state, meta, body, last_error, done_at_ms}
+  state  'delayed', 'ready', 'reserved', 'dead' or 'done'; last_error is nil when there is none;
+         done_at_ms (when it succeeded) only for a done job, whose body and last error are nil
 ]]
 -- @include topic_keys
 -- @include meta
@@ -20,6 +21,8 @@ if state == 'l' then
   state = 'reserved'
 elseif state == 'x' then
   state = 'dead'
+elseif state == 'd' then
+  return {'done', raw, false, false, redis.call('ZSCORE', K.done, id)}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'
 else

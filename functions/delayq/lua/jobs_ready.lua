@@ -7,7 +7,7 @@ the pages lists every job that stays ready exactly once, whatever is taken, push
 added at the tail or cancelled meanwhile. Holes are skipped. O(page + holes met); LRANGE reaches the
 index from the nearer end of the list, node by node.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     limit: at most this many jobs
 ARGV[2]     the cursor: position of the last job listed, '' to start at the head
 Returns {more, then 5 values per job: id, position, meta, body, last_error (nil where none)}

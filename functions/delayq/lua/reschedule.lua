@@ -1,12 +1,12 @@
 --[[
 reschedule: give a queued job (delayed, or ready and not yet taken) a new run-at.
 
-KEYS[1..12] the topic's key group (keys.py Partition.key_group)
+KEYS[1..13] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     'd': ARGV[3] is a delay in ms from now; 'a': ARGV[3] is epoch ms (the past means now)
 ARGV[3]     value
 Returns {code, run_at_ms}
-  code  3 rescheduled, -2 no such job, -3 reserved (leased to a consumer), -4 dead
+  code  3 rescheduled, -2 no such job, -3 reserved (leased to a consumer), -4 dead, -8 done (a receipt)
 ]]
 -- @include time
 -- @include topic_keys
@@ -24,6 +24,8 @@ if m.state == 'l' then
   return {-3, 0}
 elseif m.state == 'x' then
   return {-4, 0}
+elseif m.state == 'd' then
+  return {-8, 0}
 end
 
 local now = now_ms()

@@ -2,14 +2,15 @@
 stats: how many jobs of one topic are in each state in this partition, when the next falls due,
 whether the topic is paused here, and since when the oldest due job has waited.
 
-KEYS[1..8]  the topic's keys (keys.py TOPIC_KEYS)
-Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms}
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms, done}
   next_run_at_ms  the earliest run-at of a delayed job, -1 if none
   paused          1 if the topic is paused (pause.lua), else 0
   now_ms          Redis' time
   oldest_due_ms   the run-at of the job that has waited longest since it fell due: the head of the
                   ready list, or a delayed job already due that the sweeper has not moved yet; -1
                   if none is due
+  done            receipts kept of jobs that succeeded
 ]]
 -- @include time
 -- @include topic_keys
@@ -43,5 +44,5 @@ if control[1] then
 end
 return {
   redis.call('ZCARD', K.delayed), redis.call('LLEN', K.ready) - (tonumber(control[2]) or 0),
-  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
+  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest, redis.call('ZCARD', K.done),
 }

@@ -3,7 +3,8 @@ sweep: one pass over some topics of a partition, under the partition's lock. Mov
 the delayed set to the ready list, and takes back expired leases as failed attempts (retried after
 their backoff, or dead). Then reads the partition's topic index (topic_index.lua) for what the next
 call should sweep: the topics with a job due for at least `lag` ms (consumers take due jobs
-themselves; the sweep moves only what none took) or a lease expired, and when the next of those
+themselves; the sweep moves only what none took), a lease expired or a receipt to forget
+(forget.lua, sent with the sweep), and when the next of those
 falls due. A call with no topics only renews the lock and reads the index: what an idle tick costs,
 however many topics the partition has.
 
@@ -13,8 +14,9 @@ paused past its lock's TTL learns here that it lost the lock, before it touches 
 KEYS[1]      the partition's _lock
 KEYS[2]      the partition's _delayed index
 KEYS[3]      the partition's _leases index
-KEYS[4]      the partition's _indexed mark: set once the index covers every topic of _topics
-KEYS[5 ...]  a key group per topic to sweep (keys.py Partition.key_group); the sweep sets each
+KEYS[4]      the partition's _receipts index
+KEYS[5]      the partition's _indexed mark: set once the index covers every topic of _topics
+KEYS[6 ...]  a key group per topic to sweep (keys.py Partition.key_group); the sweep sets each
              topic's index entries from its keys
 ARGV[1]      lock token
 ARGV[2]      lock TTL in ms, renewed by this call
@@ -38,7 +40,7 @@ Returns {code, next_in_ms, indexed, due, then `due` topic names, then 3 values p
 -- @include failed_attempt
 
 local LEASE_EXPIRED = 'lease expired: no answer from the consumer within the timeout'
-local FIRST_GROUP = 5
+local FIRST_GROUP = 6
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {-5, -1, 0, 0}
@@ -76,13 +78,13 @@ for g = 1, groups do
   counts[#counts + 1], counts[#counts + 2], counts[#counts + 3] = moved, retried, dead
 end
 if ARGV[6] == '1' then
-  redis.call('SET', KEYS[4], '1')
+  redis.call('SET', KEYS[5], '1')
 end
 
 -- What the next call sweeps: topics due for the sweep now, delayed ones first (a topic due in both
 -- is named once), and when the index next has work for it.
 local due, named = {}, {}
-for _, pick in ipairs({{KEYS[2], now - lag}, {KEYS[3], now}}) do
+for _, pick in ipairs({{KEYS[2], now - lag}, {KEYS[3], now}, {KEYS[4], now}}) do
   if #due < wanted then
     for _, topic in ipairs(redis.call('ZRANGEBYSCORE', pick[1], '-inf', pick[2], 'LIMIT', 0, wanted - #due)) do
       if not named[topic] then
@@ -93,7 +95,7 @@ for _, pick in ipairs({{KEYS[2], now - lag}, {KEYS[3], now}}) do
   end
 end
 local next_at = nil
-for _, pick in ipairs({{KEYS[2], lag}, {KEYS[3], 0}}) do
+for _, pick in ipairs({{KEYS[2], lag}, {KEYS[3], 0}, {KEYS[4], 0}}) do
   local at = first_score(pick[1])
   if at and (next_at == nil or at + pick[2] < next_at) then
     next_at = at + pick[2]
@@ -104,7 +106,7 @@ if next_at then
   next_in = math.max(0, next_at - now)
 end
 local indexed = 0
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if redis.call('EXISTS', KEYS[5]) == 1 then
   indexed = 1
 end
 local out = {3, next_in, indexed, #due}

@@ -18,22 +18,25 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..12] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+KEYS[1..13] the topic's key group (keys.py Partition.key_group); its control hash says whether it
             is paused; the take keeps the partition's topic index (topic_index.lua)
-KEYS[13]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[14]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[14]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[15]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
 ARGV[4]     the longest timeout in ms the consumer can still finish; -1: no limit
 ARGV[5]     the longest timeout in ms a whole run of the consumer can finish (its deadline minus its
             start); -1: no limit
-ARGV[6]     optional: the take's id, the lease token of its jobs
+ARGV[6]     optional: the take's id, the lease token of its jobs ('' none, when ARGV[7] follows)
+ARGV[7..8]  optional: the topic's rate limit here, its interval and tolerance in µs (includes/rate.lua):
+            the take leases no more jobs than the bucket holds starts; the others stay ready in place
 Returns {now_ms, next_in_ms, dead, then 7 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
          then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
-              (pause.lua), nothing was taken, and the reply ends there
+              (pause.lua), nothing was taken, and the reply ends there. When the rate cut the take
+              short, at most the ms until the bucket holds a start again
   dead        how many jobs went to the dead letters for a timeout longer than ARGV[5]; their ids
               are the last `dead` values of the reply
 calls.py take() packs these arguments and reads the reply.
@@ -41,6 +44,7 @@ calls.py take() packs these arguments and reads the reply.
 -- @include time
 -- @include topic_keys
 -- @include queue
+-- @include rate
 
 local K = topic_keys(1)
 local count = tonumber(ARGV[1])
@@ -49,6 +53,9 @@ local now = now_ms()
 local longest = tonumber(ARGV[4])
 local run_limit = tonumber(ARGV[5])
 local take_id = ARGV[6]
+if take_id == '' then
+  take_id = nil
+end
 local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
 if take_id and redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
@@ -57,6 +64,14 @@ end
 -- off this lane for a tick.
 if redis.call('HGET', K.control, 'paused') then
   return {now, -2, 0}
+end
+-- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are.
+local bucket, held = nil, false
+if ARGV[7] then
+  bucket = rate_bucket(K.control, tonumber(ARGV[7]), tonumber(ARGV[8]))
+  if bucket.allowed < count then
+    count, held = bucket.allowed, true
+  end
 end
 local dead = {}
 local ids = {}
@@ -143,6 +158,16 @@ end
 local next_at = index_delayed_exact(K)
 if next_at then
   out[2] = math.max(0, next_at - now)
+end
+if bucket then
+  local started = (#out - 3) / 7
+  rate_spend(bucket, started)
+  if held then
+    local wait = rate_wait_ms(bucket)
+    if out[2] < 0 or wait < out[2] then
+      out[2] = wait
+    end
+  end
 end
 out[3] = #dead
 for i = 1, #dead do

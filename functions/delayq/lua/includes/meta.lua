@@ -1,10 +1,11 @@
 -- A job's metadata, one string per job in its topic's meta hash (the Python side is job.py Meta):
 --   state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
--- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead. The last three are
--- per-job overrides, '' when the topic's value applies.
+-- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead, 'd' done (a receipt,
+-- in the done set: its lease_token field holds when its last attempt's handler started, ms). The last
+-- three are per-job overrides, '' when the topic's value applies.
 --
--- take.lua, the hot path of every delivery, reads and writes this format as text, without decoding:
--- keep the two in step.
+-- take.lua and ack.lua, the hot path of every delivery, read and write this format as text, without
+-- decoding: keep them in step.
 --
 -- Decoded fields are the strings as stored: a script converts only what it computes with
 -- (tonumber), and may assign integers back; encoding writes strings as they are and integers exactly

@@ -4,6 +4,7 @@
 --   _delayed  topic -> the earliest run-at in its delayed set (ms)
 --   _leases   topic -> the earliest lease deadline in its leased set (ms)
 --   _ready    topic -> when its ready list last went from empty to holding jobs (ms)
+--   _receipts topic -> when its first receipt of a done job expires (ms; receipts.lua)
 -- A topic's score is never later than its first job's: an addition lowers it (ZADD LT), and a
 -- removal may leave it early until the next sweep or take of the topic sets it from the topic's own
 -- keys (index_*_exact), which costs one look at the topic, never a missed job. A topic that holds
@@ -26,6 +27,11 @@ end
 -- A job of the topic is leased until `at` (ms).
 local function index_leased(K, at)
   redis.call('ZADD', K.leased_index, 'LT', at, K.name)
+end
+
+-- A receipt of the topic expires at `at` (ms).
+local function index_receipts(K, at)
+  redis.call('ZADD', K.receipts_index, 'LT', at, K.name)
 end
 
 -- The topic's ready list holds jobs (since `now`, if it was empty).

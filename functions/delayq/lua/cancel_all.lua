@@ -1,0 +1,74 @@
+--[[
+cancel_all: cancel the jobs of one topic in one state in this partition, at most `limit` per call
+(the caller calls again while jobs are left): each is gone, as cancel.lua leaves it.
+
+delayed  the soonest first (ZRANGE 0 limit-1 of the delayed set)
+ready    from the head of the ready list, as a take reads it (LRANGE + LTRIM): the jobs behind keep
+         their positions (includes/queue.lua), and the holes met are dropped and uncounted. An id
+         whose job is no longer queued is dropped too, as the take drops it
+dead     the oldest deaths first
+
+KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+ARGV[1]     'delayed', 'ready' or 'dead'
+ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
+Returns {cancelled, left}: how many jobs this call cancelled, how many are left in that state here.
+]]
+-- @include topic_keys
+-- @include queue
+
+local K = topic_keys(1)
+local state = ARGV[1]
+local limit = tonumber(ARGV[2])
+local gone = {}
+
+if state == 'ready' then
+  local got = redis.call('LRANGE', K.ready, 0, limit - 1)
+  if #got > 0 then
+    redis.call('LTRIM', K.ready, #got, -1)
+  end
+  local holes = 0
+  local ids = {}
+  for _, id in ipairs(got) do
+    if id == HOLE then
+      holes = holes + 1
+    else
+      ids[#ids + 1] = id
+    end
+  end
+  if holes > 0 then
+    redis.call('HINCRBY', K.control, 'holes', -holes)
+  end
+  if #ids > 0 then
+    local metas = redis.call('HMGET', K.meta, unpack(ids))
+    for i, id in ipairs(ids) do
+      if metas[i] and string.sub(metas[i], 1, 2) == 'q|' then
+        gone[#gone + 1] = id
+      end
+    end
+  end
+else
+  local set = K.delayed
+  if state == 'dead' then
+    set = K.dead
+  end
+  gone = redis.call('ZRANGE', set, 0, limit - 1)
+  if #gone > 0 then
+    redis.call('ZREM', set, unpack(gone))
+  end
+end
+
+if #gone > 0 then
+  redis.call('HDEL', K.meta, unpack(gone))
+  redis.call('HDEL', K.bodies, unpack(gone))
+  redis.call('HDEL', K.errors, unpack(gone))
+end
+
+local left
+if state == 'ready' then
+  left = redis.call('LLEN', K.ready) - (tonumber(redis.call('HGET', K.control, 'holes')) or 0)
+elseif state == 'dead' then
+  left = redis.call('ZCARD', K.dead)
+else
+  left = redis.call('ZCARD', K.delayed)
+end
+return {#gone, left}

@@ -1,0 +1,272 @@
+"""Receipts: a job that succeeded stays readable as ``done`` for its topic's keep_done, at most
+keep_done_max of them; the scripts (ack, forget, and what every other script does with a done job)
+and the client's view of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from delayq import JobDone, JobExists, JobNotFound, Queue, calls
+from delayq.job import Refused, Scheduled
+
+from redis_support import Lua, Rules, server_ms
+
+T = "orders"
+HOUR_MS = 3_600_000
+MakeQueue = Callable[..., Queue]
+
+
+@pytest.fixture
+def lua(redis_client: redis.Redis, namespace: str) -> Lua:
+    return Lua(redis_client, namespace)
+
+
+def finish(lua: Lua, job_id: str, *, keep_ms: int = HOUR_MS, keep_max: int = 10_000, **options: object) -> int:
+    """``job_id`` created due now, leased and acknowledged with a receipt kept; its handler started 5 ms
+    after the take (by Redis' clock). Returns when it started."""
+    lease = lua.make_leased(T, job_id, **options)
+    started = server_ms(lua.r) + 5
+    assert lua.ack(T, job_id, lease.token, started_at_ms=started, keep_ms=keep_ms, keep_max=keep_max) == 1
+    return started
+
+
+def receipts(lua: Lua, topic: str = T) -> list[str]:
+    return lua.r.zrange(lua.k(topic).done, 0, -1)
+
+
+# ------------------------------------------------------------------------------------- ack
+
+
+def test_ack_keeps_a_compact_receipt_without_body_or_error(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", body='{"big": "body"}', retries="5")
+    lua.r.hset(lua.k(T).errors, "a", "an earlier failure")
+    before = server_ms(lua.r)
+    assert lua.ack(T, "a", lease.token, started_at_ms=before - 3, keep_ms=HOUR_MS) == 1
+    after = server_ms(lua.r)
+    assert lua.where(T, "a") == {"done", "meta"}
+    raw = lua.r.hget(lua.k(T).meta, "a")
+    job = lease.job
+    assert raw == f"d|1|{job.run_at_ms}|{job.enqueued_at_ms}|{before - 3}|5||"
+    done_at = lua.r.zscore(lua.k(T).done, "a")
+    assert done_at is not None
+    assert before <= done_at <= after
+    found = lua.inspect(T, "a")
+    assert found is not None
+    assert (found.state, found.body, found.last_error, found.done_at_ms) == ("done", None, None, int(done_at))
+    assert (found.meta.attempts, found.meta.started_at_ms, found.meta.retries) == (1, before - 3, 5)
+
+
+def test_ack_with_keep_done_zero_keeps_nothing(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    assert lua.ack(T, "a", lease.token, keep_ms=0) == 1
+    assert lua.where(T, "a") == set()
+    assert lua.inspect(T, "a") is None
+
+
+def test_a_late_ack_of_a_done_job_changes_nothing(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    assert lua.ack(T, "a", lease.token, started_at_ms=7, keep_ms=HOUR_MS) == 1
+    stored = lua.r.hget(lua.k(T).meta, "a")
+    assert lua.ack(T, "a", lease.token, started_at_ms=8, keep_ms=HOUR_MS) == 0
+    assert lua.r.hget(lua.k(T).meta, "a") == stored
+
+
+def test_the_oldest_receipts_go_first_beyond_keep_done_max(lua: Lua) -> None:
+    for job_id in ("a", "b", "c", "d", "e"):
+        finish(lua, job_id, keep_max=3)
+    assert receipts(lua) == ["c", "d", "e"]
+    assert not lua.r.hexists(lua.k(T).meta, "a")
+    assert not lua.r.hexists(lua.k(T).meta, "b")
+    assert lua.stats(T).done == 3
+
+
+def test_ack_forgets_expired_receipts_but_no_more_than_it_adds_and_a_few(lua: Lua) -> None:
+    k = lua.k(T)
+    long_ago = server_ms(lua.r) - 2 * HOUR_MS
+    lua.r.zadd(k.done, {f"old{i}": long_ago + i for i in range(40)})
+    lua.r.hset(k.meta, mapping={f"old{i}": "d|1|1|1|1|||" for i in range(40)})
+    finish(lua, "new")  # one added: forgets 1 + 16 of the 40 expired, the oldest first
+    left = receipts(lua)
+    assert left == [f"old{i}" for i in range(17, 40)] + ["new"]
+    assert lua.r.hlen(k.meta) == len(left)
+
+
+# ------------------------------------------------------------------------------------- forget (the sweep's share)
+
+
+def test_forget_is_bounded_and_says_when_more_is_left(lua: Lua) -> None:
+    k = lua.k(T)
+    now = server_ms(lua.r)
+    lua.r.zadd(k.done, {f"x{i}": now - 10_000 + i for i in range(25)})
+    lua.r.hset(k.meta, mapping={f"x{i}": "d|1|1|1|1|||" for i in range(25)})
+    assert lua.forget([T], keep_ms=5_000, limit=10) == (10, True)
+    assert lua.forget([T], keep_ms=5_000, limit=10) == (10, True)
+    assert lua.forget([T], keep_ms=5_000, limit=10) == (5, False)
+    assert lua.where(T, "x0") == set()
+    assert lua.r.exists(k.done, k.meta) == 0
+
+
+def test_forget_keeps_receipts_younger_than_keep_done(lua: Lua) -> None:
+    finish(lua, "a")
+    assert lua.forget([T], keep_ms=HOUR_MS) == (0, False)
+    assert receipts(lua) == ["a"]
+    assert lua.forget([T], keep_ms=HOUR_MS, keep_max=1) == (0, False)
+    assert lua.forget([T], keep_ms=0) == (1, False)  # keep_done now 0: every receipt has expired
+    assert lua.where(T, "a") == set()
+
+
+def test_forget_over_several_topics_uses_each_topics_config(lua: Lua) -> None:
+    finish(lua, "a")
+    lease = lua.make_leased("reminders", "r")
+    lua.ack("reminders", "r", lease.token, keep_ms=HOUR_MS)
+    rules = [(T, Rules(keep_done_ms=HOUR_MS)), ("reminders", Rules(keep_done_ms=0))]
+    assert calls.forget(lua.p, rules, limit=100).run(lua.r) == (1, False)
+    assert receipts(lua) == ["a"]
+    assert receipts(lua, "reminders") == []
+
+
+# ------------------------------------------------------------------------------------- the other scripts
+
+
+def test_create_of_a_done_job_is_refused_while_its_receipt_lasts(lua: Lua) -> None:
+    finish(lua, "a")
+    assert lua.enqueue(T, "a", value=0) == (-1, 0)
+    assert lua.where(T, "a") == {"done", "meta"}
+
+
+def test_replace_of_a_done_job_creates_it_anew(lua: Lua) -> None:
+    finish(lua, "a")
+    code, run_at = lua.enqueue(T, "a", '{"n":2}', replace=True, value=60_000)
+    assert code == 1  # created, not replaced: the receipt was no job
+    assert lua.where(T, "a") == {"delayed", "meta", "bodies"}
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.attempts, meta.run_at_ms) == ("q", 0, run_at)
+
+
+def test_cancel_forgets_a_receipt(lua: Lua) -> None:
+    finish(lua, "a")
+    assert lua.cancel(T, "a") == 3
+    assert lua.where(T, "a") == set()
+
+
+def test_reschedule_of_a_done_job_is_refused(lua: Lua) -> None:
+    finish(lua, "a")
+    assert lua.reschedule(T, "a", "d", 0) == (-8, 0)
+    assert lua.where(T, "a") == {"done", "meta"}
+
+
+def test_replay_and_purge_leave_receipts_alone(lua: Lua) -> None:
+    finish(lua, "a")
+    assert lua.replay(T, "a") == 0
+    assert lua.purge(T, 10) == 0
+    assert lua.where(T, "a") == {"done", "meta"}
+
+
+def test_stats_count_receipts(lua: Lua) -> None:
+    finish(lua, "a")
+    finish(lua, "b")
+    lua.enqueue(T, "c")
+    stats = lua.stats(T)
+    assert (stats.delayed, stats.ready, stats.reserved, stats.dead, stats.done) == (1, 0, 0, 0, 2)
+
+
+def test_receipts_are_listed_newest_first(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        finish(lua, job_id)
+    lua.r.zadd(lua.k(T).done, {"a": 1000, "b": 3000, "c": 2000})
+    listed = lua.jobs_scored(T, "done", 10, descending=True)
+    assert [(job.id, job.place, job.body) for job in listed] == [
+        ("b", 3000, None),
+        ("c", 2000, None),
+        ("a", 1000, None),
+    ]
+    assert [job.id for job in lua.jobs_scored(T, "done", 10, (2000, "c"), descending=True)] == ["a"]
+
+
+# ------------------------------------------------------------------------------------- the client
+
+
+def done_job(queue: Queue, job_id: str, topic: str = T) -> int:
+    """Enqueue ``job_id`` due now, lease and acknowledge it with the topic's config; when it started."""
+    queue.enqueue(topic, {"n": 1}, id=job_id, delay=0)
+    partition = queue.keys.for_job(topic, job_id)
+    taken = calls.take(partition, topic, count=100, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    lease = {job.id: token for job, token, _ in taken.leases}
+    started = taken.now_ms + 2
+    config = queue.topic_config(topic)
+    assert calls.ack(partition, topic, config, [(job_id, lease[job_id], started)]).run(queue.redis) == 1
+    return started
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_get_of_a_done_job(make_queue: MakeQueue, partitions: int) -> None:
+    queue = make_queue(partitions=partitions)
+    started = done_job(queue, "a")
+    info = queue.get(T, "a")
+    assert (info.state, info.attempts, info.body, info.last_error, info.started_at_ms) == (
+        "done",
+        1,
+        None,
+        None,
+        started,
+    )
+    assert info.done_at_ms is not None
+    assert info.done_at_ms >= started - 2
+    shown = info.to_dict()
+    assert (shown["state"], shown["started_at_ms"], shown["done_at_ms"]) == ("done", started, info.done_at_ms)
+    assert "started_at_ms" not in queue.get(T, queue.enqueue(T, {}).id).to_dict()
+
+
+def test_the_client_treats_a_receipt_as_a_dedupe_window(queue: Queue) -> None:
+    done_job(queue, "a")
+    with pytest.raises(JobExists):
+        queue.enqueue(T, {}, id="a")
+    results = queue.enqueue_many([{"topic": T, "id": "a"}, {"topic": T, "id": "b"}])
+    assert isinstance(results[0], Refused)
+    assert (results[0].status, results[0].error.error) == (409, "exists")
+    assert isinstance(results[1], Scheduled)
+    with pytest.raises(JobDone) as refused:
+        queue.reschedule(T, "a", delay=0)
+    assert (refused.value.status, refused.value.error) == (409, "done")
+    assert queue.put(T, "a", {"again": True}, delay=60).created
+    assert queue.get(T, "a").state == "delayed"
+
+
+def test_cancel_of_a_done_job_forgets_it(queue: Queue) -> None:
+    done_job(queue, "a")
+    queue.cancel(T, "a")
+    with pytest.raises(JobNotFound):
+        queue.get(T, "a")
+    queue.enqueue(T, {}, id="a")  # no longer a duplicate
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_stats_and_the_done_listing(make_queue: MakeQueue, partitions: int) -> None:
+    queue = make_queue(partitions=partitions)
+    for n in range(7):
+        done_job(queue, f"j{n}")
+    assert queue.stats(T).done == 7
+    assert [t.done for t in queue.topics().topics if t.topic == T] == [7]
+    seen: list[str] = []
+    page = queue.jobs(T, "done", limit=3)
+    while True:
+        assert all(job.state == "done" and job.done_at_ms is not None for job in page.jobs)
+        seen += [job.id for job in page.jobs]
+        if page.next is None:
+            break
+        page = queue.jobs(T, "done", limit=3, cursor=page.next)
+    assert sorted(seen) == [f"j{n}" for n in range(7)]
+    done_at = [queue.get(T, job_id).done_at_ms or 0 for job_id in seen]
+    assert done_at == sorted(done_at, reverse=True)  # newest first
+
+
+def test_keep_done_zero_forgets_at_once(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={T: {"target": "python:recorder:deliver", "keep_done": 0}})
+    done_job(queue, "a")
+    with pytest.raises(JobNotFound):
+        queue.get(T, "a")
+    assert queue.stats(T).done == 0
