@@ -294,6 +294,29 @@ def _swept(reply: list[Any]) -> Swept:
     return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic)
 
 
+@dataclass(frozen=True, slots=True)
+class TopicsDue:
+    """Which topics of a partition have work for a consumer: ``due`` maps each to the ms until it has a
+    job due (0: now), by Redis' time ``now_ms``."""
+
+    now_ms: int
+    due: dict[str, int]
+
+
+def topics_due(partition: Partition, *, limit: int, horizon_ms: int) -> Call[TopicsDue]:
+    """The partition's topics with ready jobs, then those with a job due within ``horizon_ms``, at most
+    ``limit``, read off its topic index."""
+    return Call(Scripts.topics_due, [partition.ready_index, partition.delayed_index], [limit, horizon_ms], _topics_due)
+
+
+def _topics_due(reply: list[Any]) -> TopicsDue:
+    due: dict[str, int] = {}
+    for i in range(1, len(reply), 2):
+        name, in_ms = str(reply[i]), int(reply[i + 1])
+        due[name] = min(in_ms, due.get(name, in_ms))
+    return TopicsDue(int(reply[0]), due)
+
+
 def unlock(partition: Partition, token: str) -> Call[bool]:
     """Releases the partition's sweep lock if it still holds ``token``; whether it did."""
     return Call(Scripts.unlock, [partition.lock], [token], bool)
