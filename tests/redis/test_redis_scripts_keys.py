@@ -136,6 +136,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert swept.held
     assert swept.per_topic == [(0, 0, 0), (0, 1, 0)]  # orders: nothing; reminders: one lease taken back, retried
     assert restricted(calls.unlock(p, "me")) is True
+    assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
     assert restricted(calls.add_lateness(p, "orders", {3: 2, 40: 1}, window_minutes=5)) == 0
