@@ -35,6 +35,7 @@ from typing import Any
 
 from delayq import Queue, Settings, Topics
 from delayq.api import create_app
+from delayq.calls import Enqueued
 
 SAMPLE = Path(__file__).resolve().parent.parent / "events" / "api" / "post_jobs.json"
 
@@ -56,10 +57,10 @@ def events(route: str, count: int, batch: int) -> list[dict[str, Any]]:
     return out
 
 
-def stub_write(self: Queue, writes: list[Any], mode: str = "c") -> list[tuple[int, int]]:
+def stub_write(self: Queue, writes: list[Any], *, replace: bool = False) -> Enqueued:
     """``Queue._write`` without Redis: every job created, due now."""
     now_ms = int(time.time() * 1000)
-    return [(1, now_ms)] * len(writes)
+    return Enqueued([1] * len(writes), [now_ms] * len(writes))
 
 
 @contextmanager

@@ -78,7 +78,8 @@ _ONE_AT_A_TIME = threading.Lock()
 class ErrorOut(BaseModel):
     status: int
     error: str = Field(
-        description="malformed, invalid, too_large, not_found, method_not_allowed, exists, reserved, dead, unavailable"
+        description="malformed, invalid, too_large, not_found, method_not_allowed, exists, reserved, dead, done, "
+        "unavailable"
     )
     field: str | None = Field(description="The request field at fault, when there is one")
     message: str
@@ -92,12 +93,17 @@ class ScheduledOut(BaseModel):
 
 
 class JobOut(ScheduledOut):
-    state: str = Field(description="delayed, ready, reserved or dead")
+    state: str = Field(description="delayed, ready, reserved, dead or done (succeeded: a receipt, kept keep_done s)")
     enqueued_at_ms: int
     attempts: int
     retries: int
-    body: Any = None
+    body: Any = Field(default=None, description="null for a done job: its receipt keeps no body")
     last_error: str | None
+    started_at_ms: int | None = Field(
+        description="A done job's: when the handler of the attempt that succeeded started (Redis time); else null"
+    )
+    done_at: str | None = Field(description="A done job's: when it succeeded, ISO-8601 UTC; else null")
+    done_at_ms: int | None = Field(description="A done job's: when it succeeded (Redis time); else null")
 
 
 class BatchItemOut(BaseModel):
@@ -126,6 +132,7 @@ class TopicOut(BaseModel):
     ready: int
     reserved: int
     dead: int
+    done: int = Field(description="Receipts of jobs that succeeded, kept for the topic's keep_done")
     next_run_at_ms: int | None
     next_run_at: str | None
     paused: bool = Field(description="No consumer starts a job of the topic while it is paused")
@@ -276,7 +283,7 @@ def _echo(text: str) -> str:
 # ---------------------------------------------------------------------------- routes
 
 router = Router()  # type: ignore[no-untyped-call]
-EXISTS = {409: "exists: the topic has a job with this id"}
+EXISTS = {409: "exists: the topic has a job with this id, or the receipt of one that succeeded (keep_done)"}
 
 
 def _app(request: Request) -> DelayqResolver:
@@ -315,7 +322,8 @@ def create_batch(request: Request, batch: Annotated[Batch, Body()]) -> Response[
 
 @router.put(
     "/jobs/<topic>/<id>",
-    summary="Create a job, or replace it (its body and run-at, whatever its state, dead included)",
+    summary="Create a job, or replace it (its body and run-at, whatever its state, dead included); a done job's "
+    "receipt is replaced by a new job (201)",
     responses=_responses(201, ScheduledOut, 400, 404, 409, 413, words={409: "reserved: the job is being handled"})
     | {200: {"description": "Replaced", "content": {"application/json": {"model": ScheduledOut}}}},
 )
@@ -332,7 +340,12 @@ def get_job(request: Request, topic: TopicPath, job_id: IdPath) -> Response[Any]
     "/jobs/<topic>/<id>",
     summary="Reschedule a delayed or ready job",
     responses=_responses(
-        200, ScheduledOut, 400, 404, 409, words={404: NO_JOB, 409: "reserved or dead (replay a dead job, or PUT it)"}
+        200,
+        ScheduledOut,
+        400,
+        404,
+        409,
+        words={404: NO_JOB, 409: "reserved, dead or done (replay a dead job, or PUT it; PUT a done job)"},
     ),
 )
 def reschedule_job(
@@ -341,7 +354,11 @@ def reschedule_job(
     return _scheduled(_queue(request).reschedule_to(topic, job_id, when))
 
 
-@router.delete("/jobs/<topic>/<id>", summary="Cancel a job", responses=_responses(204, None, 404, words={404: NO_JOB}))
+@router.delete(
+    "/jobs/<topic>/<id>",
+    summary="Cancel a job (a done job: forget its receipt)",
+    responses=_responses(204, None, 404, words={404: NO_JOB}),
+)
 def cancel_job(request: Request, topic: TopicPath, job_id: IdPath) -> Response[Any]:
     _queue(request).cancel(topic, job_id)
     return Response(status_code=204, body=None)
@@ -388,8 +405,8 @@ def list_topics(request: Request, limit: Limit = DEFAULT_LIMIT, cursor: Cursor =
 @router.get(
     "/topics/<topic>/jobs",
     summary="A topic's jobs in one state, a page at a time: delayed by run-at (soonest first), ready in the order "
-    "they will be taken, reserved by lease deadline, dead newest first; walking the pages lists every job that "
-    "stays in its state exactly once",
+    "they will be taken, reserved by lease deadline, dead and done newest first; walking the pages lists every job "
+    "that stays in its state exactly once",
     responses=_responses(200, JobPageOut, 404, words={404: NO_TOPIC}),
 )
 def list_jobs(

@@ -161,14 +161,15 @@ def topics(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
                 str(stats.ready),
                 str(stats.reserved),
                 str(stats.dead),
+                str(stats.done),
                 when(stats.next_run_at_ms),
                 duration(stats.oldest_ready_ms) if stats.oldest_ready_ms else "-",
                 "paused" if stats.paused else "",
             ]
             for stats in found
         ]
-        headers = ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "NEXT RUN AT", "OLDEST READY", "STATE"]
-        printer.table_or("no topics", headers, rows, right=(1, 2, 3, 4))
+        headers = ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "DONE", "NEXT RUN AT", "OLDEST READY", "STATE"]
+        printer.table_or("no topics", headers, rows, right=(1, 2, 3, 4, 5))
         _more(printer, following)
     return OK if found else NOTHING
 
@@ -181,7 +182,16 @@ def jobs(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
             printer.json(page.to_dict())
         found += page.jobs
         following = page.next
-    if not printer.as_json:
+    if printer.as_json:
+        return OK if found else NOTHING
+    if args.state == "done":  # receipts: no body nor error kept, but when each ran
+        rows = [
+            [job.id, iso_utc(job.run_at_ms), when(job.started_at_ms), when(job.done_at_ms), str(job.attempts)]
+            for job in found
+        ]
+        headers = ["ID", "RUN AT", "STARTED AT", "DONE AT", "ATTEMPTS"]
+        printer.table_or(f"no done jobs in {args.topic}", headers, rows, right=(4,))
+    else:
         rows = [
             [job.id, iso_utc(job.run_at_ms), str(job.attempts), str(job.retries), short_body(job.body),
              short_error(job.last_error)]
@@ -189,7 +199,7 @@ def jobs(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         ]  # fmt: skip
         headers = ["ID", "RUN AT", "ATTEMPTS", "RETRIES", "BODY", "LAST ERROR"]
         printer.table_or(f"no {args.state} jobs in {args.topic}", headers, rows, right=(2, 3))
-        _more(printer, following)
+    _more(printer, following)
     return OK if found else NOTHING
 
 
@@ -212,8 +222,17 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         ("attempts", f"{info.attempts} (retries: {info.retries})"),
         ("last error", "-" if info.last_error is None else printable(info.last_error)),
     ]
+    if info.started_at_ms is not None and info.done_at_ms is not None:  # a receipt: no body kept
+        fields[5:] = [
+            ("started at", iso_utc(info.started_at_ms)),
+            ("done at", iso_utc(info.done_at_ms)),
+            ("attempts", str(info.attempts)),
+            ("body", "- (a done job's receipt keeps no body)"),
+        ]
     for name, value in fields:
         printer.line(f"{name:<12} {value}")
+    if info.state == "done":
+        return OK
     printer.line("body")
     for line in json.dumps(info.body, ensure_ascii=False, indent=2).splitlines():
         printer.line("  " + line)

@@ -137,7 +137,7 @@ class JobInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        return {
             "topic": self.topic,
             "id": self.id,
             "state": self.state,
@@ -148,14 +148,10 @@ class JobInfo:
             "retries": self.retries,
             "body": self.body,
             "last_error": self.last_error,
+            "started_at_ms": self.started_at_ms,
+            "done_at": None if self.done_at_ms is None else iso_utc(self.done_at_ms),
+            "done_at_ms": self.done_at_ms,
         }
-        if self.started_at_ms is not None and self.done_at_ms is not None:
-            out |= {
-                "started_at_ms": self.started_at_ms,
-                "done_at": iso_utc(self.done_at_ms),
-                "done_at_ms": self.done_at_ms,
-            }
-        return out
 
 
 @dataclass(slots=True)

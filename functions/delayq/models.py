@@ -6,6 +6,7 @@ unknown fields, so a typo such as ``"delay_s"`` is a 422 naming it rather than a
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -114,6 +115,7 @@ def lone_surrogate_at(value: Any) -> str | None:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)  # dumps() makes one a call
+_encode_str = json.encoder.encode_basestring  # what _ENCODER does with a str, without its method call
 
 
 def body_json(body: Any) -> str:
@@ -122,17 +124,21 @@ def body_json(body: Any) -> str:
 
     The encoder does the work: a lone surrogate fails the UTF-8 encoding, and nesting can only be too
     deep when the text holds that many brackets, so the walk of ``json_problem`` runs only then."""
-    try:
-        text = _ENCODER.encode(body)
-        size = len(text) if text.isascii() else len(text.encode())  # isascii reads a flag: no scan
-    except RecursionError:
-        raise InvalidField("body", too_deep(MAX_BODY_DEPTH)) from None
-    except UnicodeEncodeError:
-        raise InvalidField("body", LONE_SURROGATE) from None
-    except (TypeError, ValueError) as exc:
-        raise InvalidField("body", f"must be JSON (no NaN, Infinity, sets or bytes): {exc}") from None
-    if text.count("[") + text.count("{") > MAX_BODY_DEPTH and (problem := json_problem(body, MAX_BODY_DEPTH)):
-        raise InvalidField("body", problem)
+    if type(body) is str and body.isascii():  # the common body: no nesting, no surrogate, 1 byte a character
+        text = _encode_str(body)
+        size = len(text)
+    else:
+        try:
+            text = _ENCODER.encode(body)
+            size = len(text) if text.isascii() else len(text.encode())  # isascii reads a flag: no scan
+        except RecursionError:
+            raise InvalidField("body", too_deep(MAX_BODY_DEPTH)) from None
+        except UnicodeEncodeError:
+            raise InvalidField("body", LONE_SURROGATE) from None
+        except (TypeError, ValueError) as exc:
+            raise InvalidField("body", f"must be JSON (no NaN, Infinity, sets or bytes): {exc}") from None
+        if text.count("[") + text.count("{") > MAX_BODY_DEPTH and (problem := json_problem(body, MAX_BODY_DEPTH)):
+            raise InvalidField("body", problem)
     if size > MAX_BODY_BYTES:
         raise TooLarge("body", f"body is {size} bytes as JSON; at most {MAX_BODY_BYTES}")
     return text
@@ -144,6 +150,12 @@ def _is_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def well_within_range(run_at_s: float, now_s: float) -> bool:
+    """Whether epoch seconds ``run_at_s`` are a valid run_at without rounding them to ms: from 0 to a
+    second short of 366 days after ``now_s`` (NaN is not)."""
+    return 0 <= run_at_s <= now_s + MAX_DELAY_S - 1
 
 
 class When(BaseModel):
@@ -162,7 +174,7 @@ class When(BaseModel):
         if isinstance(value, int | float) and not isinstance(value, bool):
             if isinstance(value, float) and not math.isfinite(value):
                 raise PydanticCustomError("run_at_type", NOT_A_TIME)
-            if 0 <= value <= time.time() + MAX_DELAY_S - 1:  # well within range: no need to round it to ms
+            if well_within_range(value, time.time()):
                 return value
             if abs(value) > MAX_EPOCH_S:  # before any arithmetic: a larger int may not even convert to a float
                 message = "must be epoch seconds >= 0" if value < 0 else "must be at most 366 days from now"
@@ -300,6 +312,7 @@ _validate_new_job = NewJob.__pydantic_validator__.validate_python
 # The fields of a job of the common shape, which ``plain_job`` checks without the model.
 _PLAIN_FIELDS = frozenset(("topic", "id", "body", "delay", "run_at"))
 _NUMBERS = (int, float)  # exactly these types: a bool is an int, but not a JSON number
+_ms = functools.lru_cache(maxsize=1024)(seconds_to_ms)  # a batch's jobs often share a delay or run-at
 
 
 def plain_job(item: Any, now_s: float) -> tuple[str, str | None, str, int] | None:
@@ -322,9 +335,9 @@ def plain_job(item: Any, now_s: float) -> tuple[str, str | None, str, int] | Non
         if delay is None:
             return topic, job_id, "d", 0
         if type(delay) in _NUMBERS and 0 <= delay <= MAX_DELAY_S:  # NaN and infinities fail the comparison
-            return topic, job_id, "d", seconds_to_ms(float(delay))
-    elif delay is None and type(run_at) in _NUMBERS and 0 <= run_at <= now_s + MAX_DELAY_S - 1:
-        return topic, job_id, "a", seconds_to_ms(float(run_at))  # parse_run_at of a number in range
+            return topic, job_id, "d", _ms(float(delay))
+    elif delay is None and type(run_at) in _NUMBERS and well_within_range(run_at, now_s):
+        return topic, job_id, "a", _ms(float(run_at))  # parse_run_at of a number in range
     return None
 
 

@@ -22,6 +22,7 @@ import enqueue
 from delayq import calls
 from delayq.calls import Failure
 from delayq.keys import Keyspace
+from delayq.settings import Settings
 
 from conftest import FakeContext, api_event
 from redis_support import Rules
@@ -234,6 +235,17 @@ class Api:
         self.create(topic, job_id, delay=0, retries=0, body={"dead": job_id})
         token = self.lease(topic, job_id)
         assert self.fail(topic, job_id, token, error, retries=0) == "dead"
+
+    def finish(self, topic: str, job_id: str, **fields: Any) -> int:
+        """Create ``job_id`` due now, lease it and acknowledge it as the consumer does, with its topic's
+        receipts config: a done job. When its handler started (Redis ms)."""
+        self.create(topic, job_id, delay=0, **fields)
+        token = self.lease(topic, job_id)
+        started = self.server_ms()
+        keeping = Settings.from_env().topics.retrying(topic)
+        p = self.keys.for_job(topic, job_id)
+        assert calls.ack(p, topic, keeping, [(job_id, token, started)]).run(self.r) == 1
+        return started
 
     def server_ms(self) -> int:
         seconds, micros = self.r.time()

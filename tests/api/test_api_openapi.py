@@ -166,7 +166,7 @@ def test_lists_document_their_limit(doc: dict[str, Any], route: tuple[str, str])
 def test_job_lists_document_their_state_and_cursor(doc: dict[str, Any]):
     params = {p["name"]: p for p in operations(doc)[("/topics/{}/jobs", "get")]["parameters"]}
     assert params["state"]["required"] is True
-    assert params["state"]["schema"]["enum"] == ["delayed", "ready", "reserved", "dead"]
+    assert params["state"]["schema"]["enum"] == ["delayed", "ready", "reserved", "dead", "done"]
     assert params["cursor"]["required"] is False
     assert set(params) == {"topic", "state", "limit", "cursor"}
 

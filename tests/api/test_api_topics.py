@@ -57,6 +57,7 @@ def test_stats_of_an_empty_topic(api: Api):
         "ready": 0,
         "reserved": 0,
         "dead": 0,
+        "done": 0,
         "next_run_at_ms": None,
         "next_run_at": None,
         "paused": False,

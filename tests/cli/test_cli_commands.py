@@ -16,6 +16,7 @@ import redis
 from delayq import Queue, answers, calls
 from delayq.__main__ import main
 from delayq.calls import Failure
+from delayq.schedule import iso_utc
 
 from conftest import DEFAULT_TOPICS
 
@@ -42,6 +43,16 @@ def queue(handler_env: dict[str, str]) -> Queue:
     return Queue.from_env()
 
 
+def finish(queue: Queue, topic: str, job_id: str) -> int:
+    """``job_id`` delivered and acknowledged as the consumer does: a done job. When it started."""
+    queue.enqueue(topic, {"n": job_id}, id=job_id, delay=0)
+    partition = queue.keys.for_job(topic, job_id)
+    taken = calls.take(partition, topic, count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    leases = [(job.id, token, taken.now_ms + 1) for job, token, _ in taken.leases]
+    calls.ack(partition, topic, queue.settings.topics.retrying(topic), leases).run(queue.redis)
+    return taken.now_ms + 1
+
+
 def kill(queue: Queue, topic: str, job_id: str, error: str = "boom") -> None:
     queue.enqueue(topic, {"n": job_id}, id=job_id, delay=0, retries=0)
     partition = queue.keys.for_job(topic, job_id)
@@ -64,11 +75,12 @@ def test_topics_as_a_table_and_as_json(cli: Run, queue: Queue) -> None:
     code, out, _ = cli("topics")
     assert code == 0
     rows = table(out)
-    assert rows[0] == ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "NEXT", "RUN", "AT", "OLDEST", "READY", "STATE"]
+    header = ["TOPIC", "DELAYED", "READY", "RESERVED", "DEAD", "DONE", "NEXT", "RUN", "AT", "OLDEST", "READY", "STATE"]
+    assert rows[0] == header
     assert [row[0] for row in rows[1:]] == ["extra", "orders", "payments", "reminders"]
-    assert rows[1][1:5] == ["0", "1", "0", "0"]
+    assert rows[1][1:6] == ["0", "1", "0", "0", "0"]
     assert rows[1][-1] == "paused"
-    assert rows[2][1:6] == ["1", "0", "0", "0", queue.stats("orders").to_dict()["next_run_at"]]
+    assert rows[2][1:7] == ["1", "0", "0", "0", "0", queue.stats("orders").to_dict()["next_run_at"]]
     code, out, _ = cli("topics", "--json", "--limit", "2")
     page = json.loads(out)
     expected = [queue.stats(name).to_dict() for name in ("extra", "orders")]
@@ -115,6 +127,35 @@ def test_job_whole_and_its_error_made_safe_for_a_terminal(cli: Run, queue: Queue
     assert '    "n": "x1"' in out
     code, out, _ = cli("job", "orders", "x1", "--json")
     assert json.loads(out) == queue.get("orders", "x1").to_dict()
+
+
+def test_a_done_job_and_the_done_jobs(cli: Run, queue: Queue) -> None:
+    started = finish(queue, "orders", "ok1")
+    finish(queue, "orders", "ok2")
+    info = queue.get("orders", "ok1")
+    assert info.done_at_ms is not None
+    code, out, _ = cli("job", "orders", "ok1")
+    assert code == 0
+    lines = out.splitlines()
+    assert "state        done" in lines
+    assert f"started at   {iso_utc(started)}" in lines
+    assert f"done at      {iso_utc(info.done_at_ms)}" in lines
+    assert "body         - (a done job's receipt keeps no body)" in lines
+    code, out, _ = cli("job", "orders", "ok1", "--json")
+    assert json.loads(out) == info.to_dict()
+
+    code, out, _ = cli("jobs", "orders", "--state", "done")
+    rows = table(out)
+    assert code == 0
+    assert rows[0] == ["ID", "RUN", "AT", "STARTED", "AT", "DONE", "AT", "ATTEMPTS"]
+    assert sorted(row[0] for row in rows[1:]) == ["ok1", "ok2"]
+    assert [row[1:] for row in rows[1:] if row[0] == "ok1"] == [
+        [iso_utc(info.run_at_ms), iso_utc(started), iso_utc(info.done_at_ms), "1"]
+    ]
+    code, out, _ = cli("jobs", "orders", "--state", "done", "--json")
+    assert json.loads(out) == queue.jobs("orders", "done").to_dict()
+    code, out, _ = cli("topics")
+    assert [row[5] for row in table(out)[1:] if row[0] == "orders"] == ["2"]
 
 
 # ------------------------------------------------------------------------------------- dead letters

@@ -13,7 +13,9 @@ Each line carries the Redis server's time (``redis_ms``), read with ``TIME`` on 
 
 Body keys (all optional): ``sleep`` seconds (waited on an Event: libfaketime breaks ``time.sleep``
 in some modes, see faults_support.faketime_env), ``sleep_until`` n (sleep on attempts 1..n only),
-``fail`` true (every attempt fails), ``fail_until`` n (attempts 1..n fail).
+``fail`` true (every attempt fails), ``fail_until`` n (attempts 1..n fail), ``lease`` true (the start's
+line also carries ``lease_ms``, the job's lease deadline as the take wrote it: the take's Redis time
+plus the timeout and the consumer's grace).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from typing import Any
 
 import redis
 
-from delayq import Job
+from delayq import Job, Queue
+from delayq.keys import TOPIC_KEYS, Keyspace
 
 LOG_ENV = "DELAYQ_FAULT_LOG"
 REDIS_ENV = "DELAYQ_FAULT_REDIS_URL"
@@ -39,6 +42,7 @@ class _State:
     client: redis.Redis | None = None
     fd: int | None = None
     offset_ms = 0.0  # Redis time minus this process's clock
+    keys: Keyspace | None = None  # of the settings in the environment (``lease``)
 
 
 def _redis() -> redis.Redis:
@@ -68,10 +72,11 @@ def _write(record: dict[str, Any]) -> None:
     os.write(fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
 
 
-def _record(event: str, job: Job) -> None:
+def _record(event: str, job: Job, **extra: Any) -> None:
     now, clock = redis_now_ms()
     _write(
-        {
+        extra
+        | {
             "ev": event,
             "topic": job.topic,
             "id": job.id,
@@ -85,9 +90,20 @@ def _record(event: str, job: Job) -> None:
     )
 
 
+def _lease_ms(job: Job) -> float | None:
+    """The job's lease deadline (ms) in the leased set of its topic and partition, read from Redis."""
+    with _State.lock:
+        if _State.keys is None:
+            _State.keys = Queue.from_env().keys
+        keys = _State.keys
+    leased = keys.for_job(job.topic, job.id).topic_keys(job.topic)[TOPIC_KEYS.index("leased")]
+    score = _redis().zscore(leased, job.id)
+    return None if score is None else float(score)
+
+
 def deliver(job: Job) -> None:
     body = job.body if isinstance(job.body, dict) else {}
-    _record("start", job)
+    _record("start", job, **({"lease_ms": _lease_ms(job)} if body.get("lease") else {}))
     if body.get("sleep") and job.attempt <= int(body.get("sleep_until", job.attempt)):
         threading.Event().wait(float(body["sleep"]))
     if body.get("fail") or job.attempt <= int(body.get("fail_until", 0)):

@@ -62,6 +62,17 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = 0.0
         time.sleep(interval)
 
 
+def busiest_window(times_ms: Iterable[float], window_ms: float = 1000) -> int:
+    """The most of ``times_ms`` in any window of ``window_ms`` (each window opening at one of them)."""
+    ordered = sorted(times_ms)
+    most, last = 0, 0
+    for first, opened in enumerate(ordered):
+        while last < len(ordered) and ordered[last] < opened + window_ms:
+            last += 1
+        most = max(most, last - first)
+    return most
+
+
 # ------------------------------------------------------------------------------------ environment
 
 

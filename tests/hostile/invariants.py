@@ -28,13 +28,13 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   ``created_ms``; each has a progress in ``_schedule_state``, well formed (``generation|last|claim|outbox``);
   a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
   ``_schedules_due``, and nothing is there without a progress;
-- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a lease
-  token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the id of
-  the consumer's take: ``t`` and 16 hex digits; a receipt holds there when its handler started, after
-  an attempt), run-at never before the enqueue, at least one attempt behind a leased job, a last
-  error behind every dead job and every
-  failed attempt (a queued job with attempts, a leased one past its first attempt). A dead job may
-  have no attempt: a permanent failure found before any (a timeout no consume run can last).
+- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a
+  lease token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the
+  id of the consumer's take: ``t`` and 16 hex digits; a receipt holds when its handler started there
+  instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased
+  job, a last error behind every dead job and every failed attempt (a queued job with attempts, a
+  leased one past its first attempt). A dead job may have no attempt: a permanent failure found before
+  any (a timeout no consume run can last).
 """
 
 from __future__ import annotations
@@ -210,6 +210,12 @@ def check_redis(client: redis.Redis, namespace: str, partitions: int = 1) -> dic
     snap = read_atomic(client, namespace, partitions)
     seconds, micros = client.time()
     return check(snap, namespace, partitions, now_ms=int(seconds) * 1000 + int(micros) // 1000)
+
+
+def unsettled(jobs: dict[tuple[str, str], StoredJob]) -> dict[tuple[str, str], StoredJob]:
+    """The jobs of ``jobs`` (a ``check``'s answer) that are not receipts of jobs that succeeded: what a
+    run that should have settled everything left behind."""
+    return {key: job for key, job in jobs.items() if job.state != "d"}
 
 
 def topic_of_key(key: str, keyspace: Keyspace) -> tuple[Partition, str, str] | None:

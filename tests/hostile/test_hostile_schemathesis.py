@@ -95,4 +95,5 @@ def test_the_schema_has_every_route():
         "GET /topics/{topic}/forecast",
         "POST /topics/{topic}/pause",
         "POST /topics/{topic}/resume",
+        "DELETE /topics/{topic}/jobs",
     }

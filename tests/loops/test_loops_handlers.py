@@ -134,7 +134,7 @@ def test_consume_handler_seconds_zero_takes_and_settles(consume: ModuleType, whe
     assert (summary["failed"], summary["retried"], summary["dead"]) == (1, 1, 0)
     assert summary["redis_errors"] == 0
     assert [d.id for d in recorder.of("orders")] == ["c1"]
-    assert state(queue, "orders", "c1") is None
+    assert state(queue, "orders", "c1") == "done"
     info = queue.get("payments", "c2")
     assert info.state == "delayed"  # payments: retries 8, first backoff 15 s
     assert info.last_error is not None

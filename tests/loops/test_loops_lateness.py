@@ -20,7 +20,7 @@ def test_every_delivery_of_two_consumers_is_counted_once(make_queue: MakeQueue) 
     first, second = make_queue(topics=topics, tick=0.05), make_queue(topics=topics, tick=0.05)
     first.enqueue_many({"topic": "fast", "delay": 0} for _ in range(300))
     with running(Consumer(first)), running(Consumer(second)):
-        assert wait_until(lambda: first.stats("fast").jobs == 0, timeout=30)
+        assert wait_until(lambda: first.stats("fast").done == 300, timeout=30)
     # A run records what it counted as it ends: nothing waits for the next flush.
     lateness = first.lateness(["fast", "idle"])
     assert lateness["fast"].deliveries == 300

@@ -84,7 +84,7 @@ def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> Non
         assert info.state in ("delayed", "ready")
         assert info.run_at_ms >= now_ms + 1000  # taken back (backoff 0) not before the lease deadline
         with running(Consumer(queue)) as consumer:
-            assert wait_until(lambda: state(queue, "lease", "l1") is None, timeout=4)
+            assert wait_until(lambda: state(queue, "lease", "l1") == "done", timeout=4)
         deliveries = recorder.of("lease", "l1")
         assert [d.attempt for d in deliveries] == [2]
         assert deliveries[0].started_ms >= now_ms + 1000
@@ -274,7 +274,7 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
         assert info.last_error is not None
         assert "lease" in info.last_error
         loops_targets.release("x1")
-        assert wait_until(lambda: state(queue, "st", "x1") is None)
+        assert wait_until(lambda: state(queue, "st", "x1") == "done")
     assert [c.job.attempt for c in loops_targets.of("x1")] == [2]
     assert sweeper.summary is not None
     assert sweeper.summary["retried"] == 1

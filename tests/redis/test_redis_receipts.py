@@ -83,15 +83,36 @@ def test_the_oldest_receipts_go_first_beyond_keep_done_max(lua: Lua) -> None:
     assert lua.stats(T).done == 3
 
 
-def test_ack_forgets_expired_receipts_but_no_more_than_it_adds_and_a_few(lua: Lua) -> None:
+def test_ack_forgets_expired_receipts_but_no_more_than_it_adds_and_a_chunk(lua: Lua) -> None:
     k = lua.k(T)
     long_ago = server_ms(lua.r) - 2 * HOUR_MS
-    lua.r.zadd(k.done, {f"old{i}": long_ago + i for i in range(40)})
-    lua.r.hset(k.meta, mapping={f"old{i}": "d|1|1|1|1|||" for i in range(40)})
-    finish(lua, "new")  # one added: forgets 1 + 16 of the 40 expired, the oldest first
+    lua.r.zadd(k.done, {f"old{i:03}": long_ago + i for i in range(100)})
+    lua.r.hset(k.meta, mapping={f"old{i:03}": "d|1|1|1|1|||" for i in range(100)})
+    finish(lua, "new")  # one added: forgets 1 + 64 of the 100 expired, the oldest first
     left = receipts(lua)
-    assert left == [f"old{i}" for i in range(17, 40)] + ["new"]
+    assert left == [f"old{i:03}" for i in range(65, 100)] + ["new"]
     assert lua.r.hlen(k.meta) == len(left)
+
+
+def test_ack_leaves_receipts_just_past_keep_done_to_the_sweep(lua: Lua) -> None:
+    """The ack forgets expired receipts once the oldest is a second past its keep_done (in chunks,
+    not a few at every ack); the sweep forgets them exactly."""
+    k = lua.k(T)
+    lua.r.zadd(k.done, {"old": server_ms(lua.r) - 10_000 - 500})
+    lua.r.hset(k.meta, "old", "d|1|1|1|1|||")
+    finish(lua, "new", keep_ms=10_000)
+    assert receipts(lua) == ["old", "new"]
+    assert lua.forget([T], keep_ms=10_000) == (1, False)
+    assert receipts(lua) == ["new"]
+
+
+def test_ack_over_the_cap_forgets_a_chunk_more(lua: Lua) -> None:
+    for n in range(33):
+        finish(lua, f"j{n:02}", keep_max=32)
+    assert len(receipts(lua)) == 33 - 1 - 2  # 32 // 16 = 2 more than the one too many
+    finish(lua, "j33", keep_max=32)
+    assert len(receipts(lua)) == 31  # no more than the cap: nothing forgotten
+    assert receipts(lua)[-1] == "j33"
 
 
 # ------------------------------------------------------------------------------------- forget (the sweep's share)
@@ -218,7 +239,7 @@ def test_get_of_a_done_job(make_queue: MakeQueue, partitions: int) -> None:
     assert info.done_at_ms >= started - 2
     shown = info.to_dict()
     assert (shown["state"], shown["started_at_ms"], shown["done_at_ms"]) == ("done", started, info.done_at_ms)
-    assert "started_at_ms" not in queue.get(T, queue.enqueue(T, {}).id).to_dict()
+    assert queue.get(T, queue.enqueue(T, {}).id).to_dict()["done_at_ms"] is None
 
 
 def test_the_client_treats_a_receipt_as_a_dedupe_window(queue: Queue) -> None:

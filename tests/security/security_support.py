@@ -360,10 +360,10 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     summary = h.consume_once()
     assert (summary["taken"], summary["acked"], summary["retried"], summary["dead"]) == (3, 1, 1, 1), summary
     assert summary["redis_errors"] == 0, summary
-    assert _state(queue, "orders", "ok1") is None
+    assert _state(queue, "orders", "ok1") == "done"
     summary = h.consume_once()  # the retry (backoff 0) is due at once
     assert (summary["acked"], summary["redis_errors"]) == (1, 0), summary
-    assert _state(queue, "flaky", "f1") is None
+    assert _state(queue, "flaky", "f1") == "done"
     assert [(d.id, d.attempt, d.ok) for d in recorder.of("flaky")] == [("f1", 1, False), ("f1", 2, True)]
 
     # ---- dead letters: listing, replay (by id, then all), purge

@@ -47,7 +47,7 @@ def test_job_is_delivered_to_the_queue_exactly_once(make_queue: MakeQueue, sqs: 
     assert clients.count() == 0
 
     with running(Consumer(queue)) as consumer:
-        assert wait_until(lambda: state(queue, "orders", "o-1") is None)
+        assert wait_until(lambda: state(queue, "orders", "o-1") == "done")
     assert consumer.summary is not None
     assert (consumer.summary["succeeded"], consumer.summary["acked"], consumer.summary["failed"]) == (1, 1, 0)
 

@@ -126,6 +126,31 @@ def test_a_topics_dead_jobs_show_bodies_and_errors_as_text(stack: Stack, tab: Wa
     page.wait_for_timeout(1000)
 
 
+def test_a_done_job_shows_its_receipt(stack: Stack, tab: Watched) -> None:
+    topic = fresh_topic()
+    create(stack, topic, "finished", delay=0, body={"n": 1})
+    eventually(lambda: stack.get(f"/jobs/{topic}/finished")["state"] == "done", "the job done", timeout=60)
+    job = stack.get(f"/jobs/{topic}/finished")
+    page = tab.page
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/jobs/finished")
+    expect(page.locator("h1 .badge")).to_have_text("done")
+    rows = page.locator("dl.job dd")
+    expect(rows.nth(0)).to_have_text("done")
+    expect(rows.nth(2)).to_have_text("1 of 3")  # attempts of the allowed
+    expect(rows.nth(4)).not_to_have_text("—")  # started
+    expect(rows.nth(5)).not_to_have_text("—")  # done
+    expect(page.locator("#body")).to_have_text("not kept: a done job's receipt keeps no body")
+    assert job["started_at_ms"] <= job["done_at_ms"]
+
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/done")  # the topic's done tab lists it
+    expect(page.locator('#jobs tr[data-key="finished"]')).to_have_count(1)
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/jobs/finished")
+    page.get_by_role("button", name="Forget receipt").click()
+    confirm(tab, "Cancel it")
+    expect(page).to_have_url(f"{stack.base}/ui/#/topics/{topic}")
+    assert stack.request("GET", f"/jobs/{topic}/finished").status == 404
+
+
 def test_a_string_body_with_markup_is_those_characters(stack: Stack, tab: Watched) -> None:
     create(stack, "example", "xss", body=XSS)
     page = tab.page

@@ -4,8 +4,9 @@ for the topic's keep_done, or gone at once when it is 0.
 
 A job is acknowledged only while it is still leased with the given token: the late answer of an
 attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
-nothing. Each call also forgets up to FORGET_MORE more receipts than it acknowledges jobs, the
-expired and those over the topic's keep_done_max first: bounded work, however many have expired.
+nothing. Each call also forgets receipts, expired or over the topic's keep_done_max, in chunks
+(includes/receipts.lua), up to FORGET_MORE more than it acknowledges jobs: bounded work, however
+many have expired.
 
 KEYS[1..13] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     keep_done in ms: how long a receipt is kept; 0 keeps none
@@ -18,7 +19,8 @@ Returns the number of jobs acknowledged.
 -- @include receipts
 -- @include topic_index
 
-local FORGET_MORE = 16
+local FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
+local FORGET_SLACK_MS = 1000  -- the oldest receipt may outlive its keep_done this long (the sweep is exact)
 
 local K = topic_keys(1)
 local keep_ms, keep_max = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -53,9 +55,9 @@ if #done > 0 then
   index_leased_exact(K)
   if keep_ms > 0 then
     redis.call('HSET', K.meta, unpack(receipts))
-    local scored = {}
+    local scored, at = {}, tostring(now)  -- one number turned into text, not one per job
     for i, id in ipairs(done) do
-      scored[2 * i - 1], scored[2 * i] = now, id
+      scored[2 * i - 1], scored[2 * i] = at, id
     end
     redis.call('ZADD', K.done, unpack(scored))
     index_receipts(K, now + keep_ms)
@@ -63,5 +65,5 @@ if #done > 0 then
     redis.call('HDEL', K.meta, unpack(done))
   end
 end
-forget_receipts(K, now, keep_ms, keep_max, #done + FORGET_MORE)
+forget_receipts(K, now, keep_ms, keep_max, #done + FORGET_MORE, FORGET_SLACK_MS, FORGET_MORE)
 return #done

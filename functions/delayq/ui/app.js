@@ -537,7 +537,8 @@ function jobView(topic, id) {
       text(rows.done, job.done_at_ms ? when(job.done_at_ms) : "—");
       errorPart.hidden = !job.last_error;
       text(errorText, job.last_error || "");
-      text(bodyText, job.body === undefined ? "" : JSON.stringify(job.body, null, 2));
+      const kept = job.state !== "done"; // a receipt keeps no body
+      text(bodyText, !kept ? "not kept: a done job's receipt keeps no body" : job.body === undefined ? "" : JSON.stringify(job.body, null, 2));
       reschedule.hidden = !["delayed", "ready"].includes(job.state);
       replay.hidden = job.state !== "dead";
       text(cancel, job.state === "done" ? "Forget receipt" : "Cancel");
