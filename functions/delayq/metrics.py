@@ -40,6 +40,7 @@ from prometheus_client.process_collector import ProcessCollector
 from . import calls
 from .errors import DelayqError
 from .job import TopicStats
+from .listing import STATES
 from .queue import Queue, redis_errors
 from .scripts import run_many
 
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayq.metrics")
 
 OTHER = "_other"  # the topics beyond the limit, summed: no topic's name starts with "_"
-STATES = ("delayed", "ready", "reserved", "dead")
 LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
 JOBS_MAX_AGE_S = 2.0  # scrapes closer together than this share one read of Redis
 STATS_CALLS = 256  # stats calls per round trip of the gauge's read
@@ -199,7 +199,8 @@ class JobsGauge:
         family = GaugeMetricFamily(
             "delayq_jobs", "Jobs of each topic in each state, read from Redis", labels=["topic", "state"]
         )
-        ranked = sorted(stats, key=lambda s: (-s.jobs, s.topic))
+        # The busiest by the jobs still to run: receipts are history, not load.
+        ranked = sorted(stats, key=lambda s: (s.done - s.jobs, s.topic))
         for topic in ranked[: self.limit]:
             for state in STATES:
                 family.add_metric([topic.topic, state], getattr(topic, state))
