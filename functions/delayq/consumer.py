@@ -13,10 +13,13 @@ none of its lanes is left. A topic that holds no job costs nothing: no lane, no 
 
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
-worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick. A topic
-with a rate takes no more jobs than its bucket in Redis holds starts (take.lua), and its take then
-answers when the next start is free: the lane waits that long (at most a tick), its jobs stay ready.
+worker frees up. While a topic's jobs keep falling due, its lane takes at most once per
+``TAKE_WINDOW_S``: a take brings every job due by then, each leased only once due, and a job waits at
+most that window for the take that brings it. The take moves due jobs itself, so a job is taken the
+moment it falls due even if the sweeper is late. A paused topic's take answers so at once, and its
+lane waits a tick. A topic with a rate takes no more jobs than its bucket in Redis holds starts
+(take.lua), and its take then answers when the next start is free: the lane waits that long (at most
+a tick), its jobs stay ready.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -78,6 +81,7 @@ log = logging.getLogger("delayq.consume")
 # Tuning of the loop (the pool's SPREAD_S is in workers.py, settlement's chunks in settlement.py).
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
+TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
@@ -513,7 +517,8 @@ class Consumer:
         if full:
             lane.next_check = now
         elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
-            lane.next_check = now + reply.next_in_ms / 1000
+            # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
+            lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)
         else:  # nothing due within a tick: the topic index will say when (the lane goes once settled)
             lane.next_check = float("inf")
         server_now = reply.now_ms

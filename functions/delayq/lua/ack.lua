@@ -8,7 +8,7 @@ nothing. Each call also forgets receipts, expired or over the topic's keep_done_
 (includes/receipts.lua), up to FORGET_MORE more than it acknowledges jobs: bounded work, however
 many have expired.
 
-KEYS[1..13] the topic's key group (keys.py Partition.key_group)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     keep_done in ms: how long a receipt is kept; 0 keeps none
 ARGV[2]     keep_done_max: at most this many receipts are kept
 then 3 values per job: id, lease token, started_at_ms (when the attempt's handler started, Redis time)

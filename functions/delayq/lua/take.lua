@@ -18,10 +18,10 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..13] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+KEYS[1..14] the topic's key group (keys.py Partition.key_group); its control hash says whether it
             is paused; the take keeps the partition's topic index (topic_index.lua)
-KEYS[14]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[15]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[15]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[16]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -77,13 +77,14 @@ local dead = {}
 local ids = {}
 if count > 0 then
   ids = take_ready(K, count)
-  index_ready_exact(K)
 end
+local from_delayed = 0
 if #ids < count then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
   -- delayed set, earliest first, after the ready ones (they fell due later).
   for _, id in ipairs(take_due(K, now, count - #ids)) do
     ids[#ids + 1] = id
+    from_delayed = from_delayed + 1
   end
 end
 if #ids > 0 then
@@ -155,7 +156,12 @@ if #ids > 0 then
   end
 end
 
-local next_at = index_delayed_exact(K)
+local next_at
+if from_delayed > 0 then
+  next_at = index_delayed_exact(K)
+else
+  next_at = first_score(K.delayed)
+end
 if next_at then
   out[2] = math.max(0, next_at - now)
 end

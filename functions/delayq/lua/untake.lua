@@ -9,8 +9,8 @@ list, queued, with the attempt the take counted taken back: no handler saw them.
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
 after all, leases nothing (take.lua). Records older than a day are dropped.
 
-KEYS[1..13] the topic's key group (keys.py Partition.key_group)
-KEYS[14]    the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group)
+KEYS[15]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]

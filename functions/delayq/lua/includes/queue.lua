@@ -33,6 +33,9 @@ local function remove_ready(K, id)
   local at = redis.call('LPOS', K.ready, id)
   if at == 0 then
     redis.call('LPOP', K.ready)
+    if redis.call('LLEN', K.ready) == 0 then
+      redis.call('ZREM', K.ready_index, K.name)
+    end
   elseif at then
     redis.call('LSET', K.ready, at, HOLE)
     redis.call('HINCRBY', K.control, 'holes', 1)
@@ -40,23 +43,28 @@ local function remove_ready(K, id)
 end
 
 -- Up to `count` ids off the head of the ready list (LRANGE + LTRIM), in order, reading on past the
--- holes it drops.
+-- holes it drops. Each read asks for one id more than it takes, to learn whether the list is empty
+-- after it: a take that empties the list takes the topic out of the ready index.
 local function take_ready(K, count)
   local ids, holes = {}, 0
   while #ids < count do
     local want = count - #ids
-    local got = redis.call('LRANGE', K.ready, 0, want - 1)
-    if #got > 0 then
-      redis.call('LTRIM', K.ready, #got, -1)
+    local got = redis.call('LRANGE', K.ready, 0, want)
+    local n = math.min(#got, want)
+    if n > 0 then
+      redis.call('LTRIM', K.ready, n, -1)
     end
-    for _, id in ipairs(got) do
-      if id == HOLE then
+    for i = 1, n do
+      if got[i] == HOLE then
         holes = holes + 1
       else
-        ids[#ids + 1] = id
+        ids[#ids + 1] = got[i]
       end
     end
-    if #got < want then
+    if #got <= want then
+      if #ids > 0 or holes > 0 or #got > 0 then
+        redis.call('ZREM', K.ready_index, K.name)
+      end
       break
     end
   end
@@ -88,13 +96,12 @@ local function unqueue(K, id)
   end
 end
 
--- Takes up to `limit` due jobs out of the delayed set and returns their ids, earliest first; the
--- index then holds the set's new first run-at.
+-- Takes up to `limit` due jobs out of the delayed set and returns their ids, earliest first. The
+-- index's entry is then early: the caller sets it (index_delayed_exact) once done with the topic.
 local function take_due(K, now, limit)
   local ids = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', now, 'LIMIT', 0, limit)
   if #ids > 0 then
     redis.call('ZREM', K.delayed, unpack(ids))
-    index_delayed_exact(K)
   end
   return ids
 end

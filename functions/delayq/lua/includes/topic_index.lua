@@ -58,10 +58,3 @@ end
 local function index_leased_exact(K)
   return index_exact(K, K.leased_index, K.leased)
 end
-
--- After a take: the topic leaves the ready index once its list is empty.
-local function index_ready_exact(K)
-  if redis.call('LLEN', K.ready) == 0 then
-    redis.call('ZREM', K.ready_index, K.name)
-  end
-end
