@@ -108,3 +108,17 @@ def test_receipts_index_when_the_first_expires_and_the_sweep_names_the_topic_the
     assert lua.forget([T], keep_ms=50).forgotten == 1
     assert scores(lua, lua.p.receipts_index) == {}
     assert lua.sweep([], "me").due == []
+
+
+def test_a_topic_that_holds_nothing_leaves_the_topic_set_unless_paused(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue("kept", "a", value=60_000)
+    assert lua.r.smembers(lua.p.topics) == {T, "kept"}
+    assert lua.r.exists(lua.k(T).control) == 1  # the ready list's tail counter
+    lease = lua.take(T).leases[0]
+    assert lua.ack(T, "a", lease.token) == 1  # no receipt kept: the topic holds nothing
+    assert lua.r.smembers(lua.p.topics) == {"kept"}
+    assert lua.r.exists(lua.k(T).control) == 0
+    lua.pause("kept")
+    assert lua.cancel("kept", "a") == 3
+    assert lua.r.smembers(lua.p.topics) == {"kept"}  # paused: still one of the partition's topics

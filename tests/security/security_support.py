@@ -48,9 +48,9 @@ LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "lua"
 CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers")
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
-    "del", "get", "hdel", "hget", "hincrby", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos", "lpush",
-    "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "scard", "set", "time", "zadd", "zcard", "zcount",
-    "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
+    "del", "get", "hdel", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos",
+    "lpush", "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "set", "srem", "time", "zadd", "zcard",
+    "zcount", "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
 USER = "delayq"
@@ -324,6 +324,8 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     queue.cancel("orders", "o2")
     assert _state(queue, "orders", "o2") is None
     assert queue.stats("orders").delayed == 2
+    queue.enqueue("once", {}, id="only", delay=600)
+    queue.cancel("once", "only")  # its last job: the topic holds nothing and leaves _topics
 
     # ---- every HTTP route
     assert h.api("GET", "/health") == (200, {"status": "ok"})

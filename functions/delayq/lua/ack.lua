@@ -63,6 +63,7 @@ if #done > 0 then
     index_receipts(K, now + keep_ms)
   else
     redis.call('HDEL', K.meta, unpack(done))
+    forget_topic_if_empty(K)
   end
 end
 forget_receipts(K, now, keep_ms, keep_max, #done + FORGET_MORE, FORGET_SLACK_MS, FORGET_MORE)

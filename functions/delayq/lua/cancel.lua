@@ -36,4 +36,5 @@ end
 redis.call('HDEL', K.meta, id)
 redis.call('HDEL', K.bodies, id)
 redis.call('HDEL', K.errors, id)
+forget_topic_if_empty(K)
 return 3

@@ -31,6 +31,7 @@ for g = 1, groups do
     redis.call('ZADD', K.receipts_index, first + keep_ms, K.name)
   else
     redis.call('ZREM', K.receipts_index, K.name)
+    forget_topic_if_empty(K)
   end
 end
 local forgotten = tonumber(ARGV[1]) - budget

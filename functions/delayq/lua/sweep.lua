@@ -106,7 +106,7 @@ if next_at then
   next_in = math.max(0, next_at - now)
 end
 local indexed = 0
-if redis.call('EXISTS', KEYS[5]) == 1 then
+if redis.call('GET', KEYS[5]) then
   indexed = 1
 end
 local out = {3, next_in, indexed, #due}

@@ -67,6 +67,7 @@ for _, take_id in ipairs(ARGV) do
   if not found[take_id] then
     found[take_id] = true
     redis.call('ZADD', untaken, now, take_id)
+    redis.call('PEXPIRE', untaken, KEEP_MS)  -- the whole set goes a day after the last undo
   end
 end
 return #back

@@ -58,3 +58,21 @@ end
 local function index_leased_exact(K)
   return index_exact(K, K.leased_index, K.leased)
 end
+
+-- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list) and is
+-- not paused leaves the partition's _topics, and its control hash goes too unless its rate bucket is
+-- still refilling: a topic name used once costs nothing once its jobs are gone.
+local function forget_topic_if_empty(K)
+  if redis.call('HLEN', K.meta) > 0 or redis.call('LLEN', K.ready) > 0 then
+    return
+  end
+  local control = redis.call('HMGET', K.control, 'paused', 'rate_at')
+  if control[1] then
+    return
+  end
+  redis.call('SREM', K.topics, K.name)
+  local t = redis.call('TIME')
+  if not control[2] or tonumber(control[2]) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+    redis.call('DEL', K.control)
+  end
+end
