@@ -464,7 +464,9 @@ class Consumer:
 
     def _takes(self, budget: Budget, now: float) -> list[_Take]:
         """Takes for the lanes that are due, each topic's free workers shared among its due lanes
-        (partitions), the first of them in turn, so that no partition waits behind another."""
+        (partitions), the first of them in turn, so that no partition waits behind another. Topics
+        that share workers (those ``*`` covers) take in the order their lanes fell due, and no more in
+        all than their share has free."""
         due: dict[_Topic, list[_Lane]] = {}
         for lane in self._lanes.values():
             if lane.next_check <= now and self._can_take(lane, budget, now):
@@ -472,10 +474,13 @@ class Consumer:
         # Never negative: take.lua reads a negative longest as "no limit".
         longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []
-        for topic, lanes in due.items():
+        planned: Counter[int] = Counter()  # per share (by id): jobs this pass's takes may bring
+        for topic, lanes in sorted(due.items(), key=lambda item: min(lane.next_check for lane in item[1])):
             first = topic.turn % len(lanes)
             topic.turn += 1
-            free = topic.free
+            share = topic.share
+            free = min(topic.config.concurrency - topic.running, share.size - share.running - planned[id(share)])
+            planned[id(share)] += max(0, free)
             for left, lane in zip(range(len(lanes), 0, -1), lanes[first:] + lanes[:first], strict=True):
                 count = min(topic.config.batch, -(-free // left))  # a fair share, rounded up
                 if count <= 0:

@@ -638,3 +638,25 @@ def test_topics_that_hold_nothing_cost_no_thread_and_are_forgotten(make_queue: M
         workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert 1 <= len(workers) <= 4
     assert sorted(d.topic for d in recorder.of()) == sorted(f"one{n}" for n in range(60))
+
+
+def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
+    """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
+    shared workers have free (none waits, leased, for a thread), and every job runs."""
+    queue = make_queue(
+        topics={"*": {"target": "python:loops_targets:counted", "concurrency": 3}}, tick=0.1, partitions=2
+    )
+    queue.enqueue_many([{"topic": f"many{n}", "id": "j", "body": {"sleep": 0.05}, "delay": 0} for n in range(20)])
+    consumer = Consumer(queue)
+    most = 0
+
+    def all_ran() -> bool:
+        nonlocal most
+        with consumer._lock:
+            most = max(most, len(consumer._running))
+        return len(loops_targets.of()) == 20
+
+    with running(consumer):
+        assert wait_until(all_ran, timeout=20, interval=0.002)
+    assert most <= 3
+    assert loops_targets.max_active <= 3
