@@ -1,18 +1,20 @@
 """What receipts cost Redis: CPU per job with receipts on (the default) against off (``keep_done: 0``),
 and memory per receipt.
 
-    .venv/bin/python bench/receipts_cost.py [--jobs 20000] [--rounds 3] [--receipts 100000]
+    .venv/bin/python bench/receipts_cost.py [--jobs 200000] [--group 2000] [--receipts 100000]
 
 On a private redis-server (``bench/redis_server.py``: nothing else runs on it, so its ``INFO`` is
 ours alone):
 
-- CPU: per round and mode, in a fresh namespace, one consume process (as ``python -m delayq
-  consume`` runs it, no-op handler) first drains ``keep_done_max`` jobs unmeasured, so that receipts
-  on are at their cap as in a steady state (every ack then also forgets as many as it adds), then the
-  measured part: ``--jobs`` jobs enqueued due now (``enqueue_many``) and drained to the last ack.
-  Redis CPU (``used_cpu_user + used_cpu_sys``) and the scripts' own time (``cmdstat_evalsha``) over
-  the measured part, per job. The modes alternate, round after round; the median round of each is
-  compared.
+- CPU: two topics in one namespace, one with receipts (the defaults: an hour, at most 10,000), one
+  without (``keep_done: 0``), each first filled to its steady state unmeasured (receipts at their
+  cap, so that the acks forget as many as they add). Then the steady load of a consumer, sent as the
+  consumer sends it (``calls.enqueue``, ``calls.take``, ``calls.ack``) from one client, the same calls
+  of the same sizes for both topics: per cycle, 50 jobs enqueued due now in one call, taken in one,
+  acknowledged in five calls of 10 (with when each handler started). The topics take turns by
+  groups of ``--group`` jobs, and Redis CPU (``used_cpu_user + used_cpu_sys``) is read around each
+  group, so that the machine's other work weighs on both alike; per topic, the CPU of its groups
+  over their jobs. No consumer threads: what is measured is Redis running delayq's scripts.
 - Memory: ``--receipts`` jobs (ids generated, 24 characters) created, taken and acknowledged with
   receipts kept (``keep_done_max`` raised to hold them all), through the product's scripts;
   ``used_memory`` before the jobs and after the acks, per receipt.
@@ -22,95 +24,64 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
-import time
-import uuid
 from typing import Any
 
 from redis_server import PrivateRedis
 
-from delayq import Job, Queue, Settings, Topics, calls
-from delayq.consumer import Consumer
-from delayq.loop import Budget
+from delayq import Queue, Settings, Topics, calls
+from delayq.calls import JobWrite
+from delayq.queue import new_ids
 
-KEEP_MAX = 10_000  # the default keep_done_max
-STARTED = threading.Semaphore(0)
-
-
-def record(job: Job) -> None:
-    """The no-op handler."""
-    STARTED.release()
+CYCLE, ACKS = 50, 5  # jobs per enqueue and take; acks per take (10 jobs each)
+BODY = '{"pad":"' + "x" * 90 + '"}'
+TOPICS = {"on": {"target": "-"}, "off": {"target": "-", "keep_done": 0}}
 
 
-def drain(queue: Queue, jobs: int, rate: float | None = None) -> None:
-    """``jobs`` jobs enqueued due now (all at once, or ``rate`` a second in batches of ``BATCH``) and
-    consumed by one consumer to the last ack."""
-    if rate is None:
-        results = queue.enqueue_many({"topic": "t", "body": {"pad": "x" * 90}, "delay": 0} for _ in range(jobs))
-        assert all(r.status == 201 for r in results), results[:3]
-    else:
-        threading.Thread(target=produce, args=(queue, jobs, rate), daemon=True).start()
-    worker = Consumer(queue)
-
-    def stop_when_all_started() -> None:
-        for _ in range(jobs):
-            STARTED.acquire()
-        worker.request_stop()
-
-    threading.Thread(target=stop_when_all_started, daemon=True).start()
-    worker.run(Budget.forever())
-    assert worker.counts["acked"] == jobs, worker.summary()
+def cycle(queue: Queue, topic: str) -> None:
+    """One cycle of the steady load: ``CYCLE`` jobs created due now, taken, acknowledged."""
+    partition = queue.keys.partitions[0]
+    writes = [JobWrite(topic, job_id, BODY, "d0", "||") for job_id in new_ids(CYCLE)]
+    calls.enqueue(partition, writes).run(queue.redis)
+    taken = calls.take(partition, topic, count=CYCLE, timeout_ms=60_000, grace_ms=2000).run(queue.redis)
+    assert len(taken.jobs) == CYCLE, taken
+    leases = [(job.id, token, taken.now_ms + 1) for job, token, _ in taken.leases]
+    config = queue.topic_config(topic)
+    per = CYCLE // ACKS
+    for start in range(0, CYCLE, per):
+        assert calls.ack(partition, topic, config, leases[start : start + per]).run(queue.redis) == per
 
 
-BATCH = 50  # jobs per enqueue_many of the steady load
+def cpu_s(server: PrivateRedis) -> float:
+    info = server.client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def produce(queue: Queue, jobs: int, rate: float) -> None:
-    """``jobs`` jobs, ``rate`` a second, in batches of ``BATCH`` due now."""
-    began = time.monotonic()
-    for sent in range(0, jobs, BATCH):
-        wait = began + sent / rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        queue.enqueue_many(
-            {"topic": "t", "body": {"pad": "x" * 90}, "delay": 0} for _ in range(min(BATCH, jobs - sent))
-        )
-
-
-def cpu_round(server: PrivateRedis, keep: bool, jobs: int, rate: float) -> dict[str, float]:
-    topics = {"t": {"target": "python:__main__:record", "concurrency": 100, "batch": 500}}
-    if not keep:
-        topics["t"]["keep_done"] = 0
-    namespace = f"receipts-{uuid.uuid4().hex[:8]}"
-    queue = Queue(Settings(redis_url=server.url, namespace=namespace, topics=Topics.parse(topics)))
+def cpu(server: PrivateRedis, jobs: int, group: int) -> dict[str, Any]:
+    queue = Queue(Settings(redis_url=server.url, namespace="cpu", topics=Topics.parse(TOPICS)))
     try:
-        drain(queue, KEEP_MAX)  # receipts at their cap: the steady state
-        assert queue.stats("t").done == (KEEP_MAX if keep else 0)
-        drain(queue, KEEP_MAX // 10)  # and cut back in chunks since
-        before = server.client.info("everything")
-        drain(queue, jobs, rate or None)
-        after = server.client.info("everything")
-        done = queue.stats("t").done
-        assert KEEP_MAX - 64 <= done <= KEEP_MAX if keep else done == 0, done
+        for topic in TOPICS:  # the steady state: receipts at their cap, and cut back in chunks since
+            for _ in range(11_000 // CYCLE):
+                cycle(queue, topic)
+        assert queue.stats("on").done >= 10_000 - 64
+        spent: dict[str, list[float]] = {topic: [] for topic in TOPICS}
+        for n in range(jobs // group):
+            for topic in TOPICS if n % 2 == 0 else reversed(TOPICS):
+                before = cpu_s(server)
+                for _ in range(group // CYCLE):
+                    cycle(queue, topic)
+                spent[topic].append((cpu_s(server) - before) * 1e6 / group)
+        done = queue.stats("on").done, queue.stats("off").done
     finally:
         queue.close()
         server.flush()
-
-    def d(key: str) -> float:
-        return float(after[key]) - float(before[key])
-
-    scripts_us = after["cmdstat_evalsha"]["usec"] - before["cmdstat_evalsha"]["usec"]
-    return {
-        "cpu_us_per_job": (d("used_cpu_user") + d("used_cpu_sys")) * 1e6 / jobs,
-        "sys_us_per_job": d("used_cpu_sys") * 1e6 / jobs,
-        "scripts_us_per_job": scripts_us / jobs,
-    }
+    assert 10_000 - 64 <= done[0] <= 10_000, done
+    assert done[1] == 0, done
+    return spent
 
 
 def memory(server: PrivateRedis, receipts: int) -> dict[str, Any]:
-    topics = {"t": {"target": "python:__main__:record", "keep_done_max": receipts}}
-    namespace = "m"
-    queue = Queue(Settings(redis_url=server.url, namespace=namespace, topics=Topics.parse(topics)))
+    topics = {"t": {"target": "-", "keep_done_max": receipts}}
+    queue = Queue(Settings(redis_url=server.url, namespace="m", topics=Topics.parse(topics)))
     partition = queue.keys.partitions[0]
     config = queue.topic_config("t")
     try:
@@ -134,32 +105,22 @@ def memory(server: PrivateRedis, receipts: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=20_000, help="measured jobs per round and mode")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument(
-        "--rate", type=float, default=4000, help="jobs enqueued a second, the steady load (0: all at once, a burst)"
-    )
+    parser.add_argument("--jobs", type=int, default=200_000, help="measured jobs per topic (0: no CPU figure)")
+    parser.add_argument("--group", type=int, default=2000, help="jobs of one topic between two CPU readings")
     parser.add_argument("--receipts", type=int, default=100_000, help="receipts for the memory figure (0: none)")
     args = parser.parse_args()
     server = PrivateRedis()
     try:
-        runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
-        for n in range(args.rounds):
-            for keep in (False, True) if n % 2 == 0 else (True, False):
-                runs[keep].append(cpu_round(server, keep, args.jobs, args.rate))
-                print(f"round {n + 1}, receipts {'on ' if keep else 'off'}: {runs[keep][-1]}", flush=True)
-        medians = {
-            keep: {key: statistics.median(run[key] for run in found) for key in found[0]}
-            for keep, found in runs.items()
-            if found
-        }
-        for key in ("cpu_us_per_job", "sys_us_per_job", "scripts_us_per_job") if medians else ():
-            paired = [on[key] - off[key] for on, off in zip(runs[True], runs[False], strict=True)]
-            print(f"  {key}: on minus off, round by round: {', '.join(f'{d:+.2f}' for d in paired)}")
-        print(f"Redis {server.version}, {args.jobs:,} jobs a round at {args.rate:g}/s, {args.rounds} rounds (medians):")
-        for key in ("cpu_us_per_job", "sys_us_per_job", "scripts_us_per_job") if medians else ():
-            off, on = medians[False][key], medians[True][key]
-            print(f"  {key:20} receipts off {off:6.2f}  on {on:6.2f}  ({(on / off - 1) * 100:+.1f} %)")
+        if args.jobs:
+            spent = cpu(server, args.jobs, args.group)
+            off, on = statistics.fmean(spent["off"]), statistics.fmean(spent["on"])
+            paired = [a - b for a, b in zip(spent["on"], spent["off"], strict=True)]
+            print(f"Redis {server.version}, {args.jobs:,} jobs per topic in groups of {args.group:,}:")
+            print(f"  Redis CPU per job: receipts off {off:.2f} µs, on {on:.2f} µs ({(on / off - 1) * 100:+.1f} %)")
+            print(
+                f"  on minus off, group by group: median {statistics.median(paired):+.2f} µs, "
+                f"quartiles {statistics.quantiles(paired, n=4)[0]:+.2f} .. {statistics.quantiles(paired, n=4)[2]:+.2f}"
+            )
         if args.receipts:
             found = memory(server, args.receipts)
             print(

@@ -69,7 +69,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep-jobs", type=int, help="due jobs of delayq's sweep figure (default: --jobs)")
     parser.add_argument("--burst-runs", type=int, default=3, help="bursts per system, the median reported (3)")
     parser.add_argument(
-        "--repeat-under", type=float, default=30, help="repeat a burst only while it drains within this many s (30)"
+        "--enqueue-runs", type=int, default=3, help="enqueue figures per system, the median reported (3)"
+    )
+    parser.add_argument(
+        "--repeat-under",
+        type=float,
+        default=30,
+        help="repeat a burst or an enqueue only while it drains or runs within this many s (30)",
     )
     parser.add_argument("--rate", type=float, default=500, help="steady jobs/s (500)")
     parser.add_argument("--steady-seconds", type=float, default=30, help="steady duration (30)")
@@ -152,6 +158,7 @@ def meta(
         "params": {
             "jobs": args.jobs,
             "burst_runs": args.burst_runs,
+            "enqueue_runs": args.enqueue_runs,
             "repeat_under": args.repeat_under,
             "mem_jobs": args.mem_jobs,
             "sweep_jobs": args.sweep_jobs,

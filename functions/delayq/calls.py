@@ -335,7 +335,6 @@ class Inspected(NamedTuple):
     meta: Meta
     body: Any
     last_error: str | None
-    done_at_ms: int | None = None  # a done job's
 
 
 def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
@@ -346,9 +345,9 @@ def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | N
 def _inspected(reply: list[Any] | None) -> Inspected | None:
     if not reply:
         return None
-    state, meta, body, last_error, *done_at = reply
-    done_at_ms = int(float(done_at[0])) if done_at else None
-    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error, done_at_ms)
+    state, meta, *rest = reply  # a receipt: no body, no last error
+    body, last_error = rest or (None, None)
+    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error)
 
 
 class Rescheduled(NamedTuple):
@@ -448,7 +447,7 @@ class Listed(NamedTuple):
 def jobs_scored(
     partition: Partition, topic: str, kind: str, *, descending: bool, limit: int, after: tuple[int, str] | None
 ) -> Call[list[Listed]]:
-    """Up to ``limit`` jobs of ``topic`` in its ``kind`` sorted set ('delayed', 'leased', 'dead', 'done'),
+    """Up to ``limit`` jobs of ``topic`` in its ``kind`` sorted set ('delayed', 'leased', 'dead'),
     lowest score first (highest with ``descending``), after the (score, id) ``after``."""
     score, job_id = ("", "") if after is None else after
     args: list[Arg] = [kind, "desc" if descending else "asc", limit, score, job_id]
@@ -466,14 +465,22 @@ def _listed(reply: list[Any]) -> list[Listed]:
 
 
 class ReadyPage(NamedTuple):
+    """A page of a list (ready jobs, or receipts), each job with its position."""
+
     jobs: list[Listed]
-    more: bool  # ready jobs are left after these
+    more: bool  # jobs are left after these
 
 
 def jobs_ready(partition: Partition, topic: str, *, limit: int, after: int | None) -> Call[ReadyPage]:
     """Up to ``limit`` ready jobs of ``topic``, in the order they will be taken, after position ``after``."""
     args: list[Arg] = [limit, "" if after is None else after]
     return Call(Scripts.jobs_ready, partition.topic_keys(topic), args, _ready_page)
+
+
+def jobs_done(partition: Partition, topic: str, *, limit: int, before: int | None) -> Call[ReadyPage]:
+    """Up to ``limit`` receipts of ``topic`` (done jobs), newest first, before position ``before``."""
+    args: list[Arg] = [limit, "" if before is None else before]
+    return Call(Scripts.jobs_done, partition.topic_keys(topic), args, _ready_page)
 
 
 def _ready_page(reply: list[Any]) -> ReadyPage:

@@ -5,9 +5,10 @@ A job's metadata is one string in its topic's ``meta`` hash, fields separated by
     state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
 
 ``state`` is ``q`` (queued: in ``delayed`` while waiting, in ``ready`` once due), ``l`` (leased to a
-consumer), ``x`` (dead) or ``d`` (done: a receipt, in ``done``; its ``lease_token`` field holds when
-the handler of its last attempt started, ms). The last three are per-job overrides of the topic's
-config, empty when the topic's value applies. ``lua/includes/meta.lua`` is the Lua side of this codec.
+consumer), ``x`` (dead) or ``d`` (done: a receipt, in ``done``; its ``lease_token`` field holds
+``started_at:done_at``, when the handler of its last attempt started and when it succeeded, ms). The
+last three are per-job overrides of the topic's config, empty when the topic's value applies.
+``lua/includes/meta.lua`` is the Lua side of this codec.
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ class Meta:
     @property
     def started_at_ms(self) -> int | None:
         """A done job's: when the handler of its attempt that succeeded started (Redis time)."""
-        return int(self.lease) if self.state == DONE else None
+        return int(self.lease.partition(":")[0]) if self.state == DONE else None
+
+    @property
+    def done_at_ms(self) -> int | None:
+        """A done job's: when it succeeded (Redis time)."""
+        return int(self.lease.partition(":")[2]) if self.state == DONE else None
 
     def encode(self) -> str:
         return "|".join(
@@ -118,10 +124,8 @@ class JobInfo:
         body: Any,
         last_error: str | None,
         retries: int,
-        done_at_ms: int | None = None,
     ) -> JobInfo:
-        """From what a script read; ``retries`` is the topic's, for a job without its own;
-        ``done_at_ms`` a done job's score in its topic's done set."""
+        """From what a script read; ``retries`` is the topic's, for a job without its own."""
         return cls(
             topic=topic,
             id=job_id,
@@ -133,7 +137,7 @@ class JobInfo:
             body=body,
             last_error=last_error,
             started_at_ms=meta.started_at_ms,
-            done_at_ms=done_at_ms,
+            done_at_ms=meta.done_at_ms,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,9 +42,11 @@ Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every scr
     {ns}:{tag}:{topic}:control  hash     the topic's switch and counters here: ``paused`` (1 while
                                          paused), ``tail`` (ids ever pushed at the ready list's tail),
                                          ``holes`` (ids of cancelled jobs left as holes in that list),
-                                         ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua)
-    {ns}:{tag}:{topic}:done     zset     id -> when it succeeded (ms): receipts, kept ``keep_done`` s
-                                         (their meta is the compact ``d`` form; body and error dropped)
+                                         ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua),
+                                         ``done_tail`` and ``done_holes`` (the same for the done list)
+    {ns}:{tag}:{topic}:done     list     ids of the jobs that succeeded, oldest first: receipts, kept
+                                         ``keep_done`` s (their meta is the compact ``d`` form; body
+                                         and error dropped; lua/includes/receipts.lua)
 
 A ready job's place in the list never changes while it stays ready: a job cancelled (or rescheduled,
 or replaced) while ready leaves a hole instead of being removed, and the take drops holes as it reaches

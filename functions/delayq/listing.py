@@ -35,9 +35,8 @@ SCORED: dict[str, tuple[str, bool]] = {
     "delayed": ("delayed", False),
     "reserved": ("leased", False),
     "dead": ("dead", True),
-    "done": ("done", True),
 }
-READY = "ready"
+READY, DONE = "ready", "done"  # kept in lists: paged by position (jobs_ready.lua, jobs_done.lua)
 CancellableState = Literal["delayed", "ready", "dead"]  # the states whose jobs can be cancelled all at once
 CANCELLABLE: tuple[str, ...] = get_args(CancellableState)
 TOPICS = "topics"
@@ -169,18 +168,19 @@ def scored_cursor(cursor: str | None, state: str) -> tuple[int, str] | None:
     return parts[0], parts[1]
 
 
-def ready_cursor(cursor: str | None, partitions: int) -> dict[int, int]:
-    """Partition index -> the position a ready page starts after there (absent: at the head)."""
+def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict[int, int]:
+    """Partition index -> the position a page of a list (``kind``: ready jobs, or done ones) starts
+    after there (absent: at the list's first)."""
     if cursor is None:
         return {}
-    parts = _decode(cursor, READY)
+    parts = _decode(cursor, kind)
     positions = parts[0] if len(parts) == 1 else None
     if not isinstance(positions, dict):
-        raise InvalidField("cursor", f"is not a cursor of this listing ({READY})")
+        raise InvalidField("cursor", f"is not a cursor of this listing ({kind})")
     out: dict[int, int] = {}
     for index, position in positions.items():
         if not index.isdigit() or not int(index) < partitions or not _is_int(position):
-            raise InvalidField("cursor", "is not a cursor of this namespace's ready lists")
+            raise InvalidField("cursor", f"is not a cursor of this namespace's {kind} lists")
         out[int(index)] = position
     return out
 
@@ -210,11 +210,16 @@ def merge_scored(parts: Iterable[list[Listed]], state: str, limit: int) -> tuple
 
 
 def merge_ready(
-    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, int], limit: int
+    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, int], limit: int, kind: str = READY
 ) -> tuple[list[Listed], str | None]:
-    """The first ``limit`` jobs taken from the heads of the partitions' ready pages (partition index,
-    page), soonest run-at first, each partition in its own order; and the next cursor."""
-    streams = [[(job.meta.run_at_ms, index, n, job) for n, job in enumerate(page.jobs)] for index, page in parts]
+    """The first ``limit`` jobs taken from the heads of the partitions' pages of a list (partition
+    index, page), each partition in its own order: ready jobs soonest run-at first, receipts (``kind``
+    done) newest first; and the next cursor."""
+
+    def order(job: Listed) -> int:
+        return job.meta.run_at_ms if kind == READY else -(job.meta.done_at_ms or 0)
+
+    streams = [[(order(job), index, n, job) for n, job in enumerate(page.jobs)] for index, page in parts]
     # heapq.merge takes the least head each time: each stream keeps its own order, sorted or not.
     page = [entry for entry in islice(heapq.merge(*streams), limit)]
     used = dict.fromkeys((index for _, index, _, _ in page), 0)
@@ -222,5 +227,5 @@ def merge_ready(
         positions[index] = job.place
         used[index] += 1
     more = any(p.more or used.get(index, 0) < len(p.jobs) for index, p in parts)
-    cursor = encode_cursor(READY, {str(index): position for index, position in sorted(positions.items())})
+    cursor = encode_cursor(kind, {str(index): position for index, position in sorted(positions.items())})
     return [job for _, _, _, job in page], cursor if more else None

@@ -1,7 +1,7 @@
 """Prometheus metrics where no Lambda runs: served as text at ``/metrics`` by the local stack,
 ``delayq ui``, and the sweep and consume loops started with ``--metrics-port``.
 
-    delayq_jobs{topic,state}          gauge      jobs in each state, read from Redis at scrape time
+    delayq_jobs{topic,state}          gauge      jobs in each state (done: receipts), read from Redis at scrape time
     delayq_delivered_total{topic}     counter    deliveries whose handler succeeded
     delayq_failed_total{topic}        counter    failed attempts: the handler failed or timed out, or
                                                  its lease expired (a consumer died)

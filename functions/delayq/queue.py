@@ -48,6 +48,7 @@ from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
+    DONE,
     READY,
     SCORED,
     Forecast,
@@ -439,10 +440,8 @@ class Queue:
         if found is None:
             raise JobNotFound(topic, id)
         retries = self.settings.topics.retrying(topic).retries
-        body, last_error, done_at_ms = found.body, found.last_error, found.done_at_ms
-        return JobInfo.of(
-            topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries, done_at_ms=done_at_ms
-        )
+        body, last_error = found.body, found.last_error
+        return JobInfo.of(topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries)
 
     def reschedule(
         self,
@@ -600,13 +599,16 @@ class Queue:
         check_topic(topic)
         check_state(state)
         check_limit(limit)
-        if state == READY:
-            positions = ready_cursor(cursor, len(self.keys))
+        if state in (READY, DONE):
+            positions = ready_cursor(cursor, len(self.keys), state)
             partitions = self.keys.partitions
-            ready = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
+            if state == READY:
+                reads = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
+            else:
+                reads = [calls.jobs_done(p, topic, limit=limit, before=positions.get(p.index)) for p in partitions]
             with redis_errors(self._server):
-                pages = run_many(self.redis, ready)
-            listed, following = merge_ready(list(enumerate(pages)), positions, limit)
+                pages = run_many(self.redis, reads)
+            listed, following = merge_ready(list(enumerate(pages)), positions, limit, state)
         else:
             kind, descending = SCORED[state]
             after = scored_cursor(cursor, state)
@@ -619,18 +621,8 @@ class Queue:
         if not listed and cursor is None:
             self._check_known(topic)
         retries = self.settings.topics.retrying(topic).retries
-        done = state == "done"
         infos = [
-            JobInfo.of(
-                topic,
-                job.id,
-                state,
-                job.meta,
-                body=job.body,
-                last_error=job.last_error,
-                retries=retries,
-                done_at_ms=job.place if done else None,
-            )
+            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
             for job in listed
         ]
         return JobPage(infos, following)

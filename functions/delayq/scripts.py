@@ -190,6 +190,7 @@ class Scripts:
     stats = Script.load("stats")
     jobs_scored = Script.load("jobs_scored")
     jobs_ready = Script.load("jobs_ready")
+    jobs_done = Script.load("jobs_done")
     forecast = Script.load("forecast")
     pause = Script.load("pause")
     dead = Script.load("dead")

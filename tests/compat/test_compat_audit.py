@@ -107,6 +107,10 @@ def api_calls(queue: Queue, report: Report) -> None:
     assert call("GET", f"/topics/{TOPIC}/forecast")[0] == 200
     assert call("POST", f"/topics/{TOPIC}/pause") == (200, {"paused": True})
     assert call("POST", f"/topics/{TOPIC}/resume") == (200, {"paused": False})
+    assert call("DELETE", f"/topics/{TOPIC}/jobs", query={"state": "dead"}) == (200, {"cancelled": 0})
+    delayed = call("GET", f"/topics/{TOPIC}")[1]["delayed"]
+    assert call("DELETE", f"/topics/{TOPIC}/jobs", query={"state": "delayed"}) == (200, {"cancelled": delayed})
+    assert call("GET", f"/topics/{TOPIC}")[1]["delayed"] == 0
     assert call("GET", "/health")[0] == 200
     assert call("GET", "/openapi.json")[0] == 200
 

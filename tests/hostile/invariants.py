@@ -30,7 +30,7 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   ``_schedules_due``, and nothing is there without a progress;
 - each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a
   lease token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the
-  id of the consumer's take: ``t`` and 16 hex digits; a receipt holds when its handler started there
+  id of the consumer's take: ``t`` and 16 hex digits; a receipt holds ``started_at:done_at`` there
   instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased
   job, a last error behind every dead job and every failed attempt (a queued job with attempts, a
   leased one past its first attempt). A dead job may have no attempt: a permanent failure found before
@@ -53,10 +53,12 @@ from delayq.scheduler import Definition
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
-META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16})\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16}|\d+:\d+)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
-         "errors": "hash", "control": "hash", "done": "zset"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at"}
+         "errors": "hash", "control": "hash", "done": "list"}  # fmt: skip
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes"}
+RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
+
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
@@ -329,7 +331,7 @@ class _Examination:
                 if not content:
                     continue
                 if part == "done":  # scored by when the first receipt expires: by topic config
-                    if topic not in scores:
+                    if any(job_id != HOLE for job_id in content) and topic not in scores:
                         self.found.append(f"{index_key}: {topic!r} has receipts but is not in the index")
                     continue
                 first = min(score for _, score in content)
@@ -383,13 +385,14 @@ class _Examination:
         errors: dict[str, str] = parts.get("errors") or {}
         delayed: dict[str, float] = dict(parts.get("delayed") or [])
         ready: list[str] = parts.get("ready") or []
-        self.control(where, parts.get("control") or {}, ready.count(HOLE))
+        done_list: list[str] = parts.get("done") or []
+        self.control(where, parts.get("control") or {}, ready.count(HOLE), done_list.count(HOLE))
         places: dict[str, str] = dict.fromkeys(delayed, "delayed")
         twice: dict[str, list[str]] = {}  # ids in more than one place (or twice in ready)
         for place, ids in (
             ("leased", [job_id for job_id, _ in parts.get("leased") or []]),
             ("dead", [job_id for job_id, _ in parts.get("dead") or []]),
-            ("done", [job_id for job_id, _ in parts.get("done") or []]),
+            ("done", [job_id for job_id in done_list if job_id != HOLE]),
             ("ready", [job_id for job_id in ready if job_id != HOLE]),
         ):
             for job_id in ids:
@@ -424,7 +427,7 @@ class _Examination:
                 or (state in "ld") != (lease != "")
                 or run_at < int(enqueued_text)
                 or (job.body is None) != done
-                or (done and (job.error is not None or not lease.isdigit() or attempts < 1))
+                or (done and (job.error is not None or not RECEIPT_LEASE.fullmatch(lease) or attempts < 1))
                 or (job.error is None and (state == "x" or (not done and attempts >= (2 if state == "l" else 1))))
                 or (state == "l" and attempts < 1)
                 or (place == "delayed" and int(delayed[job_id]) != run_at)
@@ -437,13 +440,16 @@ class _Examination:
             self.jobs[(topic, job_id)] = job
         return out
 
-    def control(self, where: str, control: dict[str, str], holes: int) -> None:
-        """The control hash: its fields, numbers, and the count of holes the ready list holds."""
+    def control(self, where: str, control: dict[str, str], holes: int, done_holes: int) -> None:
+        """The control hash: its fields, numbers, and the counts of holes the ready and done lists hold."""
         for name, value in control.items():
             if name not in CONTROL_FIELDS or not value.lstrip("-").isdigit():
                 self.found.append(f"{where}: control field {name!r} = {value!r} is not one of {sorted(CONTROL_FIELDS)}")
         if int(control.get("holes", "0")) != holes:
             self.found.append(f"{where}: control counts {control.get('holes', '0')} holes, the ready list has {holes}")
+        if int(control.get("done_holes", "0")) != done_holes:
+            counted = control.get("done_holes", "0")
+            self.found.append(f"{where}: control counts {counted} done holes, the done list has {done_holes}")
 
     def job(self, p: Partition, job: StoredJob, enqueued_at: int, delayed_at: float | None) -> None:
         """What is wrong with ``job``, said: ``delayed_at`` is its score in ``delayed``, if it has one."""
@@ -457,7 +463,10 @@ class _Examination:
             (job.body is None and state != "d", "has no body"),
             (job.body is not None and state == "d", "is done (a receipt) but kept its body"),
             (job.error is not None and state == "d", "is done (a receipt) but kept its last error"),
-            (state == "d" and not job.lease.isdigit(), f"is done without when its handler started: {job.lease!r}"),
+            (
+                state == "d" and not RECEIPT_LEASE.fullmatch(job.lease),
+                f"is done without when its handler started and when it succeeded: {job.lease!r}",
+            ),
             (len(at) != 1, f"(state {state}) is in {len(at)} places: {at}"),
             (len(at) == 1 and place not in PLACE_OF_STATE[state], f"has state {state} but is in {at}"),
             (state == "l" and job.lease == "", f"has state {state} and lease token {job.lease!r}"),

@@ -91,8 +91,9 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ("a ready id without a job", lambda s, k, ns: s[k["ready"]][1].append("ghost"), "'ghost' in ['ready']"),
     ("a leased id without a job", lambda s, k, ns: _zadd(s, k["leased"], "ghost", 1), "'ghost' in ['leased']"),
     ("a dead id without a job", lambda s, k, ns: _zadd(s, k["dead"], "ghost", 1), "'ghost' in ['dead']"),
-    ("a done id without a job", lambda s, k, ns: _zadd(s, k["done"], "ghost", 1), "'ghost' in ['done']"),
-    ("a receipt in no place", lambda s, k, ns: _zrem(s, k["done"], "finished"), "'finished' (state d) is in 0"),
+    ("a done id without a job", lambda s, k, ns: s[k["done"]][1].append("ghost"), "'ghost' in ['done']"),
+    ("a receipt in no place", lambda s, k, ns: s[k["done"]][1].remove("finished"), "'finished' (state d) is in 0"),
+    ("a done hole not counted", lambda s, k, ns: s[k["done"]][1].append(""), "control counts 0 done holes"),
     (
         "a receipt that kept its body",
         lambda s, k, ns: s[k["bodies"]][1].update({"finished": "{}"}),
@@ -101,7 +102,7 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     (
         "a receipt without its start",
         lambda s, k, ns: _set_meta(s, k["meta"], "finished", _meta_field(4, "")),
-        "'finished' is done without when its handler started",
+        "'finished' is done without when its handler started and when it succeeded",
     ),
     ("a job in no place", lambda s, k, ns: _zrem(s, k["delayed"], "seed-delayed"), "'seed-delayed' (state q) is in 0"),
     (

@@ -101,8 +101,12 @@ def test_the_sweep_forgets_a_backlog_of_expired_receipts_in_bounded_passes(
             leases[start : start + 1000]
         )
     assert queue.stats("bulk").done == 2500
-    done_key = partition.topic_keys("bulk")[-1]
-    redis_client.zadd(done_key, {f"j{n}": 1 for n in range(2500)})  # all expired long ago
+    meta_key = partition.topic_keys("bulk")[4]
+    receipts = redis_client.hgetall(meta_key)
+    started = {job_id: raw.split("|")[4].split(":")[0] for job_id, raw in receipts.items()}
+    redis_client.hset(  # all done long ago
+        meta_key, mapping={job_id: f"d|1|1|1|{started[job_id]}:1|||" for job_id in receipts}
+    )
     sweeper = Sweeper(queue, limit=1000)
     try:
         sweeper.sweep_once()

@@ -145,6 +145,9 @@ class Lua:
         rules = Rules(keep_done_ms=keep_ms, keep_done_max=keep_max)
         return calls.ack(self.p, topic, rules, leases).run(self.r)
 
+    def jobs_done(self, topic: str, limit: int, before: int | None = None) -> calls.ReadyPage:
+        return calls.jobs_done(self.p, topic, limit=limit, before=before).run(self.r)
+
     def forget(self, topics: list[str], *, keep_ms: int, keep_max: int = 10_000, limit: int = 1000) -> calls.Forgotten:
         rules = [(topic, Rules(keep_done_ms=keep_ms, keep_done_max=keep_max)) for topic in topics]
         return calls.forget(self.p, rules, limit=limit).run(self.r)
@@ -240,7 +243,7 @@ class Lua:
             found.add("leased")
         if self.r.zscore(k.dead, job_id) is not None:
             found.add("dead")
-        if self.r.zscore(k.done, job_id) is not None:
+        if job_id in self.r.lrange(k.done, 0, -1):  # holes are '' and never an id
             found.add("done")
         for name in ("meta", "bodies", "errors"):
             if self.r.hexists(getattr(k, name), job_id):

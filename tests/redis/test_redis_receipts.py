@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from delayq import JobDone, JobExists, JobNotFound, Queue, calls
+from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue, calls
 from delayq.job import Refused, Scheduled
 
 from redis_support import Lua, Rules, server_ms
@@ -34,7 +34,16 @@ def finish(lua: Lua, job_id: str, *, keep_ms: int = HOUR_MS, keep_max: int = 10_
 
 
 def receipts(lua: Lua, topic: str = T) -> list[str]:
-    return lua.r.zrange(lua.k(topic).done, 0, -1)
+    """The done list's receipts, oldest first (holes left out)."""
+    return [job_id for job_id in lua.r.lrange(lua.k(topic).done, 0, -1) if job_id]
+
+
+def old_receipts(lua: Lua, ids: list[str], done_at_ms: int) -> None:
+    """Receipts of jobs done at ``done_at_ms``, made as the ack makes them (done list, meta, tail)."""
+    k = lua.k(T)
+    lua.r.rpush(k.done, *ids)
+    lua.r.hset(k.meta, mapping={job_id: f"d|1|1|1|1:{done_at_ms}|||" for job_id in ids})
+    lua.r.hincrby(k.control, "done_tail", len(ids))
 
 
 # ------------------------------------------------------------------------------------- ack
@@ -49,13 +58,13 @@ def test_ack_keeps_a_compact_receipt_without_body_or_error(lua: Lua) -> None:
     assert lua.where(T, "a") == {"done", "meta"}
     raw = lua.r.hget(lua.k(T).meta, "a")
     job = lease.job
-    assert raw == f"d|1|{job.run_at_ms}|{job.enqueued_at_ms}|{before - 3}|5||"
-    done_at = lua.r.zscore(lua.k(T).done, "a")
-    assert done_at is not None
+    assert raw is not None
+    done_at = int(raw.split("|")[4].split(":")[1])
+    assert raw == f"d|1|{job.run_at_ms}|{job.enqueued_at_ms}|{before - 3}:{done_at}|5||"
     assert before <= done_at <= after
     found = lua.inspect(T, "a")
     assert found is not None
-    assert (found.state, found.body, found.last_error, found.done_at_ms) == ("done", None, None, int(done_at))
+    assert (found.state, found.body, found.last_error, found.meta.done_at_ms) == ("done", None, None, done_at)
     assert (found.meta.attempts, found.meta.started_at_ms, found.meta.retries) == (1, before - 3, 5)
 
 
@@ -83,27 +92,21 @@ def test_the_oldest_receipts_go_first_beyond_keep_done_max(lua: Lua) -> None:
     assert lua.stats(T).done == 3
 
 
-def test_ack_forgets_expired_receipts_but_no_more_than_it_adds_and_a_chunk(lua: Lua) -> None:
-    k = lua.k(T)
-    long_ago = server_ms(lua.r) - 2 * HOUR_MS
-    lua.r.zadd(k.done, {f"old{i:03}": long_ago + i for i in range(100)})
-    lua.r.hset(k.meta, mapping={f"old{i:03}": "d|1|1|1|1|||" for i in range(100)})
-    finish(lua, "new")  # one added: forgets 1 + 64 of the 100 expired, the oldest first
+def test_ack_forgets_over_the_cap_but_no_more_than_it_adds_and_a_chunk(lua: Lua) -> None:
+    old_receipts(lua, [f"old{i:03}" for i in range(200)], server_ms(lua.r))
+    finish(lua, "new", keep_max=100)  # one added, 101 too many: forgets 1 + 64 of them, the oldest first
     left = receipts(lua)
-    assert left == [f"old{i:03}" for i in range(65, 100)] + ["new"]
-    assert lua.r.hlen(k.meta) == len(left)
+    assert left == [f"old{i:03}" for i in range(65, 200)] + ["new"]
+    assert lua.r.hlen(lua.k(T).meta) == len(left)
 
 
-def test_ack_leaves_receipts_just_past_keep_done_to_the_sweep(lua: Lua) -> None:
-    """The ack forgets expired receipts once the oldest is a second past its keep_done (in chunks,
-    not a few at every ack); the sweep forgets them exactly."""
-    k = lua.k(T)
-    lua.r.zadd(k.done, {"old": server_ms(lua.r) - 10_000 - 500})
-    lua.r.hset(k.meta, "old", "d|1|1|1|1|||")
+def test_ack_leaves_expired_receipts_to_the_sweep(lua: Lua) -> None:
+    old_receipts(lua, ["old"], server_ms(lua.r) - 20_000)
     finish(lua, "new", keep_ms=10_000)
     assert receipts(lua) == ["old", "new"]
     assert lua.forget([T], keep_ms=10_000) == (1, False)
     assert receipts(lua) == ["new"]
+    assert lua.where(T, "old") == set()
 
 
 def test_ack_over_the_cap_forgets_a_chunk_more(lua: Lua) -> None:
@@ -120,13 +123,11 @@ def test_ack_over_the_cap_forgets_a_chunk_more(lua: Lua) -> None:
 
 def test_forget_is_bounded_and_says_when_more_is_left(lua: Lua) -> None:
     k = lua.k(T)
-    now = server_ms(lua.r)
-    lua.r.zadd(k.done, {f"x{i}": now - 10_000 + i for i in range(25)})
-    lua.r.hset(k.meta, mapping={f"x{i}": "d|1|1|1|1|||" for i in range(25)})
+    old_receipts(lua, [f"x{i:02}" for i in range(25)], server_ms(lua.r) - 10_000)
     assert lua.forget([T], keep_ms=5_000, limit=10) == (10, True)
     assert lua.forget([T], keep_ms=5_000, limit=10) == (10, True)
     assert lua.forget([T], keep_ms=5_000, limit=10) == (5, False)
-    assert lua.where(T, "x0") == set()
+    assert lua.where(T, "x00") == set()
     assert lua.r.exists(k.done, k.meta) == 0
 
 
@@ -195,17 +196,32 @@ def test_stats_count_receipts(lua: Lua) -> None:
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead, stats.done) == (1, 0, 0, 0, 2)
 
 
-def test_receipts_are_listed_newest_first(lua: Lua) -> None:
+def test_receipts_are_listed_newest_first_by_position(lua: Lua) -> None:
+    for job_id in ("a", "b", "c", "d", "e"):
+        finish(lua, job_id)
+    page = lua.jobs_done(T, 2)
+    assert [(job.id, job.place, job.body) for job in page.jobs] == [("e", 4, None), ("d", 3, None)]
+    assert page.more
+    assert lua.cancel(T, "c") == 3  # a hole, skipped
+    page = lua.jobs_done(T, 2, before=3)
+    assert [(job.id, job.place) for job in page.jobs] == [("b", 1), ("a", 0)]
+    assert not page.more
+    assert lua.forget([T], keep_ms=HOUR_MS, keep_max=2) == (2, False)  # a and b; the hole goes too
+    assert lua.jobs_done(T, 5, before=3) == ([], False)
+    assert [job.id for job in lua.jobs_done(T, 5).jobs] == ["e", "d"]
+    assert lua.r.lrange(lua.k(T).done, 0, -1) == ["d", "e"]
+
+
+def test_a_receipt_forgotten_early_leaves_a_hole_that_is_not_counted(lua: Lua) -> None:
     for job_id in ("a", "b", "c"):
         finish(lua, job_id)
-    lua.r.zadd(lua.k(T).done, {"a": 1000, "b": 3000, "c": 2000})
-    listed = lua.jobs_scored(T, "done", 10, descending=True)
-    assert [(job.id, job.place, job.body) for job in listed] == [
-        ("b", 3000, None),
-        ("c", 2000, None),
-        ("a", 1000, None),
-    ]
-    assert [job.id for job in lua.jobs_scored(T, "done", 10, (2000, "c"), descending=True)] == ["a"]
+    assert lua.cancel(T, "b") == 3
+    code, _ = lua.enqueue(T, "a", replace=True)
+    assert code == 1
+    assert lua.r.lrange(lua.k(T).done, 0, -1) == ["", "c"]  # "a" was the head: popped
+    assert lua.r.hget(lua.k(T).control, "done_holes") == "1"
+    assert lua.stats(T).done == 1
+    assert receipts(lua) == ["c"]
 
 
 # ------------------------------------------------------------------------------------- the client
@@ -291,3 +307,20 @@ def test_keep_done_zero_forgets_at_once(make_queue: MakeQueue) -> None:
     with pytest.raises(JobNotFound):
         queue.get(T, "a")
     assert queue.stats(T).done == 0
+
+
+def test_the_done_listing_takes_only_its_own_cursors(queue: Queue) -> None:
+    for n in range(3):
+        done_job(queue, f"j{n}")
+    for n in range(3):
+        queue.enqueue(T, {}, id=f"r{n}", delay=0)
+    ready_cursor = queue.jobs(T, "ready", limit=1).next
+    done_cursor = queue.jobs(T, "done", limit=1).next
+    assert ready_cursor is not None
+    assert done_cursor is not None
+    with pytest.raises(InvalidField) as refused:
+        queue.jobs(T, "done", limit=1, cursor=ready_cursor)
+    assert refused.value.field == "cursor"
+    with pytest.raises(InvalidField):
+        queue.jobs(T, "ready", limit=1, cursor=done_cursor)
+    assert [job.id for job in queue.jobs(T, "done", limit=5, cursor=done_cursor).jobs] == ["j1", "j0"]

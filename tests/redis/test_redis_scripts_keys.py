@@ -89,6 +89,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert set(tokens) == {"a", "b"}
     assert restricted(calls.ack(p, "orders", Rules(keep_done_ms=60_000), [("b", tokens["b"], 5)])) == 1
     assert restricted(calls.inspect(p, "orders", "b")).state == "done"
+    assert [job.id for job in restricted(calls.jobs_done(p, "orders", limit=5, before=None)).jobs] == ["b"]
     assert restricted(calls.reschedule(p, "orders", "b", "d", 0)).code == -8
     assert restricted(calls.forget(p, [("orders", Rules(keep_done_ms=0))], limit=10)) == (1, False)
     assert restricted(calls.fail(p, "orders", rules, [Failure("a", tokens["a"], "boom")])) == (0, 1)
@@ -120,8 +121,10 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(calls.cancel(p, "orders", "d")) == 3
     for state in ("delayed", "ready", "dead"):
         assert restricted(calls.cancel_all(p, "nothing", state, 10)) == (0, 0)
-    # a take with a rate limit (it spends from the topic's control hash)
-    assert take("nothing", take_id="t0", rate=(1000, 5000)).ids == []
+    # a take with a rate limit: it spends a start from the topic's control hash
+    assert restricted(calls.enqueue(p, [write("metered", "m", value=0)])).codes == [1]
+    assert take("metered", take_id="t0", rate=(1000, 5000)).ids == ["m"]
+    assert redis_client.hget(p.topic_keys("metered")[TOPIC_KEYS.index("control")], "rate_at") is not None
     # a take as the consumer sends it, with its id, undone; then an untake that comes before its take
     assert take(take_id="t1").ids == ["c"]
     assert restricted(calls.untake(p, "orders", ["t1"])) == 1

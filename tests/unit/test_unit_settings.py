@@ -281,12 +281,24 @@ def test_topics_empty_means_none():
         ('{"orders": {"target": "x", "rate": 50, "burst": 2.5}}', "topic 'orders': burst:"),
         ('{"orders": {"target": "x", "burst": 10}}', "topic 'orders': burst: .*needs a rate"),
         ('{"*": {"target": "x", "timeout": 1000}}', "topic '\\*': timeout:"),
+        ('{"orders": {"target": "x", "keep_done": -1}}', "topic 'orders': keep_done: .*greater than or equal to 0"),
+        ('{"orders": {"target": "x", "keep_done": 31622401}}', "topic 'orders': keep_done: .*less than or equal"),
+        ('{"orders": {"target": "x", "keep_done": 1.5}}', "topic 'orders': keep_done:"),
+        ('{"orders": {"target": "x", "keep_done": "3600"}}', "topic 'orders': keep_done:"),
+        ('{"orders": {"target": "x", "keep_done_max": 0}}', "topic 'orders': keep_done_max: .*greater than or equal"),
+        ('{"orders": {"target": "x", "keep_done_max": 10000001}}', "topic 'orders': keep_done_max:"),
     ],
 )
 def test_bad_topics(raw, message):
     with pytest.raises(ConfigError, match=message) as info:
         Settings.from_env({"DELAYQ_TOPICS": raw})
     assert info.value.message.startswith("DELAYQ_TOPICS")
+
+
+def test_receipts_config_defaults_and_values():
+    topics = Topics.parse('{"a": {"target": "x"}, "b": {"target": "x", "keep_done": 0, "keep_done_max": 5}}')
+    assert (topics["a"].keep_done, topics["a"].keep_done_ms, topics["a"].keep_done_max) == (3600, 3_600_000, 10_000)
+    assert (topics["b"].keep_done_ms, topics["b"].keep_done_max) == (0, 5)
 
 
 def test_topics_parse_mapping():

@@ -11,6 +11,7 @@ Returns 3 cancelled, -2 no such job (with 'pending': none that is pending)
 -- @include topic_keys
 -- @include meta
 -- @include queue
+-- @include receipts
 
 local K = topic_keys(1)
 local id = ARGV[1]
@@ -29,7 +30,7 @@ elseif state == 'l' then
   redis.call('ZREM', K.leased, id)
   index_leased_exact(K)
 elseif state == 'd' then
-  redis.call('ZREM', K.done, id)
+  remove_receipt(K, id)
 else
   redis.call('ZREM', K.dead, id)
 end

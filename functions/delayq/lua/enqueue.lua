@@ -27,6 +27,7 @@ writes what is gathered, then reads the job's current state.
 -- @include topic_keys
 -- @include meta
 -- @include queue
+-- @include receipts
 
 local now = now_ms()
 local now_text = tostring(now)
@@ -118,7 +119,7 @@ for n = 1, #J_id do
         if state == 'q' then
           unqueue(w.K, id)
         elseif state == 'd' then
-          redis.call('ZREM', w.K.done, id)
+          remove_receipt(w.K, id)
           code = 1
         else
           redis.call('ZREM', w.K.dead, id)

@@ -1,7 +1,7 @@
 --[[
 forget: the sweep's share of forgetting receipts (includes/receipts.lua), so that they expire on
-time in topics that no ack visits: in some topics of a partition, receipts kept for their topic's
-keep_done or longer, then the oldest beyond its keep_done_max, at most `limit` in all.
+time: in some topics of a partition, the oldest receipts beyond the topic's keep_done_max, and those
+kept for its keep_done or longer, at most `limit` in all.
 
 KEYS[1 ...]  a key group per topic (keys.py Partition.key_group): the partition's _receipts index
              is set to when each topic's first receipt left expires (a topic left out for the
@@ -16,6 +16,7 @@ Returns {forgotten, more}
 -- @include receipts
 -- @include topic_index
 
+local HEAD_SCAN = 16  -- receipts read past holes to find the first
 local now = now_ms()
 local budget = tonumber(ARGV[1])
 local groups = #KEYS / KEY_GROUP_SIZE
@@ -25,13 +26,21 @@ for g = 1, groups do
   end
   local K = topic_keys(1 + (g - 1) * KEY_GROUP_SIZE)
   local keep_ms = tonumber(ARGV[2 * g])
-  budget = budget - forget_receipts(K, now, keep_ms, tonumber(ARGV[2 * g + 1]), budget, 0, 0)
-  local first = first_score(K.done)
-  if first then
-    redis.call('ZADD', K.receipts_index, first + keep_ms, K.name)
-  else
+  budget = budget - forget_receipts(K, now, keep_ms, tonumber(ARGV[2 * g + 1]), budget, true, 0)
+  -- The index: when the first receipt left expires (a topic whose head is all holes comes back soon).
+  local head = redis.call('LRANGE', K.done, 0, HEAD_SCAN - 1)
+  if #head == 0 then
     redis.call('ZREM', K.receipts_index, K.name)
     forget_topic_if_empty(K)
+  else
+    local at = now
+    for _, id in ipairs(head) do
+      if id ~= '' then
+        at = (done_at_of(redis.call('HGET', K.meta, id) or '') or now - keep_ms) + keep_ms
+        break
+      end
+    end
+    redis.call('ZADD', K.receipts_index, at, K.name)
   end
 end
 local forgotten = tonumber(ARGV[1]) - budget

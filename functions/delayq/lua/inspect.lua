@@ -3,9 +3,9 @@ inspect: read one job, consistently.
 
 KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
-Returns nil when there is no such job, else {state, meta, body, last_error, done_at_ms}
+Returns nil when there is no such job, else {state, meta, body, last_error}
   state  'delayed', 'ready', 'reserved', 'dead' or 'done'; last_error is nil when there is none;
-         done_at_ms (when it succeeded) only for a done job, whose body and last error are nil
+         a done job (a receipt) has neither body nor last error: {'done', meta}
 ]]
 -- @include topic_keys
 -- @include meta
@@ -22,7 +22,7 @@ if state == 'l' then
 elseif state == 'x' then
   state = 'dead'
 elseif state == 'd' then
-  return {'done', raw, false, false, redis.call('ZSCORE', K.done, id)}
+  return {'done', raw}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'
 else

@@ -1,6 +1,6 @@
 --[[
 jobs_scored: a page of one topic's jobs kept in a sorted set (delayed by run-at, leased by lease
-deadline, dead by time of death, done by time of success), after a cursor, soonest or newest first.
+deadline, dead by time of death), after a cursor, soonest or newest first.
 
 Members order by score, then by id byte by byte, as Redis orders them. The cursor is the (score, id)
 of the last job listed, excluded: the page starts just past where that pair stands, or would stand if
@@ -9,7 +9,7 @@ search among the members of that score). So a job that stays in the set keeps it
 the cursor, and a walk of the pages lists it exactly once. O(log(n)^2 + page), never a scan.
 
 KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
-ARGV[1]     the set: 'delayed', 'leased', 'dead' or 'done'
+ARGV[1]     the set: 'delayed', 'leased' or 'dead'
 ARGV[2]     'asc' (lowest score first) or 'desc' (highest first)
 ARGV[3]     limit: at most this many jobs
 ARGV[4]     the cursor's score (an integer), '' to start at the first job

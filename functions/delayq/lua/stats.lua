@@ -20,7 +20,7 @@ local HEAD_SCAN = 100  -- ready ids read to find the first that is not a hole
 
 local K = topic_keys(1)
 local now = now_ms()
-local control = redis.call('HMGET', K.control, 'paused', 'holes')
+local control = redis.call('HMGET', K.control, 'paused', 'holes', 'done_holes')
 local next_at = first_score(K.delayed)
 
 local oldest = -1
@@ -44,5 +44,6 @@ if control[1] then
 end
 return {
   redis.call('ZCARD', K.delayed), redis.call('LLEN', K.ready) - (tonumber(control[2]) or 0),
-  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest, redis.call('ZCARD', K.done),
+  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
+  redis.call('LLEN', K.done) - (tonumber(control[3]) or 0),
 }

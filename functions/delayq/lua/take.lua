@@ -75,6 +75,7 @@ if ARGV[7] then
 end
 local dead = {}
 local ids = {}
+local started = 0  -- jobs leased: the starts the rate's bucket spends
 if count > 0 then
   ids = take_ready(K, count)
 end
@@ -140,6 +141,7 @@ if #ids > 0 then
       end
     end
   end
+  started = #leases / 2
   if #leases > 0 then
     redis.call('ZADD', K.leased, unpack(leases))
     local first = leases[1]
@@ -166,7 +168,6 @@ if next_at then
   out[2] = math.max(0, next_at - now)
 end
 if bucket then
-  local started = (#out - 3) / 7
   rate_spend(bucket, started)
   if held then
     local wait = rate_wait_ms(bucket)

@@ -1,8 +1,9 @@
 -- A job's metadata, one string per job in its topic's meta hash (the Python side is job.py Meta):
 --   state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
 -- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead, 'd' done (a receipt,
--- in the done set: its lease_token field holds when its last attempt's handler started, ms). The last
--- three are per-job overrides, '' when the topic's value applies.
+-- in the done list: its lease_token field holds 'started_at:done_at', when its last attempt's
+-- handler started and when it succeeded, ms). The last three are per-job overrides, '' when the
+-- topic's value applies.
 --
 -- take.lua and ack.lua, the hot path of every delivery, read and write this format as text, without
 -- decoding: keep them in step.
