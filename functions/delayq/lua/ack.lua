@@ -55,8 +55,9 @@ if #done > 0 then
   index_leased_exact(K)
   if keep_ms > 0 then
     redis.call('HSET', K.meta, unpack(receipts))
-    push_receipts(K, done)
-    index_receipts(K, now + keep_ms)
+    if push_receipts(K, done) == #done then  -- the first receipts: else the index has an earlier one
+      index_receipts(K, now + keep_ms)
+    end
   else
     redis.call('HDEL', K.meta, unpack(done))
     forget_topic_if_empty(K)
