@@ -29,12 +29,18 @@ def topic(i: int, topics: int) -> str:
     return f"t{i % topics}"
 
 
-def check(answers: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    """(id, due ms) of each job written; exits on the first job refused."""
-    for answer in answers:
+def check(answers: list[Any]) -> list[tuple[str, int]]:
+    """(id, due ms) of each job written; exits on the first job refused. An answer is a dict (older
+    checkouts) or an object with ``status``, ``id`` and ``run_at_ms`` (``delayq.Scheduled``)."""
+    plain = [answer if isinstance(answer, dict) else vars_of(answer) for answer in answers]
+    for answer in plain:
         if answer["status"] != 201:
             raise SystemExit(f"a job was refused: {answer}")
-    return [(a["id"], a["run_at_ms"]) for a in answers]
+    return [(a["id"], a["run_at_ms"]) for a in plain]
+
+
+def vars_of(answer: Any) -> dict[str, Any]:
+    return {"status": answer.status, "id": getattr(answer, "id", None), "run_at_ms": getattr(answer, "run_at_ms", 0)}
 
 
 def write_ids(path: str, written: list[tuple[str, int]]) -> None:

@@ -85,7 +85,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
         group = groups.get(write.topic)
         if group is None:
             group = groups[write.topic] = str(len(groups) + 1)
-            keys.extend(partition.topic_keys(write.topic))
+            keys.extend(partition.key_group(write.topic))
         lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
     return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *lines], _enqueued)
 
@@ -147,7 +147,7 @@ def take(
     that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
     With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
     others stay ready, and ``next_in_ms`` is at most the wait for the next start."""
-    keys = [*partition.topic_keys(topic), partition.seq]
+    keys = [*partition.key_group(topic), partition.seq]
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
     if take_id is not None:
         keys.append(partition.untaken)
@@ -177,7 +177,7 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
 def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:
     """Undoes takes whose reply was lost: their jobs go back to the head of the ready list, their
     attempt not counted, and a take that has not run yet will lease nothing. How many jobs went back."""
-    return Call(Scripts.untake, [*partition.topic_keys(topic), partition.untaken], take_ids, int)
+    return Call(Scripts.untake, [*partition.key_group(topic), partition.untaken], take_ids, int)
 
 
 def ack(partition: Partition, topic: str, keeping: Keeping, leases: Iterable[tuple[str, str, int]]) -> Call[int]:
@@ -187,7 +187,7 @@ def ack(partition: Partition, topic: str, keeping: Keeping, leases: Iterable[tup
     args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max]
     for lease in leases:
         args += lease
-    return Call(Scripts.ack, partition.topic_keys(topic), args, int)
+    return Call(Scripts.ack, partition.key_group(topic), args, int)
 
 
 class Forgotten(NamedTuple):
@@ -201,7 +201,7 @@ def forget(partition: Partition, topics: Sequence[tuple[str, Keeping]], *, limit
     keys: list[str] = []
     args: list[Arg] = [limit]
     for topic, keeping in topics:
-        keys += partition.topic_keys(topic)
+        keys += partition.key_group(topic)
         args += [keeping.keep_done_ms, keeping.keep_done_max]
     return Call(Scripts.forget, keys, args, _forgotten)
 
@@ -232,7 +232,7 @@ def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[F
     for failure in failures:
         mode = PERMANENT if failure.permanent else RETRY
         args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms]
-    return Call(Scripts.fail, partition.topic_keys(topic), args, _failed)
+    return Call(Scripts.fail, partition.key_group(topic), args, _failed)
 
 
 def _failed(reply: list[int]) -> Failed:
@@ -251,35 +251,70 @@ class SweptTopic(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Swept:
     """A sweep's reply. ``held``: the lock still held the token (else nothing was done). ``next_in_ms``:
-    until the next job falls due or lease expires in the topics swept (None: none). ``more``: the limit
-    was reached, sweep again. ``topics_known``: the partition's topics (more than the caller knows
-    means new ones). ``per_topic``: in the order of the topics given."""
+    until the partition's topic index next has work for the sweep (None: none). ``indexed``: the index
+    covers every topic (else walk them once, ``sweep(..., walked=True)`` last). ``due``: the topics with
+    work for the sweep now, the next call's. ``per_topic``: in the order of the topics given."""
 
     held: bool
     next_in_ms: int | None
-    more: bool
-    topics_known: int
+    indexed: bool
+    due: list[str]
     per_topic: list[SweptTopic]
 
 
 def sweep(
-    partition: Partition, topics: Sequence[tuple[str, Retrying]], *, token: str, ttl_ms: int, limit: int
+    partition: Partition,
+    topics: Sequence[tuple[str, Retrying]],
+    *,
+    token: str,
+    ttl_ms: int,
+    limit: int,
+    lag_ms: int = 0,
+    due_limit: int = 64,
+    walked: bool = False,
 ) -> Call[Swept]:
     """Under the partition's lock (held with ``token``, renewed for ``ttl_ms``): moves due jobs of
     ``topics`` to their ready lists and takes back expired leases by each topic's rules, at most
-    ``limit`` of both."""
-    keys = [partition.lock, partition.topics]
-    args: list[Arg] = [token, ttl_ms, limit]
+    ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms``, a
+    lease expired or receipts to forget. ``walked``: ``topics`` end a walk of every topic of the partition."""
+    keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.receipts_index]
+    keys.append(partition.indexed)
+    args: list[Arg] = [token, ttl_ms, limit, lag_ms, due_limit, "1" if walked else "0"]
     for topic, rules in topics:
-        keys += partition.topic_keys(topic)
+        keys += partition.key_group(topic)
         args += [rules.retries, rules.backoff_csv]
     return Call(Scripts.sweep, keys, args, _swept)
 
 
-def _swept(reply: list[int]) -> Swept:
-    code, next_in_ms, more, known, *counts = (int(value) for value in reply)
+def _swept(reply: list[Any]) -> Swept:
+    code, next_in_ms, indexed, due = (int(value) for value in reply[:4])
+    names = [str(name) for name in reply[4 : 4 + due]]
+    counts = [int(value) for value in reply[4 + due :]]
     per_topic = [SweptTopic(*counts[i : i + 3]) for i in range(0, len(counts), 3)]
-    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(more), known, per_topic)
+    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsDue:
+    """Which topics of a partition have work for a consumer: ``due`` maps each to the ms until it has a
+    job due (0: now), by Redis' time ``now_ms``."""
+
+    now_ms: int
+    due: dict[str, int]
+
+
+def topics_due(partition: Partition, *, limit: int, horizon_ms: int) -> Call[TopicsDue]:
+    """The partition's topics with ready jobs, then those with a job due within ``horizon_ms``, at most
+    ``limit``, read off its topic index."""
+    return Call(Scripts.topics_due, [partition.ready_index, partition.delayed_index], [limit, horizon_ms], _topics_due)
+
+
+def _topics_due(reply: list[Any]) -> TopicsDue:
+    due: dict[str, int] = {}
+    for i in range(1, len(reply), 2):
+        name, in_ms = str(reply[i]), int(reply[i + 1])
+        due[name] = min(in_ms, due.get(name, in_ms))
+    return TopicsDue(int(reply[0]), due)
 
 
 def unlock(partition: Partition, token: str) -> Call[bool]:
@@ -322,7 +357,7 @@ class Rescheduled(NamedTuple):
 
 def reschedule(partition: Partition, topic: str, job_id: str, when: str, value: int) -> Call[Rescheduled]:
     """A queued job's new run-at: ``when`` 'd', ``value`` ms from now; 'a', at epoch ms ``value``."""
-    return Call(Scripts.reschedule, partition.topic_keys(topic), [job_id, when, value], _rescheduled)
+    return Call(Scripts.reschedule, partition.key_group(topic), [job_id, when, value], _rescheduled)
 
 
 def _rescheduled(reply: list[int]) -> Rescheduled:
@@ -333,7 +368,7 @@ def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool 
     """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``. With ``pending_only``, only
     while it waits for its first run-at (else ``NOT_FOUND``): a schedule's occurrence not started yet."""
     args: list[Arg] = [job_id, "pending"] if pending_only else [job_id]
-    return Call(Scripts.cancel, partition.topic_keys(topic), args, int)
+    return Call(Scripts.cancel, partition.key_group(topic), args, int)
 
 
 class CancelledAll(NamedTuple):
@@ -344,7 +379,7 @@ class CancelledAll(NamedTuple):
 def cancel_all(partition: Partition, topic: str, state: str, limit: int) -> Call[CancelledAll]:
     """Cancels ``topic``'s jobs in ``state`` ('delayed', 'ready', 'dead') in this partition, reading at
     most ``limit`` of them (ready: jobs and holes) from the front of that state's order."""
-    return Call(Scripts.cancel_all, partition.topic_keys(topic), [state, limit], _cancelled_all)
+    return Call(Scripts.cancel_all, partition.key_group(topic), [state, limit], _cancelled_all)
 
 
 def _cancelled_all(reply: list[int]) -> CancelledAll:
@@ -378,7 +413,7 @@ def _stats(topic: str, reply: list[int]) -> TopicStats:
 def pause(partition: Partition, topic: str, paused: bool) -> Call[bool]:
     """Pauses (or resumes) ``topic`` in this partition: its takes lease nothing while paused. Whether
     it is paused now."""
-    return Call(Scripts.pause, [*partition.topic_keys(topic), partition.topics], ["1" if paused else "0", topic], bool)
+    return Call(Scripts.pause, partition.key_group(topic), ["1" if paused else "0", topic], bool)
 
 
 class Forecast(NamedTuple):
@@ -472,13 +507,13 @@ def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
 
 def replay(partition: Partition, topic: str, job_ids: Sequence[str]) -> Call[int]:
     """The dead jobs among ``job_ids`` are due now with fresh attempts; how many."""
-    return Call(Scripts.replay, partition.topic_keys(topic), ["ids", *job_ids], int)
+    return Call(Scripts.replay, partition.key_group(topic), ["ids", *job_ids], int)
 
 
 def replay_oldest(partition: Partition, topic: str, limit: int) -> Call[int]:
     """Up to ``limit`` dead jobs, oldest deaths first, are due now with fresh attempts; how many (0:
     none are left)."""
-    return Call(Scripts.replay, partition.topic_keys(topic), ["oldest", limit], int)
+    return Call(Scripts.replay, partition.key_group(topic), ["oldest", limit], int)
 
 
 def purge(partition: Partition, topic: str, limit: int) -> Call[int]:

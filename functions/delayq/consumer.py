@@ -5,12 +5,21 @@ acknowledged, failure or timeout retried after the backoff or dead-lettered.
 Each pass is one round trip: the acks and failures gathered since the last pass and the takes for
 every topic with free workers go out together as one pipeline (no MULTI), each its own Lua call.
 
+It visits only topics with work: once a tick, per partition, the pass also reads the partition's topic
+index (``topics_due.lua``): the topics with ready jobs, and those whose next job falls due within the
+next tick. Each becomes a lane (one topic in one partition) that takes when its job falls due; a lane
+whose take finds nothing due within a tick is forgotten once its jobs are settled, and a topic once
+none of its lanes is left. A topic that holds no job costs nothing: no lane, no thread, no command.
+
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
-worker frees up. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late. A paused topic's take answers so at once, and its lane waits a tick. A topic
-with a rate takes no more jobs than its bucket in Redis holds starts (take.lua), and its take then
-answers when the next start is free: the lane waits that long (at most a tick), its jobs stay ready.
+worker frees up. While a topic's jobs keep falling due, its lane takes at most once per
+``TAKE_WINDOW_S``: a take brings every job due by then, each leased only once due, and a job waits at
+most that window for the take that brings it. The take moves due jobs itself, so a job is taken the
+moment it falls due even if the sweeper is late. A paused topic's take answers so at once, and its
+lane waits a tick. A topic with a rate takes no more jobs than its bucket in Redis holds starts
+(take.lua), and its take then answers when the next start is free: the lane waits that long (at most
+a tick), its jobs stay ready.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -32,8 +41,9 @@ to the head of the ready list, their attempt not counted), rather than leave the
 until the leases expire as failed attempts.
 
 Its rooms: this module is the loop (what to take and when, and the verdicts of the handlers);
-``workers.py`` runs the handlers, a pool per topic; ``settlement.py`` sends the verdicts and undoes
-lost takes; ``calls.py`` packs each script call and reads its reply.
+``workers.py`` runs the handlers, one pool for the process, sized by the topics' concurrency (each
+configured topic its own, every topic ``*`` covers sharing the ``*`` entry's); ``settlement.py``
+sends the verdicts and undoes lost takes; ``calls.py`` packs each script call and reads its reply.
 """
 
 from __future__ import annotations
@@ -60,9 +70,8 @@ from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from .lateness import bucket_of
 from .loop import Budget
 from .queue import Queue, redis_errors
-from .schedule import sleep_for
 from .scripts import Call, run_many
-from .settings import TopicConfig
+from .settings import WILDCARD, TopicConfig
 from .settlement import Pending, Settlement
 from .targets import Target, failing_target, resolve_target
 from .workers import SPREAD_S, Workers
@@ -72,7 +81,9 @@ log = logging.getLogger("delayq.consume")
 # Tuning of the loop (the pool's SPREAD_S is in workers.py, settlement's chunks in settlement.py).
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
-TOPICS_REFRESH_S = 1.0  # with a ``*`` entry: how often to look for topics that have jobs
+TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
+PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
+PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 MAX_ERROR_CHARS = 2000  # of a failure, as the job's last error
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
@@ -103,11 +114,19 @@ def _no_lateness() -> list[int]:
 
 
 @dataclass(eq=False)
+class _Share:
+    """Worker threads a group of topics shares: a configured topic alone, or all that ``*`` covers."""
+
+    size: int
+    running: int = 0
+
+
+@dataclass(eq=False)
 class _Topic:
     name: str
     config: TopicConfig
     target: Target
-    workers: Workers[_Delivery]
+    share: _Share
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
     lateness: list[int] = field(default_factory=_no_lateness)  # deliveries per bucket since the last record
@@ -115,7 +134,7 @@ class _Topic:
 
     @property
     def free(self) -> int:
-        return self.config.concurrency - self.running
+        return min(self.config.concurrency - self.running, self.share.size - self.share.running)
 
 
 @dataclass(eq=False)
@@ -125,7 +144,8 @@ class _Lane:
     topic: _Topic
     partition: Partition
     pending: Pending
-    next_check: float = 0.0
+    next_check: float = 0.0  # when to take next (inf: when the topic index says it has work)
+    running: int = 0  # its deliveries not yet finished
 
 
 @dataclass(slots=True)
@@ -172,14 +192,16 @@ class Consumer:
         self.counts: Counter[str] = Counter()
         self._only = None if topics is None else set(topics)
         self._topics: dict[str, _Topic] = {}
-        self._lanes: list[_Lane] = []
+        self._lanes: dict[tuple[str, int], _Lane] = {}
+        self._plans = [0.0] * len(queue.keys)  # per partition: when to read its topic index next
+        self._shares: dict[str, _Share] = {}  # by configured topic name, or ``*``
+        self._workers = Workers("delayq-worker", self._pool_size(), self._deliver)
         self._running: set[_Delivery] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()  # set when a handler finishes, or a stop is requested
         self._idle = threading.Event()  # set while no handler runs
         self._idle.set()
         self._settlement = Settlement(self._lock, self.counts, queue.telemetry, self._redis_error)
-        self._topics_checked = -float("inf")
         self._lateness_recorded = time.monotonic()
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
@@ -204,8 +226,7 @@ class Consumer:
             self._finish(budget)
             self._record_lateness_now()
         finally:
-            for topic in self._topics.values():
-                topic.workers.shutdown()
+            self._workers.shutdown()
             self.queue.telemetry.flush()
         return self.summary()
 
@@ -254,19 +275,18 @@ class Consumer:
             # window), so that one pass settles them all and refills their workers at once.
             self._idle.wait(SETTLE_WINDOW_S)
         self._wake.clear()
-        now = time.monotonic()
-        for topic in self._topics.values():
-            topic.workers.spread(now)
+        self._workers.spread(time.monotonic())
 
     def _wait(self, budget: Budget, *, taking: bool) -> float:
         now = time.monotonic()
         waits = [self.tick]
-        if any(topic.workers.waiting for topic in self._topics.values()):
+        if self._workers.waiting:
             waits.append(SPREAD_S)
         with self._lock:
             waits += [d.deadline - now for d in self._running if not d.settled]
         if taking:
-            waits += [lane.next_check - now for lane in self._lanes if self._can_take(lane, budget, now)]
+            waits += [lane.next_check - now for lane in self._lanes.values() if self._can_take(lane, budget, now)]
+            waits += [at - now for at in self._plans]
             waits.append(budget.left(now))
         return max(0.0, min(waits))
 
@@ -276,12 +296,13 @@ class Consumer:
         now = time.monotonic()
         self._expire(now)
         if take:
-            self._refresh_topics(now)
+            self._read_index(now)
         settles = self._settlement.calls()
         takes = self._takes(budget, now) if take else []
         records = self._lateness_records(now)
         sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes] + records
         if not sends:
+            self._forget_idle()
             return
         try:
             with redis_errors():
@@ -294,6 +315,7 @@ class Consumer:
             self._settlement.settled(settle, reply)
         for sent, reply in zip(takes, replies[len(settles) : len(settles) + len(takes)], strict=True):
             self._taken(sent, reply, now)
+        self._forget_idle()
         # The records' replies say nothing the pass needs: counts a failed call held are lost, and the
         # failure, the pass's own, is reported by its settles and takes.
 
@@ -330,21 +352,101 @@ class Consumer:
 
     # --------------------------------------------------------------------------------- topics
 
-    def _add_topic(self, name: str) -> None:
+    def _pool_size(self) -> int:
+        """Threads for the whole process: each configured topic's concurrency, and the ``*`` entry's once
+        for all the topics it covers (``_share``)."""
+        topics = self.settings.topics
+        names = sorted(self._only) if self._only is not None else [*topics.named, *([WILDCARD] * topics.has_wildcard)]
+        configs = [topics.for_topic(name) for name in names]
+        return max(1, sum(config.concurrency for config in configs if config is not None))
+
+    def _share(self, name: str, config: TopicConfig) -> _Share:
+        key = name if name in self.settings.topics or self._only is not None else WILDCARD
+        share = self._shares.get(key)
+        if share is None:
+            share = self._shares[key] = _Share(config.concurrency)
+        return share
+
+    def _consumes(self, name: str) -> bool:
+        return name in self._only if self._only is not None else self.settings.topics.for_topic(name) is not None
+
+    def _add_topic(self, name: str) -> _Topic | None:
+        """The topic named ``name`` (made on first use); None if this consumer does not consume it."""
+        topic = self._topics.get(name)
+        if topic is not None or not self._consumes(name):
+            return topic
         config = self.settings.topics.for_topic(name)
-        if config is None or name in self._topics:
-            return
+        if config is None:
+            return None
         try:
             target = resolve_target(config, self.settings)
         except ConfigError as exc:
             log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
             target = failing_target(exc.message)
-        topic = _Topic(name, config, target, Workers(f"delayq-{name}", config.concurrency, self._deliver))
+        topic = _Topic(name, config, target, self._share(name, config))
         topic.rate = config.rate_share(len(self.queue.keys))
         self._topics[name] = topic
-        for partition in self.queue.keys.partitions:
-            self._lanes.append(_Lane(topic, partition, self._settlement.lane(partition, name, config)))
         self._check_timeout(topic)
+        return topic
+
+    def _lane(self, topic: _Topic, partition: Partition) -> _Lane:
+        """The topic's lane in ``partition`` (made on first use: when the topic index says it has work)."""
+        lane = self._lanes.get((topic.name, partition.index))
+        if lane is None:
+            pending = self._settlement.lane(partition, topic.name, topic.config)
+            lane = self._lanes[(topic.name, partition.index)] = _Lane(topic, partition, pending, float("inf"))
+        return lane
+
+    def _forget_idle(self) -> None:
+        """Lanes with nothing due soon, nothing running and nothing to settle are forgotten; so are the
+        topics ``*`` covers once they have no lane, nothing running and no lateness to record."""
+        with self._lock:
+            idle = [key for key, lane in self._lanes.items() if lane.next_check == float("inf") and not lane.running]
+            idle = [key for key in idle if not self._lanes[key].pending]
+            for key in idle:
+                self._settlement.drop(self._lanes.pop(key).pending)
+            kept = {lane.topic.name for lane in self._lanes.values()} | set(self.settings.topics.named)
+            if self._only is not None:
+                kept |= self._only
+            for name in [name for name, topic in self._topics.items() if name not in kept]:
+                topic = self._topics[name]
+                if not topic.running and not any(topic.lateness):
+                    del self._topics[name]
+
+    # --------------------------------------------------------------------------------- the topic index
+
+    def _read_index(self, now: float) -> None:
+        """Reads the topic index of each partition whose time has come (once a tick), in one round trip
+        before the pass's takes, so that a lane it makes takes in the same pass."""
+        horizon_ms = int(self.tick * 1000) + PLAN_MARGIN_MS
+        partitions = [p for p in self.queue.keys.partitions if self._plans[p.index] <= now]
+        if not partitions:
+            return
+        for partition in partitions:
+            self._plans[partition.index] = now + self.tick
+        reads = [calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions]
+        try:
+            with redis_errors():
+                replies = run_many(self.queue.redis, reads, return_exceptions=True)
+        except ConfigError:
+            raise
+        except DelayqError as exc:
+            replies = [exc] * len(reads)
+        for partition, reply in zip(partitions, replies, strict=True):
+            self._planned(partition, reply, now)
+
+    def _planned(self, partition: Partition, reply: calls.TopicsDue | Exception, now: float) -> None:
+        """The topics with work in ``partition``: each lane takes when its next job falls due."""
+        if isinstance(reply, Exception):
+            self._redis_error("reading the topic index", partition, "*", reply)
+            return
+        for name, in_ms in reply.due.items():
+            topic = self._add_topic(name)
+            if topic is not None:
+                lane = self._lane(topic, partition)
+                lane.next_check = min(lane.next_check, now + in_ms / 1000)
+        if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again soon
+            self._plans[partition.index] = now
 
     def _check_timeout(self, topic: _Topic) -> None:
         """A topic whose timeout is longer than a run can last is never taken from: say so, loudly."""
@@ -358,39 +460,27 @@ class Consumer:
                 extra={"topic": topic.name, "timeout_s": topic.config.timeout, "run_s": self._run_ms / 1000},
             )
 
-    def _refresh_topics(self, now: float) -> None:
-        """With a ``*`` entry, any topic with jobs is consumed: look for new ones once a second."""
-        if self._only is not None or not self.settings.topics.has_wildcard:
-            return
-        if now - self._topics_checked < TOPICS_REFRESH_S:
-            return
-        self._topics_checked = now
-        try:
-            for name in sorted(self.queue.known_topics() - self._topics.keys()):
-                self._add_topic(name)
-        except ConfigError:
-            raise
-        except DelayqError as exc:
-            self.counts["redis_errors"] += 1
-            self.queue.telemetry.count("RedisErrors", None)
-            log.warning("could not list topics: %s", exc.message)
-
     # --------------------------------------------------------------------------------- take
 
     def _takes(self, budget: Budget, now: float) -> list[_Take]:
         """Takes for the lanes that are due, each topic's free workers shared among its due lanes
-        (partitions), the first of them in turn, so that no partition waits behind another."""
+        (partitions), the first of them in turn, so that no partition waits behind another. Topics
+        that share workers (those ``*`` covers) take in the order their lanes fell due, and no more in
+        all than their share has free."""
         due: dict[_Topic, list[_Lane]] = {}
-        for lane in self._lanes:
+        for lane in self._lanes.values():
             if lane.next_check <= now and self._can_take(lane, budget, now):
                 due.setdefault(lane.topic, []).append(lane)
         # Never negative: take.lua reads a negative longest as "no limit".
         longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []
-        for topic, lanes in due.items():
+        planned: Counter[int] = Counter()  # per share (by id): jobs this pass's takes may bring
+        for topic, lanes in sorted(due.items(), key=lambda item: min(lane.next_check for lane in item[1])):
             first = topic.turn % len(lanes)
             topic.turn += 1
-            free = topic.free
+            share = topic.share
+            free = min(topic.config.concurrency - topic.running, share.size - share.running - planned[id(share)])
+            planned[id(share)] += max(0, free)
             for left, lane in zip(range(len(lanes), 0, -1), lanes[first:] + lanes[:first], strict=True):
                 count = min(topic.config.batch, -(-free // left))  # a fair share, rounded up
                 if count <= 0:
@@ -429,7 +519,13 @@ class Consumer:
         self.counts["taken"] += len(reply.jobs)
         # A full batch means more may be due: take again as soon as workers are free.
         full = len(reply.jobs) + len(reply.dead) >= take.count
-        lane.next_check = now if full else now + sleep_for(self.tick, reply.next_in_ms)
+        if full:
+            lane.next_check = now
+        elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
+            # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
+            lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)
+        else:  # nothing due within a tick: the topic index will say when (the lane goes once settled)
+            lane.next_check = float("inf")
         server_now = reply.now_ms
         deliveries = [
             _Delivery(job, token, lane, timeout_ms / 1000, server_now - job.run_at_ms, answered)
@@ -466,9 +562,20 @@ class Consumer:
             for delivery in deliveries:
                 delivery.deadline = now + delivery.timeout_s
             topic.running += len(deliveries)
+            topic.share.running += len(deliveries)
+            deliveries[0].lane.running += len(deliveries)
             self._running.update(deliveries)
             self._idle.clear()
-        topic.workers.submit(deliveries)
+        self._workers.submit(deliveries)
+
+    def _not_running(self, delivery: _Delivery) -> None:
+        """With the lock held: the delivery's worker is free again."""
+        delivery.lane.topic.running -= 1
+        delivery.lane.topic.share.running -= 1
+        delivery.lane.running -= 1
+        self._running.discard(delivery)
+        if not self._running:
+            self._idle.set()
 
     def _deliver(self, delivery: _Delivery) -> None:
         """In a worker thread: run the target, then report. Whatever happens here, the job gets a
@@ -492,10 +599,7 @@ class Consumer:
             bucket = bucket_of(lateness_ms)
             with self._lock:
                 delivery.lane.topic.lateness[bucket] += 1
-                delivery.lane.topic.running -= 1
-                self._running.discard(delivery)
-                if not self._running:
-                    self._idle.set()
+                self._not_running(delivery)
                 late = delivery.settled
                 delivery.settled = True
                 if late:

@@ -13,6 +13,11 @@ Per namespace::
 Per partition::
 
     {ns}:{tag}:_topics          set      topics that ever had a job in this partition
+    {ns}:{tag}:_delayed         zset     topic -> the earliest run-at in its delayed set (ms)
+    {ns}:{tag}:_leases          zset     topic -> the earliest lease deadline in its leased set (ms)
+    {ns}:{tag}:_ready           zset     topic -> when its ready list last started holding jobs (ms)
+    {ns}:{tag}:_receipts        zset     topic -> when its first receipt of a done job expires (ms)
+    {ns}:{tag}:_indexed         string   set once the four indexes above cover every topic
     {ns}:{tag}:_seq             string   counter for lease tokens (takes without an id)
     {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
     {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
@@ -52,6 +57,11 @@ Per topic, in one partition chosen by its name (``Keyspace.for_topic``), outside
 
     {ns}:{tag}:{topic}:lateness hash     "<minute>:<bucket>" -> deliveries: recent lateness (lateness.py)
 
+The four indexes (``TOPIC_INDEX_KEYS``, with ``_topics``) follow a topic's keys in the key group of
+every script that changes the topic (``Partition.key_group``), which keeps them
+(``lua/includes/topic_index.lua``): the sweeper and the consumer read them to find the topics that have
+something due, without visiting the others.
+
 Topic names cannot start with ``_``, so topic keys never collide with partition keys.
 """
 
@@ -64,6 +74,7 @@ from functools import cached_property
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
+TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_leases", "_ready", "_receipts")
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 
@@ -111,6 +122,26 @@ class Partition:
         return self.prefix + "_topics"
 
     @property
+    def delayed_index(self) -> str:
+        return self.prefix + "_delayed"
+
+    @property
+    def leased_index(self) -> str:
+        return self.prefix + "_leases"
+
+    @property
+    def ready_index(self) -> str:
+        return self.prefix + "_ready"
+
+    @property
+    def receipts_index(self) -> str:
+        return self.prefix + "_receipts"
+
+    @property
+    def indexed(self) -> str:
+        return self.prefix + "_indexed"
+
+    @property
     def seq(self) -> str:
         return self.prefix + "_seq"
 
@@ -130,6 +161,11 @@ class Partition:
         """The keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
         base = f"{self.prefix}{topic}:"
         return [base + kind for kind in TOPIC_KEYS]
+
+    def key_group(self, topic: str) -> list[str]:
+        """What a script that changes ``topic`` is given: its keys, then the partition's topic index, in
+        ``TOPIC_INDEX_KEYS`` order (``lua/includes/topic_keys.lua`` reads them so)."""
+        return [*self.topic_keys(topic), *(self.prefix + kind for kind in TOPIC_INDEX_KEYS)]
 
     def lateness(self, topic: str) -> str:
         """The hash of ``topic``'s recent lateness (in the partition ``Keyspace.for_topic`` names)."""

@@ -180,6 +180,7 @@ class Scripts:
     forget = Script.load("forget")
     fail = Script.load("fail")
     sweep = Script.load("sweep")
+    topics_due = Script.load("topics_due")
     cancel = Script.load("cancel")
     cancel_all = Script.load("cancel_all")
     reschedule = Script.load("reschedule")

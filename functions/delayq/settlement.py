@@ -88,6 +88,10 @@ class Settlement:
         self._pending.append(pending)
         return pending
 
+    def drop(self, pending: Pending) -> None:
+        """Forgets a lane that has nothing left to settle (with the consumer's lock held)."""
+        self._pending.remove(pending)
+
     def waiting(self) -> bool:
         """Whether anything waits to be sent."""
         with self._lock:

@@ -6,13 +6,25 @@ does nothing unless the lock still holds the token) and released by a token-chec
 sweeper killed while holding a lock holds nothing once the TTL runs out; the next one takes over.
 Two sweepers cannot move a job twice: each move is one atomic Lua call.
 
-Each pass also forgets receipts of done jobs that have expired or are over their topic's cap, in the
-same round trip (``forget.lua``), so they expire on time where no ack comes to forget them.
+It visits only the topics with something due: every script that changes a topic keeps the
+partition's topic index (``keys.py``, ``lua/includes/topic_index.lua``), and each sweep call answers
+which topics the index says have a job due for ``SWEEP_LAG_MS`` or a lease expired, and when the next
+will; the next call sweeps those. A tick with nothing due is one call per partition, however many
+topics it has. Consumers take due jobs themselves the moment they fall due: the sweeper moves only what
+stayed due ``SWEEP_LAG_MS`` untaken (no consumer running, a paused topic, a backlog), and while work
+only comes due it passes at most every ``SWEEP_LAG_MS``, so that it does not wake for every job that
+consumers take anyway. A partition whose index was never built (a namespace written by an older
+version) is walked once, topic by topic, which builds it.
 
-Each call does bounded work (``SWEEP_LIMIT``). A pass makes one call per partition (per 64 topics)
-and, if one answers that more is due, comes back at once: partitions take turns, so a backlog in one
-does not hold up the others, and a run stops when its budget says so, whatever is left. A single
-pass (``seconds: 0``) keeps going until nothing is due, but not past 5 s before the Lambda deadline.
+Each call does bounded work (``SWEEP_LIMIT`` jobs, ``TOPICS_PER_CALL`` topics). A pass makes one call
+per partition and, if one answers that more is due, comes back at once: partitions take turns, so a
+backlog in one does not hold up the others, and a run stops when its budget says so, whatever is left.
+A single pass (``seconds: 0``) keeps going until nothing is due, but not past 5 s before the Lambda
+deadline.
+
+Topics whose receipts of done jobs expire are due too (the index knows when): their receipts are
+forgotten in the same round trip (``forget.lua``), so they expire on time where no ack comes to
+forget them.
 
 A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
 the next pass.
@@ -30,6 +42,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from . import calls
+from .calls import Swept
 from .errors import RedisUnavailable
 from .keys import Partition
 from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
@@ -41,7 +54,8 @@ from .scripts import run_many
 log = logging.getLogger("delayq.sweep")
 
 SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
-TOPICS_PER_CALL = 64  # topics per Lua call (9 keys each)
+TOPICS_PER_CALL = 64  # topics per Lua call (a key group each)
+SWEEP_LAG_MS = 100  # a due job is the sweeper's once no consumer took it for this long
 
 
 class _LockLost(Exception):
@@ -52,17 +66,24 @@ class _LockLost(Exception):
 class _PartitionState:
     partition: Partition
     held: bool = False
-    topics: list[str] = field(default_factory=list)
-    topics_stale: bool = True
-    busy: list[int] | None = None  # the chunks of topics that answered "more" (None: sweep them all)
+    due: list[str] = field(default_factory=list)  # the topics the last call said have work now
+    busy: bool = False  # the last call said more is due now
 
 
 class Sweeper:
     """Sweeps every partition of a queue whose lock it can hold."""
 
-    def __init__(self, queue: Queue, *, stop: threading.Event | None = None, limit: int = SWEEP_LIMIT) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        stop: threading.Event | None = None,
+        limit: int = SWEEP_LIMIT,
+        lag_ms: int = SWEEP_LAG_MS,
+    ) -> None:
         self.queue = queue
         self.tick = queue.settings.tick
+        self.lag_ms = lag_ms
         self.lock_ttl_ms = int(max(5.0, 5 * self.tick) * 1000)
         self.limit = limit
         self.token = secrets.token_hex(16)
@@ -113,7 +134,7 @@ class Sweeper:
                     with redis_errors():
                         ms = self._sweep_partition(state)
                 except RedisUnavailable as exc:
-                    state.busy = None
+                    state.busy = False
                     self._redis_error()
                     log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
                     continue
@@ -122,13 +143,12 @@ class Sweeper:
                     raise
                 if state.busy:
                     busy.append(state)
-                else:
-                    next_in.append(ms)
+                elif ms is not None:
+                    # While work only comes due, at most a pass per lag: consumers take it meanwhile.
+                    next_in.append(max(ms, self.lag_ms))
             if not busy:
                 return sleep_for(self.tick, *next_in)
             if not self._drains(budget):
-                for state in busy:
-                    state.busy = None  # the next pass sweeps every topic of the partition
                 return 0.0
             states = busy
 
@@ -147,52 +167,68 @@ class Sweeper:
         self.queue.telemetry.count("RedisErrors", None)  # a partition's call is for all its topics
 
     def _sweep_partition(self, state: _PartitionState) -> int | None:
-        """Sweeps one partition if its lock can be held: one call per chunk of topics (only the chunks
-        still busy, when ``state.busy`` lists them). Sets ``state.busy`` to the chunks that answered
-        that more is due; returns the ms until the partition's next event (None: unknown)."""
+        """Sweeps one partition if its lock can be held: the topics the last call named (none: the call
+        renews the lock and reads the index, and a second call sweeps what it names), and, the first
+        time, every topic if the partition's index was never built. Sets ``state.busy`` if more is due
+        now; returns the ms until the partition's next work (None: unknown)."""
         redis = self.queue.redis
         if not state.held:
-            state.busy = None
+            state.busy = False
+            state.due = []
             state.held = bool(redis.set(state.partition.lock, self.token, nx=True, px=self.lock_ttl_ms))
             if not state.held:
                 return None
             self.counts["locks_taken"] += 1
             log.info("sweeper %s holds partition %d", self.token[:8], state.partition.index)
-        if state.topics_stale and state.busy is None:
-            state.topics = sorted(str(topic) for topic in redis.smembers(state.partition.topics))
-            state.topics_stale = False
-        # With no topics yet the sweep still runs once: it renews the lock.
-        chunks = [state.topics[i : i + TOPICS_PER_CALL] for i in range(0, len(state.topics), TOPICS_PER_CALL)]
-        chunks = chunks or [[]]
-        which = range(len(chunks)) if state.busy is None else state.busy
-        busy = []
-        next_in = []
         try:
-            for index in which:
-                ms, more = self._sweep_topics(state, chunks[index])
-                next_in.append(ms)
-                if more:
-                    busy.append(index)
+            topics = state.due[:TOPICS_PER_CALL]
+            swept = self._sweep_topics(state, topics)
+            if not swept.indexed:
+                swept = self._walk(state)
+            elif not topics and swept.due:  # the call only read what is due: sweep it now
+                swept = self._sweep_topics(state, swept.due[:TOPICS_PER_CALL])
         except _LockLost:
             state.held = False
-            state.busy = None
+            state.busy = False
+            state.due = []
             self.counts["locks_lost"] += 1
             log.warning("sweeper %s lost the lock of partition %d", self.token[:8], state.partition.index)
             return None
-        state.busy = busy or None
-        known = [ms for ms in next_in if ms is not None]
-        return min(known) if known else None
+        state.due = swept.due
+        state.busy = bool(swept.due)
+        return swept.next_in_ms
 
-    def _sweep_topics(self, state: _PartitionState, topics: list[str]) -> tuple[int | None, bool]:
-        """One sweep call for ``topics``: the ms until their next event (None: none), and whether more
-        is due in them now (the call did as much as it may)."""
+    def _walk(self, state: _PartitionState) -> Swept:
+        """Sweeps every topic of the partition's ``_topics``, a chunk per call, the last call marking
+        the index built: once per partition whose index an older version left unbuilt."""
+        topics = sorted(str(topic) for topic in self.queue.redis.smembers(state.partition.topics))
+        chunks = [topics[i : i + TOPICS_PER_CALL] for i in range(0, len(topics), TOPICS_PER_CALL)] or [[]]
+        log.info("building the topic index of partition %d (%d topics)", state.partition.index, len(topics))
+        swept = None
+        for n, chunk in enumerate(chunks, 1):
+            swept = self._sweep_topics(state, chunk, walked=n == len(chunks))
+        assert swept is not None
+        return swept
+
+    def _sweep_topics(self, state: _PartitionState, topics: list[str], *, walked: bool = False) -> Swept:
+        """One sweep call for ``topics``, its counts added up."""
         config = self.queue.settings.topics
         rules = [(topic, config.retrying(topic)) for topic in topics]
-        call = calls.sweep(state.partition, rules, token=self.token, ttl_ms=self.lock_ttl_ms, limit=self.limit)
+        call = calls.sweep(
+            state.partition,
+            rules,
+            token=self.token,
+            ttl_ms=self.lock_ttl_ms,
+            limit=self.limit,
+            lag_ms=self.lag_ms,
+            due_limit=TOPICS_PER_CALL,
+            walked=walked,
+        )
         if topics:  # and, in the same round trip, the receipts no ack forgets (bounded, like the sweep)
             forget = calls.forget(state.partition, rules, limit=self.limit)
-            swept, forgotten = run_many(self.queue.redis, [call, forget])
-            self.counts["forgotten"] += forgotten.forgotten
+            replies = run_many(self.queue.redis, [call, forget])
+            swept: Swept = replies[0]
+            self.counts["forgotten"] += replies[1].forgotten
         else:
             swept = call.run(self.queue.redis)
         if not swept.held:
@@ -204,9 +240,7 @@ class Sweeper:
             telemetry.count("LeaseExpired", topic, retried + dead)
             telemetry.count("Retried", topic, retried)
             telemetry.count("Dead", topic, dead)
-        if swept.topics_known != len(state.topics):
-            state.topics_stale = True
-        return swept.next_in_ms, swept.more
+        return swept
 
     def release(self) -> None:
         """Releases every lock this sweeper holds (only if it still holds it)."""

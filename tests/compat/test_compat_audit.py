@@ -46,8 +46,8 @@ from servers import RedisServer
 REDIS_6_2_COMMANDS = frozenset(
     ("PING", "EVAL", "EVALSHA", "SET", "GET", "DEL", "SMEMBERS", "SADD", "SCARD", "PEXPIRE", "TIME", "INCRBY",
      "ZADD", "ZREM", "ZRANGE", "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCARD", "ZCOUNT", "ZRANK",
-     "HSET", "HSETNX", "HGET", "HMGET", "HDEL", "HINCRBY", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LLEN", "LPOS",
-     "LSET", "LPOP")
+     "HSET", "HSETNX", "HGET", "HMGET", "HDEL", "HINCRBY", "HLEN", "RPUSH", "LPUSH", "LRANGE", "LTRIM", "LLEN",
+     "LPOS", "LSET", "LPOP", "SREM")
 )  # fmt: skip
 
 

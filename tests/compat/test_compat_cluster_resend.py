@@ -19,7 +19,7 @@ import redis
 from delayq import Queue, RedisUnavailable, Topics
 from delayq.consumer import Consumer
 from delayq.loop import Budget
-from delayq.scripts import all_scripts
+from delayq.scripts import Scripts, all_scripts
 
 import recorder
 from compat_support import RECORDER, TOPIC, error_stats, make_settings
@@ -100,11 +100,11 @@ def test_a_cluster_take_whose_reply_is_lost_runs_once_and_is_undone(
         queue.enqueue_many([{"topic": TOPIC, "id": f"j{i}", "body": i} for i in range(8)])
         assert queue.stats(TOPIC).ready == 8
         admin.config_resetstat()
-        proxy.drop_after(b"EVALSHA")
+        proxy.drop_after(Scripts.take.sha.encode())
         summary = Consumer(queue).run(Budget.of(0))  # one pass: a take per partition, one pipeline
         wait_for(lambda: proxy.dropped == 1, "the dropped call")
         assert summary["redis_errors"] >= 1
-        assert evalsha_calls(admin) == 4  # each partition's take, once; then each one's untake
+        assert evalsha_calls(admin) == 6  # each partition's index read, its take, once; then its untake
         assert summary["untaken"] == 4  # a batch of 2 per partition, back in the ready lists
         stats = queue.stats(TOPIC)
         assert (stats.reserved, stats.ready) == (0, 8)

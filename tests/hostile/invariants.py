@@ -7,9 +7,15 @@ Read from Redis, not through delayq (``inspect.lua`` calls any queued job that i
 Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 - every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
-  (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set) or one of the nine
+  (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set, the topic index
+  ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark) or one of
+  the nine
   topic keys, of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
+- the topic index never hides work: a topic with delayed jobs is in ``_delayed`` no later than its
+  first run-at, one with leased jobs in ``_leases`` no later than its first lease deadline, one with
+  ready jobs in ``_ready``, one with receipts in ``_receipts`` (it may name topics that have none: the
+  next sweep or take corrects that);
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
 - the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep neither
@@ -55,7 +61,9 @@ RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
-                   "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset"}  # fmt: skip
+                   "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
+                   "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
+                   "_indexed": "string"}  # fmt: skip
 SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
 PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",), "d": ("done",)}
@@ -143,6 +151,11 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
             pipe.get(p.lock)
             pipe.zrange(p.untaken, 0, -1, withscores=True)
             layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string"), (p.untaken, "zset")]
+            for index in (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index):
+                pipe.zrange(index, 0, -1, withscores=True)
+                layout.append((index, "zset"))
+            pipe.get(p.indexed)
+            layout.append((p.indexed, "string"))
             names, defs, state, due = p.schedule_keys()
             pipe.zrange(names, 0, -1, withscores=True)
             pipe.hgetall(defs)
@@ -296,10 +309,37 @@ class _Examination:
                         if int(job.lease) > seq:
                             self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
                                               f"issued (_seq is {seq})")  # fmt: skip
+        self.index(p, topics)
         if self.only is None:  # every leased job of the partition seen: no token twice
             twice = {token: n for token, n in tokens.items() if n > 1}
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
         self.schedules(p)
+
+    def index(self, p: Partition, topics: dict[str, dict[str, Any]]) -> None:
+        """The partition's topic index hides no work: each topic's first run-at, first lease deadline
+        and ready jobs are there, no later than they are."""
+        parts = ("delayed", "leased", "ready", "done")
+        indexes = (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index)
+        for index_key, part in zip(indexes, parts, strict=True):
+            scores = {name: score for name, score in self.snap.get(index_key, ("zset", []))[1]}
+            for topic, parts in topics.items():
+                content = parts.get(part)
+                if part == "ready":
+                    if any(job_id != HOLE for job_id in content or []) and topic not in scores:
+                        self.found.append(f"{index_key}: {topic!r} has ready jobs but is not in the index")
+                    continue
+                if not content:
+                    continue
+                if part == "done":  # scored by when the first receipt expires: by topic config
+                    if any(job_id != HOLE for job_id in content) and topic not in scores:
+                        self.found.append(f"{index_key}: {topic!r} has receipts but is not in the index")
+                    continue
+                first = min(score for _, score in content)
+                if topic not in scores:
+                    self.found.append(f"{index_key}: {topic!r} has {part} jobs but is not in the index")
+                elif scores[topic] > first:
+                    self.found.append(f"{index_key}: {topic!r} at {scores[topic]:.0f}, after its first {part} "
+                                      f"job at {first:.0f}")  # fmt: skip
 
     def schedules(self, p: Partition) -> None:
         """The partition's schedules: names, definitions, progress and due index agree."""

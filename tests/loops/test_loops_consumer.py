@@ -365,10 +365,10 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
 
     with running(Consumer(queue)) as consumer:
         assert wait_until(done, timeout=6)
-        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-busy_")]
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert len(workers) == 2  # threads started as needed, never more than the topic's concurrency
     assert loops_targets.max_active == 2
-    assert wait_until(lambda: not any(t.name.startswith("delayq-busy_") for t in threading.enumerate()))
+    assert wait_until(lambda: not any(t.name.startswith("delayq-worker_") for t in threading.enumerate()))
     assert max(reserved_seen) <= 2  # never leased more jobs than it had free workers
     assert sorted(c.job.id for c in loops_targets.of()) == sorted(f"b{i}" for i in range(10))
     summary = consumer.summary
@@ -388,7 +388,7 @@ def test_handlers_that_wait_each_get_a_worker_at_once(make_queue: MakeQueue) -> 
     with running(Consumer(queue)):
         assert wait_until(lambda: len(loops_targets.of()) == 20, timeout=loops_targets.GATE_LIMIT_S - 1)
         assert all(call.ended_ms is None for call in loops_targets.of())  # all 20 wait at the gate at once
-        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-io_")]
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert len(workers) == 20
         for job_id in ids:
             loops_targets.release(job_id)
@@ -420,7 +420,7 @@ def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
 
     with running(Consumer(queue)):
         assert wait_until(lambda: len(loops_targets.of()) == 500, timeout=30)
-        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-quick_")]
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
     assert sum(size for size, _ in batches) == 500
     assert max(size for size, _ in batches) == 50  # the first batch fills the 50 free workers ...
     assert [started for _, started in batches if started > 1] == []  # ... and each batch woke one thread at most
@@ -582,6 +582,7 @@ def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypat
     past_deadline = Budget(started=now - 60, stop_at=now - 8, finish_by=now - 3)
     monkeypatch.setattr(Consumer, "_can_take", staticmethod(lambda lane, budget, now: True))
 
+    consumer._read_index(now)  # the topic index names t: its lane takes
     (take,) = consumer._takes(past_deadline, now)
     assert take.call.args[3] == 0
     (reply,) = run_many(queue.redis, [take.call])
@@ -622,3 +623,40 @@ def test_a_failure_whose_message_cannot_be_read_is_still_a_failure(make_queue: M
     assert consumer._topics["t"].running == 0
     (dead,) = queue.dead("t")
     assert dead.last_error == "UnreadableError (its message could not be read)"
+
+
+def test_topics_that_hold_nothing_cost_no_thread_and_are_forgotten(make_queue: MakeQueue) -> None:
+    """With ``*``, a consumer takes from the topics the topic index names: 60 one-job topics run on the
+    ``*`` entry's threads, shared, and once their jobs are done it keeps no lane and no topic of them."""
+    queue = make_queue(topics={"*": {"target": RECORDER, "concurrency": 4}}, tick=0.1, partitions=2)
+    for n in range(60):
+        queue.enqueue(f"one{n}", {}, id="j", delay=0.05 if n % 2 else 0)
+    consumer = Consumer(queue)
+    with running(consumer):
+        assert wait_until(lambda: len(recorder.of()) == 60, timeout=20)
+        assert wait_until(lambda: not consumer._lanes and not consumer._topics, timeout=5)
+        workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
+        assert 1 <= len(workers) <= 4
+    assert sorted(d.topic for d in recorder.of()) == sorted(f"one{n}" for n in range(60))
+
+
+def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
+    """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
+    shared workers have free (none waits, leased, for a thread), and every job runs."""
+    queue = make_queue(
+        topics={"*": {"target": "python:loops_targets:counted", "concurrency": 3}}, tick=0.1, partitions=2
+    )
+    queue.enqueue_many([{"topic": f"many{n}", "id": "j", "body": {"sleep": 0.05}, "delay": 0} for n in range(20)])
+    consumer = Consumer(queue)
+    most = 0
+
+    def all_ran() -> bool:
+        nonlocal most
+        with consumer._lock:
+            most = max(most, len(consumer._running))
+        return len(loops_targets.of()) == 20
+
+    with running(consumer):
+        assert wait_until(all_ran, timeout=20, interval=0.002)
+    assert most <= 3
+    assert loops_targets.max_active <= 3

@@ -16,7 +16,7 @@ from delayq.calls import Failure, Taken
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
 from delayq.loop import STOP_BEFORE_DEADLINE_S, Budget
-from delayq.sweeper import Sweeper
+from delayq.sweeper import SWEEP_LAG_MS, Sweeper
 
 import loops_targets
 import recorder
@@ -185,8 +185,9 @@ def test_stolen_lock_stops_the_sweeper(make_queue: MakeQueue, redis_client: redi
 
 
 def test_sweeper_wakes_at_the_due_time_not_the_next_tick(make_queue: MakeQueue, redis_client: redis.Redis) -> None:
-    """After a pass that finds the job not yet due, the sweeper sleeps until its run-at (Redis' clock),
-    not a whole tick, and the pass that moves it runs at or after the run-at, never before. The sleeps
+    """After a pass that finds the job not yet due, the sweeper sleeps until its run-at plus its lag
+    (Redis' clock: the time consumers have to take it first), not a whole tick, and the pass that moves
+    it runs at or after that, never before. The sleeps
     it asks for are read, not how long they took: a loaded machine may wake the thread late."""
     queue = make_queue(topics={"pr": {"target": RECORDER}}, tick=10.0)
     run_at_ms = queue.enqueue("pr", {}, id="p1", delay=1.5).run_at_ms
@@ -208,9 +209,10 @@ def test_sweeper_wakes_at_the_due_time_not_the_next_tick(make_queue: MakeQueue, 
     waiting = [(start, wait, end) for start, wait, end, moved in passes if moved == 0]
     assert waiting, "no pass before the run-at"
     for start, wait, end in waiting:  # the time left until the run-at, as the pass saw it (Redis ms)
-        assert run_at_ms - end - 1 <= wait * 1000 <= run_at_ms - start + 1, (wait, run_at_ms - start)
+        due_ms = run_at_ms + sweeper.lag_ms
+        assert due_ms - end - 1 <= wait * 1000 <= due_ms - start + 1, (wait, due_ms - start)
     moving_end = next(end for _, _, end, moved in passes if moved == 1)
-    assert moving_end >= run_at_ms  # the script moved it by Redis' time, at or after its run-at
+    assert moving_end >= run_at_ms + sweeper.lag_ms  # moved by Redis' time, at or after its run-at and lag
 
 
 def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -> None:
@@ -284,8 +286,8 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
 
 
 def _backlog(queue: Queue, per_partition: list[int]) -> None:
-    """``per_partition[p]`` jobs of topic "bk" in partition p, all due (moved by the sweeper, not
-    placed in the ready list at enqueue)."""
+    """``per_partition[p]`` jobs of topic "bk" in partition p, all due for longer than the sweeper's lag
+    (moved by the sweeper, not placed in the ready list at enqueue)."""
     partitions = len(per_partition)
     ids: list[str] = []
     left = list(per_partition)
@@ -299,7 +301,7 @@ def _backlog(queue: Queue, per_partition: list[int]) -> None:
         i += 1
     results = queue.enqueue_many([{"topic": "bk", "id": job_id, "delay": 0.05} for job_id in ids])
     assert {r.status for r in results} == {201}
-    time.sleep(0.1)
+    time.sleep(0.1 + SWEEP_LAG_MS / 1000)
 
 
 def _delayed(queue: Queue) -> int:
@@ -339,3 +341,37 @@ def test_a_single_pass_drains_but_not_past_the_deadline(
     assert summary["passes"] == 1
     assert summary["moved"] == (35 if drains else 10)
     assert _delayed(queue) == (0 if drains else 25)
+
+
+def test_a_partition_without_a_topic_index_is_walked_once_which_builds_it(
+    make_queue: MakeQueue, redis_client: redis.Redis
+) -> None:
+    """A namespace an older version wrote has no topic index: the first pass sweeps every topic of
+    ``_topics`` and marks the index built; later passes read the index alone."""
+    queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
+    for n in range(3):
+        queue.enqueue(f"old{n}", {}, id="due", delay=0.05)
+    later = queue.enqueue("old0", {}, id="later", delay=60).run_at_ms
+    p = queue.keys.partitions[0]
+    redis_client.delete(p.delayed_index, p.leased_index, p.ready_index, p.indexed)  # the old layout
+    time.sleep(0.1 + SWEEP_LAG_MS / 1000)
+    sweeper = Sweeper(queue)
+    walks = []
+    walk = sweeper._walk
+
+    def counted(state):  # type: ignore[no-untyped-def]
+        walks.append(state.partition.index)
+        return walk(state)
+
+    sweeper._walk = counted  # type: ignore[method-assign]
+    sweeper.sweep_once()
+    assert sweeper.counts["moved"] == 3
+    assert walks == [0]
+    assert redis_client.get(p.indexed) == "1"
+    assert redis_client.zrange(p.delayed_index, 0, -1, withscores=True) == [("old0", later)]
+    queue.enqueue("old1", {}, id="next", delay=0.05)
+    time.sleep(0.1 + SWEEP_LAG_MS / 1000)
+    sweeper.sweep_once()
+    sweeper.release()
+    assert walks == [0]
+    assert sweeper.counts["moved"] == 4

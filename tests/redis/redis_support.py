@@ -259,6 +259,7 @@ class Lua:
         past = server_ms(self.r) - ago_ms
         self.r.hset(k.meta, job_id, replace(meta, run_at_ms=past).encode())
         self.r.zadd(k.delayed, {job_id: past})
+        self.r.zadd(self.p.delayed_index, {topic: past}, lt=True)  # as a script moving it would
 
     def make_leased(self, topic: str, job_id: str, **options: Any) -> Lease:
         """A job created due now and leased; its lease."""

@@ -21,7 +21,7 @@ from delayq import Queue, RedisUnavailable, Settings, Topics, connection
 from delayq.api import create_app
 from delayq.consumer import Consumer
 from delayq.loop import Budget
-from delayq.scripts import all_scripts
+from delayq.scripts import Scripts, all_scripts
 
 import recorder
 from conftest import RECORDER, FakeContext, api_event, response_json
@@ -124,12 +124,12 @@ def test_a_take_whose_reply_is_lost_runs_once_and_is_undone(
     queue.enqueue_many([{"topic": "orders", "id": f"j{i}", "body": i} for i in range(4)])
     assert queue.stats("orders").ready == 4
     admin.config_resetstat()
-    proxy.drop_after(b"EVALSHA")
+    proxy.drop_after(Scripts.take.sha.encode())
     summary = Consumer(queue).run(Budget.of(0))  # one pass: one take, in a pipeline; then the untake
     wait_for(lambda: proxy.dropped == 1)
     assert summary["redis_errors"] >= 1
     assert summary["untaken"] == 2
-    assert evalsha_calls(admin) == 2  # the take, once, and the untake
+    assert evalsha_calls(admin) == 3  # the read of the topic index, the take, once, and the untake
     stats = queue.stats("orders")
     assert (stats.reserved, stats.ready) == (0, 4)
     assert {queue.get("orders", f"j{i}").attempts for i in range(4)} == {0}

@@ -18,7 +18,7 @@ from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable, calls
 from delayq.calls import Failure
-from delayq.keys import SCHEDULE_KEYS, TOPIC_KEYS, Keyspace
+from delayq.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
 from delayq.queue import redis_errors
 from delayq.scripts import Call, Script, all_scripts
 
@@ -139,6 +139,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert swept.held
     assert swept.per_topic == [(0, 0, 0), (0, 1, 0)]  # orders: nothing; reminders: one lease taken back, retried
     assert restricted(calls.unlock(p, "me")) is True
+    assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
     assert restricted(calls.add_lateness(p, "orders", {3: 2, 40: 1}, window_minutes=5)) == 0
@@ -187,7 +188,7 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
 
     tags = {p.tag: p for p in queue.keys.partitions}
     shape = re.compile(rf"^{re.escape(namespace)}:\{{([^}}]+)\}}:(.+)$")
-    kinds = {"_topics", "_seq", "_lock", "_untaken", *SCHEDULE_KEYS} | {
+    kinds = {"_seq", "_lock", "_untaken", "_indexed", *TOPIC_INDEX_KEYS, *SCHEDULE_KEYS} | {
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))

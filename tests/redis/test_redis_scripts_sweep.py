@@ -76,7 +76,7 @@ def test_sweep_renews_the_lock(lua: Lua) -> None:
 def test_sweep_with_no_topics_renews_the_lock(lua: Lua) -> None:
     hold(lua, ttl_ms=1000)
     swept = calls.sweep(lua.p, [], token=TOKEN, ttl_ms=20_000, limit=100).run(lua.r)
-    assert swept == Swept(held=True, next_in_ms=None, more=False, topics_known=0, per_topic=[])
+    assert swept == Swept(held=True, next_in_ms=None, indexed=False, due=[], per_topic=[])
     assert lua.r.pttl(lua.p.lock) > 19_000
 
 
@@ -102,7 +102,7 @@ def test_sweep_moves_due_jobs_to_ready(lua: Lua) -> None:
     result = lua.sweep([T], TOKEN)
     assert result.held
     assert only(result).moved == 2
-    assert not result.more
+    assert result.due == []
     k = lua.k(T)
     assert lua.r.lrange(k.ready, 0, -1) == ["a", "b"]  # in the order they fell due
     assert lua.r.zrange(k.delayed, 0, -1) == ["later"]
@@ -174,12 +174,12 @@ def test_sweep_respects_the_limit(lua: Lua) -> None:
     time.sleep(0.04)
     k = lua.k(T)
     first = lua.sweep([T], TOKEN, limit=2)
-    assert (only(first).moved, first.more) == (2, 1)
+    assert (only(first).moved, first.due) == (2, [T])
     assert lua.r.llen(k.ready) == 2
     second = lua.sweep([T], TOKEN, limit=2)
-    assert (only(second).moved, second.more) == (2, 1)
+    assert (only(second).moved, second.due) == (2, [T])
     third = lua.sweep([T], TOKEN, limit=2)
-    assert (only(third).moved, third.more) == (1, 0)
+    assert (only(third).moved, third.due) == (1, [])
     assert lua.r.llen(k.ready) == 5
     assert lua.r.zcard(k.delayed) == 0
 
@@ -193,10 +193,10 @@ def test_sweep_limit_counts_leases_taken_back(lua: Lua) -> None:
     lua.enqueue(T, "d2", when="a", value=now + 10)
     time.sleep(0.03)
     first = lua.sweep([T], TOKEN, limit=3)
-    assert (only(first).moved, only(first).retried, first.more) == (2, 1, 1)
+    assert (only(first).moved, only(first).retried, first.due) == (2, 1, [T])
     assert lua.r.zcard(lua.k(T).leased) == 1
     second = lua.sweep([T], TOKEN, limit=3)
-    assert (only(second).moved, only(second).retried, second.more) == (0, 1, 0)
+    assert (only(second).moved, only(second).retried, second.due) == (0, 1, [])
     assert lua.r.zcard(lua.k(T).leased) == 0
 
 
@@ -207,12 +207,11 @@ def test_sweep_over_several_topics_uses_each_topics_config(lua: Lua) -> None:
     lua.enqueue("payments", "p", value=60_000)
     rules = [("orders", Rules(0, "1000")), ("reminders", Rules(3, "1000"))]
     swept = calls.sweep(lua.p, rules, token=TOKEN, ttl_ms=10_000, limit=100).run(lua.r)
-    assert (swept.held, swept.more) == (True, False)
+    assert (swept.held, swept.due) == (True, [])
     assert swept.per_topic == [(0, 0, 1), (0, 1, 0)]  # moved, retried, dead: orders' lease dead, reminders' retried
     assert "dead" in lua.where("orders", "a")
     assert "delayed" in lua.where("reminders", "a")
-    assert 0 <= swept.next_in_ms <= 1000  # the retried job; payments is not among the swept topics
-    assert swept.topics_known == 3  # the partition's topic count, swept or not
+    assert 0 <= swept.next_in_ms <= 1000  # the retried job: the partition's next work, swept or not
 
 
 def test_sweep_reports_the_next_event_or_none(lua: Lua) -> None:
@@ -225,9 +224,25 @@ def test_sweep_reports_the_next_event_or_none(lua: Lua) -> None:
     assert 9_000 <= lua.sweep([T], TOKEN).next_in_ms <= 10_000
 
 
-def test_sweep_returns_the_partitions_topic_count(lua: Lua) -> None:
+def test_sweep_names_the_topics_due_after_its_lag_and_expired_leases(lua: Lua) -> None:
     hold(lua)
-    assert lua.sweep([T], TOKEN).topics_known == 0
-    lua.enqueue("orders", "a")
-    lua.enqueue("reminders", "a")
-    assert lua.sweep([T], TOKEN).topics_known == 2
+    lua.enqueue("fresh", "a", value=0)  # ready at once: not the sweep's
+    now = server_ms(lua.r)
+    lua.enqueue("old", "a", when="a", value=now + 10)
+    lua.enqueue("young", "a", when="a", value=now + 10)
+    lua.enqueue("later", "a", value=60_000)
+    expired_lease(lua, "leased", "a")
+    time.sleep(0.03)
+    lua.r.zadd(lua.p.delayed_index, {"old": now - 5000})  # due long ago
+    swept = calls.sweep(lua.p, [], token=TOKEN, ttl_ms=10_000, limit=100, lag_ms=1000).run(lua.r)
+    assert swept.due == ["old", "leased"]  # young is due for less than the lag
+    assert swept.next_in_ms == 0  # work now
+    assert calls.sweep(lua.p, [], token=TOKEN, ttl_ms=10_000, limit=100, due_limit=1).run(lua.r).due == ["old"]
+
+
+def test_sweep_marks_the_index_built_at_the_end_of_a_walk(lua: Lua) -> None:
+    hold(lua)
+    assert not lua.sweep([T], TOKEN).indexed
+    rules = [(T, Rules(2, "1000"))]
+    assert calls.sweep(lua.p, rules, token=TOKEN, ttl_ms=10_000, limit=100, walked=True).run(lua.r).indexed
+    assert lua.sweep([], TOKEN).indexed

@@ -43,14 +43,14 @@ LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "lua"
 # ------------------------------------------------------------------------------------------ the ACL
 
 # What delayq sends itself: scripts (EVALSHA, and EVAL on NOSCRIPT), PING (health, the client's
-# health check), SET NX PX (the sweeper's lock), SMEMBERS (the sweeper's and the consumer's topic
-# discovery). AUTH needs no permission.
+# health check), SET NX PX (the sweeper's lock), SMEMBERS (the topics of a namespace: listing, and
+# the sweeper's one walk of a partition whose topic index is not built yet). AUTH needs no permission.
 CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers")
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
-    "del", "get", "hdel", "hget", "hincrby", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos", "lpush",
-    "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "scard", "set", "time", "zadd", "zcard", "zcount",
-    "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
+    "del", "get", "hdel", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos",
+    "lpush", "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "set", "srem", "time", "zadd", "zcard",
+    "zcount", "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
 USER = "delayq"
@@ -324,6 +324,8 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     queue.cancel("orders", "o2")
     assert _state(queue, "orders", "o2") is None
     assert queue.stats("orders").delayed == 2
+    queue.enqueue("once", {}, id="only", delay=600)
+    queue.cancel("once", "only")  # its last job: the topic holds nothing and leaves _topics
 
     # ---- every HTTP route
     assert h.api("GET", "/health") == (200, {"status": "ok"})

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from delayq.keys import TOPIC_KEYS, Keyspace, Partition, partition_of, partition_tag
+from delayq.keys import TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace, Partition, partition_of, partition_tag
 from delayq.scripts import build_source
 
 PARTITION_COUNTS = [1, 2, 3, 5, 16, 64]
@@ -188,3 +188,14 @@ def test_the_lua_side_names_the_topic_keys_in_the_same_order():
     assert int(count.group(1)) == len(TOPIC_KEYS)
     offsets = dict(re.findall(r"(\w+) = KEYS\[first(?: \+ (\d+))?\]", source))
     assert sorted(offsets, key=lambda name: int(offsets[name] or 0)) == list(TOPIC_KEYS)
+
+
+def test_a_key_group_is_the_topics_keys_then_the_partitions_topic_index(partition):
+    group = partition.key_group("orders")
+    assert group[: len(TOPIC_KEYS)] == partition.topic_keys("orders")
+    index = [partition.topics, partition.delayed_index, partition.leased_index, partition.ready_index]
+    assert group[len(TOPIC_KEYS) :] == [*index, partition.receipts_index]
+    source = build_source("stats")
+    size = re.search(r"local KEY_GROUP_SIZE = TOPIC_KEY_COUNT \+ (\d+)", source)
+    assert size
+    assert int(size.group(1)) == len(TOPIC_INDEX_KEYS)

@@ -8,7 +8,7 @@ nothing. Once the topic keeps more than its keep_done_max receipts, the call for
 chunks (at most FORGET_MORE more than it acknowledges jobs): bounded work; the sweep forgets the
 expired (forget.lua).
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     keep_done in ms: how long a receipt is kept; 0 keeps none
 ARGV[2]     keep_done_max: at most this many receipts are kept
 then 3 values per job: id, lease token, started_at_ms (when the attempt's handler started, Redis time)
@@ -17,6 +17,7 @@ Returns the number of jobs acknowledged.
 -- @include time
 -- @include topic_keys
 -- @include receipts
+-- @include topic_index
 
 local FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
@@ -51,11 +52,15 @@ if #done > 0 then
   redis.call('ZREM', K.leased, unpack(done))
   redis.call('HDEL', K.bodies, unpack(done))
   redis.call('HDEL', K.errors, unpack(done))
+  index_leased_exact(K)
   if keep_ms > 0 then
     redis.call('HSET', K.meta, unpack(receipts))
-    push_receipts(K, done)
+    if push_receipts(K, done) == #done then  -- the first receipts: else the index has an earlier one
+      index_receipts(K, now + keep_ms)
+    end
   else
     redis.call('HDEL', K.meta, unpack(done))
+    forget_topic_if_empty(K)
   end
 end
 forget_receipts(K, now, keep_ms, keep_max, #done + FORGET_MORE, false, FORGET_MORE)

@@ -2,7 +2,7 @@
 cancel: a job is gone, in whatever state it was (a done job's receipt is forgotten). A leased job that is cancelled is not retried: its
 consumer's answer later finds no lease and changes nothing.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     optional: 'pending' cancels the job only while it waits for its first run-at (delayed,
             never attempted): a schedule's occurrence that has not started yet
@@ -28,6 +28,7 @@ if state == 'q' then
   unqueue(K, id)
 elseif state == 'l' then
   redis.call('ZREM', K.leased, id)
+  index_leased_exact(K)
 elseif state == 'd' then
   remove_receipt(K, id)
 else
@@ -36,4 +37,5 @@ end
 redis.call('HDEL', K.meta, id)
 redis.call('HDEL', K.bodies, id)
 redis.call('HDEL', K.errors, id)
+forget_topic_if_empty(K)
 return 3

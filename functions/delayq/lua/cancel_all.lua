@@ -8,7 +8,8 @@ ready    from the head of the ready list, as a take reads it (LRANGE + LTRIM): t
          whose job is no longer queued is dropped too, as the take drops it
 dead     the oldest deaths first
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group): a topic left with no ready or
+            delayed job leaves the partition's topic index
 ARGV[1]     'delayed', 'ready' or 'dead'
 ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
 Returns {cancelled, left}: how many jobs this call cancelled, how many are left in that state here.
@@ -66,9 +67,13 @@ end
 local left
 if state == 'ready' then
   left = redis.call('LLEN', K.ready) - (tonumber(redis.call('HGET', K.control, 'holes')) or 0)
+  if left == 0 then
+    redis.call('ZREM', K.ready_index, K.name)
+  end
 elseif state == 'dead' then
   left = redis.call('ZCARD', K.dead)
 else
   left = redis.call('ZCARD', K.delayed)
+  index_delayed_exact(K)
 end
 return {#gone, left}

@@ -2,7 +2,8 @@
 enqueue: create or replace jobs of one partition, all in one atomic step.
 
 KEYS[1]         the partition's _topics set
-KEYS[2 ...]     nine keys per topic (keys.py TOPIC_KEYS), one group per topic named in ARGV
+KEYS[2 ...]     a key group per topic named in ARGV (keys.py Partition.key_group: its keys, and the
+                partition's topic index, which learns when each topic next has work)
 ARGV[1]         G, the number of topic groups
 ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
 ARGV[3 .. G+2]  the topic names, in the order of their key groups
@@ -38,7 +39,7 @@ local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
 for g = 1, groups do
-  G[g] = {K = topic_keys(2 + (g - 1) * TOPIC_KEY_COUNT), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
+  G[g] = {K = topic_keys(2 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
   redis.call('SADD', KEYS[1], ARGV[2 + g])
 end
 
@@ -76,10 +77,15 @@ local function flush(g)
   end
   if #w.delayed > 0 then
     redis.call('ZADD', w.K.delayed, unpack(w.delayed))
+    local first = tonumber(w.delayed[1])
+    for d = 3, #w.delayed, 2 do
+      first = math.min(first, tonumber(w.delayed[d]))
+    end
+    index_delayed(w.K, first)
     w.delayed = {}
   end
   if #w.ready > 0 then
-    push_ready(w.K, w.ready)
+    push_ready(w.K, w.ready, now)
     w.ready = {}
   end
 end

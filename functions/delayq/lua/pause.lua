@@ -3,8 +3,8 @@ pause: pause or resume one topic in this partition. While paused, the take lease
 (take.lua); everything else goes on: jobs fall due and the sweep moves them to the ready list, creates
 are accepted, leased jobs finish. Idempotent: a second pause keeps the time of the first.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[10]    the partition's _topics set: a paused topic is one of the partition's topics, jobs or not
+KEYS[1..14] the topic's key group (keys.py Partition.key_group); its _topics set: a paused topic is
+            one of the partition's topics, jobs or not
 ARGV[1]     '1' pause, '0' resume
 ARGV[2]     the topic's name
 Returns 1 if the topic is now paused, 0 if not.
@@ -14,7 +14,7 @@ Returns 1 if the topic is now paused, 0 if not.
 
 local K = topic_keys(1)
 if ARGV[1] == '1' then
-  redis.call('SADD', KEYS[TOPIC_KEY_COUNT + 1], ARGV[2])
+  redis.call('SADD', K.topics, ARGV[2])
   redis.call('HSETNX', K.control, 'paused', now_ms())
   return 1
 end

@@ -1,23 +1,37 @@
 --[[
 sweep: one pass over some topics of a partition, under the partition's lock. Moves due jobs from
 the delayed set to the ready list, and takes back expired leases as failed attempts (retried after
-their backoff, or dead).
+their backoff, or dead). Then reads the partition's topic index (topic_index.lua) for what the next
+call should sweep: the topics with a job due for at least `lag` ms (consumers take due jobs
+themselves; the sweep moves only what none took), a lease expired or a receipt to forget
+(forget.lua, sent with the sweep), and when the next of those
+falls due. A call with no topics only renews the lock and reads the index: what an idle tick costs,
+however many topics the partition has.
 
 The lock is a fence: unless it holds this sweeper's token, nothing is done. A sweeper that was
 paused past its lock's TTL learns here that it lost the lock, before it touches anything.
 
 KEYS[1]      the partition's _lock
-KEYS[2]      the partition's _topics set
-KEYS[3 ...]  nine keys per topic (keys.py TOPIC_KEYS)
+KEYS[2]      the partition's _delayed index
+KEYS[3]      the partition's _leases index
+KEYS[4]      the partition's _receipts index
+KEYS[5]      the partition's _indexed mark: set once the index covers every topic of _topics
+KEYS[6 ...]  a key group per topic to sweep (keys.py Partition.key_group); the sweep sets each
+             topic's index entries from its keys
 ARGV[1]      lock token
 ARGV[2]      lock TTL in ms, renewed by this call
 ARGV[3]      limit: at most this many jobs moved plus leases taken back in this call
+ARGV[4]      lag in ms: a delayed job is the sweep's once due this long
+ARGV[5]      at most this many topics named in the reply
+ARGV[6]      '1': the topics given end a walk of all of _topics, set the _indexed mark
 then 2 values per topic group: the topic's retries, its backoff (comma-separated ms)
-Returns {code, next_in_ms, more, topics, then 3 values per topic group: moved, retried, dead}
+Returns {code, next_in_ms, indexed, due, then `due` topic names, then 3 values per topic group:
+         moved, retried, dead}
   code        3 ok; -5 the lock does not hold this token, nothing was done
-  next_in_ms  ms until the next job falls due or lease expires in these topics, -1 if none
-  more        1 if the limit was reached: call again at once
-  topics      how many topics the partition has: more than the caller knows means new ones
+  next_in_ms  ms until the index next has work for the sweep, -1 if none
+  indexed     1 if the _indexed mark is set: else the caller walks _topics once (an index left
+              by an older version, or a new namespace), ending with ARGV[6]
+  due         topics with work for the sweep now, at most ARGV[5]: the next call's
   moved       jobs moved to the ready list; retried, dead: expired leases taken back as such
 ]]
 -- @include time
@@ -26,6 +40,7 @@ Returns {code, next_in_ms, more, topics, then 3 values per topic group: moved, r
 -- @include failed_attempt
 
 local LEASE_EXPIRED = 'lease expired: no answer from the consumer within the timeout'
+local FIRST_GROUP = 6
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return {-5, -1, 0, 0}
@@ -34,16 +49,18 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 
 local now = now_ms()
 local budget = tonumber(ARGV[3])
-local groups = (#KEYS - 2) / TOPIC_KEY_COUNT
+local lag = tonumber(ARGV[4])
+local wanted = tonumber(ARGV[5])
+local groups = (#KEYS - FIRST_GROUP + 1) / KEY_GROUP_SIZE
 local counts = {}
 
 for g = 1, groups do
-  local K = topic_keys(3 + (g - 1) * TOPIC_KEY_COUNT)
+  local K = topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE)
   local moved, retried, dead = promote(K, now, budget), 0, 0
   budget = budget - moved
   if budget > 0 then
     local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', 0, budget)
-    local retries, backoff = tonumber(ARGV[2 + 2 * g]), ARGV[3 + 2 * g]
+    local retries, backoff = tonumber(ARGV[5 + 2 * g]), ARGV[6 + 2 * g]
     for _, id in ipairs(expired) do
       local raw = redis.call('HGET', K.meta, id)
       if not raw then
@@ -56,30 +73,47 @@ for g = 1, groups do
     end
     budget = budget - #expired
   end
+  index_delayed_exact(K)
+  index_leased_exact(K)
   counts[#counts + 1], counts[#counts + 2], counts[#counts + 3] = moved, retried, dead
 end
+if ARGV[6] == '1' then
+  redis.call('SET', KEYS[5], '1')
+end
 
-local next_at = nil
-for g = 1, groups do
-  local K = topic_keys(3 + (g - 1) * TOPIC_KEY_COUNT)
-  for _, key in ipairs({K.delayed, K.leased}) do
-    local at = first_score(key)
-    if at and (next_at == nil or at < next_at) then
-      next_at = at
+-- What the next call sweeps: topics due for the sweep now, delayed ones first (a topic due in both
+-- is named once), and when the index next has work for it.
+local due, named = {}, {}
+for _, pick in ipairs({{KEYS[2], now - lag}, {KEYS[3], now}, {KEYS[4], now}}) do
+  if #due < wanted then
+    for _, topic in ipairs(redis.call('ZRANGEBYSCORE', pick[1], '-inf', pick[2], 'LIMIT', 0, wanted - #due)) do
+      if not named[topic] then
+        named[topic] = true
+        due[#due + 1] = topic
+      end
     end
   end
 end
-
+local next_at = nil
+for _, pick in ipairs({{KEYS[2], lag}, {KEYS[3], 0}, {KEYS[4], 0}}) do
+  local at = first_score(pick[1])
+  if at and (next_at == nil or at + pick[2] < next_at) then
+    next_at = at + pick[2]
+  end
+end
 local next_in = -1
 if next_at then
   next_in = math.max(0, next_at - now)
 end
-local more = 0
-if budget <= 0 then
-  more = 1
+local indexed = 0
+if redis.call('GET', KEYS[5]) then
+  indexed = 1
 end
-local out = {3, next_in, more, redis.call('SCARD', KEYS[2])}
+local out = {3, next_in, indexed, #due}
+for _, topic in ipairs(due) do
+  out[#out + 1] = topic
+end
 for i = 1, #counts do
-  out[4 + i] = counts[i]
+  out[#out + 1] = counts[i]
 end
 return out

@@ -18,9 +18,10 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS); its control hash says whether it is paused
-KEYS[10]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[11]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+            is paused; the take keeps the partition's topic index (topic_index.lua)
+KEYS[15]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[16]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -56,7 +57,7 @@ if take_id == '' then
   take_id = nil
 end
 local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
-if take_id and redis.call('ZREM', KEYS[TOPIC_KEY_COUNT + 2], take_id) == 1 then
+if take_id and redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
   count = 0  -- undone before it ran: its consumer has given up on it
 end
 -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
@@ -78,17 +79,19 @@ local started = 0  -- jobs leased: the starts the rate's bucket spends
 if count > 0 then
   ids = take_ready(K, count)
 end
+local from_delayed = 0
 if #ids < count then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
   -- delayed set, earliest first, after the ready ones (they fell due later).
   for _, id in ipairs(take_due(K, now, count - #ids)) do
     ids[#ids + 1] = id
+    from_delayed = from_delayed + 1
   end
 end
 if #ids > 0 then
   -- Each lease's token: the take's id, else the next number of the partition's counter.
   local token = take_id
-  local seq = not take_id and redis.call('INCRBY', KEYS[TOPIC_KEY_COUNT + 1], #ids) - #ids
+  local seq = not take_id and redis.call('INCRBY', KEYS[KEY_GROUP_SIZE + 1], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
   local leases, updates, put_back = {}, {}, {}
@@ -109,7 +112,7 @@ if #ids > 0 then
         end
       end
       if tonumber(run_at) > now then
-        redis.call('ZADD', K.delayed, run_at, id)
+        delay(K, id, tonumber(run_at))
       elseif run_limit >= 0 and timeout > run_limit then
         -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
         dead[#dead + 1] = id
@@ -141,16 +144,26 @@ if #ids > 0 then
   started = #leases / 2
   if #leases > 0 then
     redis.call('ZADD', K.leased, unpack(leases))
+    local first = leases[1]
+    for n = 3, #leases, 2 do
+      first = math.min(first, leases[n])
+    end
+    index_leased(K, first)
   end
   if #updates > 0 then
     redis.call('HSET', K.meta, unpack(updates))
   end
-  for i = #put_back, 1, -1 do
-    redis.call('LPUSH', K.ready, put_back[i])
+  if #put_back > 0 then
+    push_ready_head(K, put_back, now)
   end
 end
 
-local next_at = first_score(K.delayed)
+local next_at
+if from_delayed > 0 then
+  next_at = index_delayed_exact(K)
+else
+  next_at = first_score(K.delayed)
+end
 if next_at then
   out[2] = math.max(0, next_at - now)
 end

@@ -9,17 +9,18 @@ list, queued, with the attempt the take counted taken back: no handler saw them.
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
 after all, leases nothing (take.lua). Records older than a day are dropped.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
-KEYS[10]    the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..14] the topic's key group (keys.py Partition.key_group)
+KEYS[15]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]
 -- @include time
 -- @include topic_keys
 -- @include meta
+-- @include topic_index
 
 local K = topic_keys(1)
-local untaken = KEYS[TOPIC_KEY_COUNT + 1]
+local untaken = KEYS[KEY_GROUP_SIZE + 1]
 local now = now_ms()
 local KEEP_MS = 86400000
 local CHUNK = 1000  -- ids per HMGET (unpack has a limit)
@@ -57,11 +58,16 @@ for i = #back, 1, -1 do  -- at the head in the order of the leased set (their de
   redis.call('ZREM', K.leased, job.id)
   redis.call('LPUSH', K.ready, job.id)
 end
+if #back > 0 then
+  index_ready(K, now)
+  index_leased_exact(K)
+end
 
 for _, take_id in ipairs(ARGV) do
   if not found[take_id] then
     found[take_id] = true
     redis.call('ZADD', untaken, now, take_id)
+    redis.call('PEXPIRE', untaken, KEEP_MS)  -- the whole set goes a day after the last undo
   end
 end
 return #back

@@ -1,5 +1,6 @@
 -- @include meta
 -- @include backoff
+-- @include topic_index
 -- A failed attempt of a leased job (its handler failed or timed out, or its lease expired): back to
 -- delayed after its backoff, or dead once its retries are spent, or at once when the failure is
 -- permanent (retrying cannot help). A retry waits its backoff, or `at_least` ms when that is longer
@@ -22,6 +23,7 @@ local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, 
     m.state = 'q'
     m.run_at = now + math.max(backoff_ms(backoff, attempts), at_least or 0)
     redis.call('ZADD', K.delayed, m.run_at, id)
+    index_delayed(K, m.run_at)
     outcome = 'retried'
   else
     m.state = 'x'

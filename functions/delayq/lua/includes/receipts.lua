@@ -11,10 +11,11 @@
 -- done_tail - LLEN + its index (control 'done_tail' counts the ids ever pushed), never changes, and
 -- a listing's cursor can be one (jobs_done.lua). Control 'done_holes' counts the holes.
 
--- The receipts of `ids`, made: pushed at the tail of the done list.
+-- The receipts of `ids`, made: pushed at the tail of the done list. Returns the list's length.
 local function push_receipts(K, ids)
-  redis.call('RPUSH', K.done, unpack(ids))
+  local length = redis.call('RPUSH', K.done, unpack(ids))
   redis.call('HINCRBY', K.control, 'done_tail', #ids)
+  return length
 end
 
 -- A receipt forgotten before its turn: popped when it is the head, else left as a hole. The caller

@@ -1,10 +1,21 @@
--- The keys of one topic, starting at KEYS[first], in the order of keys.py TOPIC_KEYS; scripts that
--- take several topics find group g at KEYS[first + (g - 1) * TOPIC_KEY_COUNT].
+-- The keys of one topic, starting at KEYS[first]: the topic's own, in the order of keys.py TOPIC_KEYS,
+-- then the partition's keys that index its topics, in the order of keys.py TOPIC_INDEX_KEYS
+-- (keys.py Partition.key_group). Scripts that take several topics find group g at
+-- KEYS[first + (g - 1) * KEY_GROUP_SIZE]. K.name is the topic's name, read off its keys: keys.py
+-- names a topic key prefix .. topic .. ':' .. kind, and the partition's _topics prefix .. '_topics'.
 local TOPIC_KEY_COUNT = 9
+local KEY_GROUP_SIZE = TOPIC_KEY_COUNT + 5
 local function topic_keys(first)
-  return {
+  local K = {
     delayed = KEYS[first], ready = KEYS[first + 1], leased = KEYS[first + 2], dead = KEYS[first + 3],
     meta = KEYS[first + 4], bodies = KEYS[first + 5], errors = KEYS[first + 6], control = KEYS[first + 7],
     done = KEYS[first + 8],
   }
+  local after = first + TOPIC_KEY_COUNT
+  K.topics, K.delayed_index, K.leased_index, K.ready_index = KEYS[after], KEYS[after + 1], KEYS[after + 2], KEYS[after + 3]
+  K.receipts_index = KEYS[after + 4]
+  if K.topics then
+    K.name = string.sub(K.delayed, #K.topics - #'_topics' + 1, -#':delayed' - 1)
+  end
+  return K
 end

@@ -1,0 +1,78 @@
+-- The partition's index of its topics (keys.py TOPIC_INDEX_KEYS), kept by every script that adds to
+-- or removes from a topic's delayed set, ready list or leased set, so that the sweeper and the
+-- consumer find the topics with something due without visiting the others:
+--   _delayed  topic -> the earliest run-at in its delayed set (ms)
+--   _leases   topic -> the earliest lease deadline in its leased set (ms)
+--   _ready    topic -> when its ready list last went from empty to holding jobs (ms)
+--   _receipts topic -> when its first receipt of a done job expires (ms; receipts.lua)
+-- A topic's score is never later than its first job's: an addition lowers it (ZADD LT), and a
+-- removal may leave it early until the next sweep or take of the topic sets it from the topic's own
+-- keys (index_*_exact), which costs one look at the topic, never a missed job. A topic that holds
+-- nothing there is absent.
+
+-- The score of the first member of a sorted set, or nil.
+local function first_score(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if first[2] then
+    return tonumber(first[2])
+  end
+  return nil
+end
+
+-- A job of the topic falls due at `at` (ms): the index says so unless it knows an earlier one.
+local function index_delayed(K, at)
+  redis.call('ZADD', K.delayed_index, 'LT', at, K.name)
+end
+
+-- A job of the topic is leased until `at` (ms).
+local function index_leased(K, at)
+  redis.call('ZADD', K.leased_index, 'LT', at, K.name)
+end
+
+-- A receipt of the topic expires at `at` (ms).
+local function index_receipts(K, at)
+  redis.call('ZADD', K.receipts_index, 'LT', at, K.name)
+end
+
+-- The topic's ready list holds jobs (since `now`, if it was empty).
+local function index_ready(K, now)
+  redis.call('ZADD', K.ready_index, 'NX', now, K.name)
+end
+
+-- Sets `index`'s score of the topic to the first score of its sorted set `key`; returns that score,
+-- or nil (and the topic leaves the index) if the set is empty.
+local function index_exact(K, index, key)
+  local at = first_score(key)
+  if at then
+    redis.call('ZADD', index, at, K.name)
+  else
+    redis.call('ZREM', index, K.name)
+  end
+  return at
+end
+
+local function index_delayed_exact(K)
+  return index_exact(K, K.delayed_index, K.delayed)
+end
+
+local function index_leased_exact(K)
+  return index_exact(K, K.leased_index, K.leased)
+end
+
+-- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list) and is
+-- not paused leaves the partition's _topics, and its control hash goes too unless its rate bucket is
+-- still refilling: a topic name used once costs nothing once its jobs are gone.
+local function forget_topic_if_empty(K)
+  if redis.call('HLEN', K.meta) > 0 or redis.call('LLEN', K.ready) > 0 then
+    return
+  end
+  local control = redis.call('HMGET', K.control, 'paused', 'rate_at')
+  if control[1] then
+    return
+  end
+  redis.call('SREM', K.topics, K.name)
+  local t = redis.call('TIME')
+  if not control[2] or tonumber(control[2]) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+    redis.call('DEL', K.control)
+  end
+end

@@ -1,0 +1,124 @@
+"""The partition's topic index (lua/includes/topic_index.lua): every script that changes a topic's
+delayed set, ready list or leased set keeps it, so that it never hides work."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from redis_support import Lua, server_ms
+
+T = "orders"
+
+
+@pytest.fixture
+def lua(redis_client: redis.Redis, namespace: str) -> Lua:
+    return Lua(redis_client, namespace)
+
+
+def scores(lua: Lua, key: str) -> dict[str, float]:
+    return dict(lua.r.zrange(key, 0, -1, withscores=True))
+
+
+def test_enqueue_indexes_the_earliest_run_at_of_each_topic(lua: Lua) -> None:
+    lua.enqueue_many([lua.write(T, "late", value=90_000), lua.write(T, "soon", value=30_000), lua.write("b", "x")])
+    k = lua.k(T)
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(k.delayed, "soon")
+    assert set(scores(lua, lua.p.delayed_index)) == {T, "b"}
+    lua.enqueue(T, "later", value=120_000)  # later: the index keeps the earlier one
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(k.delayed, "soon")
+    assert scores(lua, lua.p.ready_index) == {}
+
+
+def test_a_job_due_now_indexes_its_topic_as_ready_until_the_take_empties_it(lua: Lua) -> None:
+    before = server_ms(lua.r)
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue(T, "b", value=0)
+    ready = scores(lua, lua.p.ready_index)
+    assert before <= ready[T] <= server_ms(lua.r)
+    lua.take(T, count=1)
+    assert T in scores(lua, lua.p.ready_index)  # one job left
+    lua.take(T, count=1)
+    assert T not in scores(lua, lua.p.ready_index)
+
+
+def test_take_indexes_its_leases_and_ack_and_fail_follow_the_first(lua: Lua) -> None:
+    first = lua.make_leased(T, "a", timeout="5000")
+    second = lua.make_leased(T, "b")  # the topic's timeout: longer
+    k = lua.k(T)
+    assert scores(lua, lua.p.leased_index)[T] == lua.r.zscore(k.leased, "a")
+    lua.ack(T, "a", first.token)
+    assert scores(lua, lua.p.leased_index)[T] == lua.r.zscore(k.leased, "b")
+    lua.fail(T, "b", second.token, "boom")
+    assert T not in scores(lua, lua.p.leased_index)
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(k.delayed, "b")  # its retry
+
+
+def test_take_of_due_jobs_sets_the_index_to_the_next_run_at(lua: Lua) -> None:
+    lua.enqueue(T, "due", value=60_000)
+    lua.enqueue(T, "next", value=90_000)
+    lua.make_due(T, "due")
+    assert lua.take(T).ids == ["due"]
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "next")
+
+
+def test_cancel_and_reschedule_keep_the_index(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=30_000)
+    lua.enqueue(T, "b", value=60_000)
+    lua.cancel(T, "a")
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "b")
+    lua.reschedule(T, "b", "d", 0)  # due now: ready
+    assert T not in scores(lua, lua.p.delayed_index)
+    assert T in scores(lua, lua.p.ready_index)
+
+
+def test_sweep_sets_the_index_from_the_topics_keys(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=60_000)
+    lua.r.zadd(lua.p.delayed_index, {T: 1, "gone": 1})  # early, and a topic with nothing: harmless
+    lua.r.set(lua.p.lock, "me", px=10_000)
+    assert lua.sweep([T, "gone"], "me").held
+    assert scores(lua, lua.p.delayed_index) == {T: lua.r.zscore(lua.k(T).delayed, "a")}
+
+
+def test_replay_and_untake_index_the_ready_jobs(lua: Lua) -> None:
+    lua.make_dead(T, "a")
+    assert scores(lua, lua.p.ready_index) == {}
+    assert lua.replay(T, "a") == 1
+    assert T in scores(lua, lua.p.ready_index)
+    taken = lua.take(T, take_id="t" + "0" * 16)
+    assert taken.ids == ["a"]
+    assert T not in scores(lua, lua.p.ready_index)
+    assert lua.untake(T, "t" + "0" * 16) == 1
+    assert T in scores(lua, lua.p.ready_index)
+    assert T not in scores(lua, lua.p.leased_index)
+
+
+def test_receipts_index_when_the_first_expires_and_the_sweep_names_the_topic_then(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    before = server_ms(lua.r)
+    assert lua.ack(T, "a", lease.token, keep_ms=50) == 1
+    expires = scores(lua, lua.p.receipts_index)[T]
+    assert before + 50 <= expires <= server_ms(lua.r) + 50
+    lua.r.set(lua.p.lock, "me", px=10_000)
+    assert lua.sweep([], "me").due == []
+    time.sleep(0.08)
+    assert lua.sweep([], "me").due == [T]  # the sweeper sends forget.lua with the sweep of T
+    assert lua.forget([T], keep_ms=50).forgotten == 1
+    assert scores(lua, lua.p.receipts_index) == {}
+    assert lua.sweep([], "me").due == []
+
+
+def test_a_topic_that_holds_nothing_leaves_the_topic_set_unless_paused(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=0)
+    lua.enqueue("kept", "a", value=60_000)
+    assert lua.r.smembers(lua.p.topics) == {T, "kept"}
+    assert lua.r.exists(lua.k(T).control) == 1  # the ready list's tail counter
+    lease = lua.take(T).leases[0]
+    assert lua.ack(T, "a", lease.token) == 1  # no receipt kept: the topic holds nothing
+    assert lua.r.smembers(lua.p.topics) == {"kept"}
+    assert lua.r.exists(lua.k(T).control) == 0
+    lua.pause("kept")
+    assert lua.cancel("kept", "a") == 3
+    assert lua.r.smembers(lua.p.topics) == {"kept"}  # paused: still one of the partition's topics
