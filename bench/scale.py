@@ -7,7 +7,8 @@
 
 Each point gets a fresh private Redis; on it, one side: the backlog filled (``enqueue_many`` from a few
 processes, no loop running), one job due now in each topic, then one sweep and one consume process;
-once the seeds ran, Redis' CPU while nothing is due (idle), then a steady load until every job started.
+once the seeds ran and their recent lateness was written, Redis' CPU while nothing is due (idle), then a
+steady load until every job started.
 Writes ``bench/results/scale-<date>-<machine>.{json,md,png}``; the raw records stay under ``.bench/runs``.
 """
 
@@ -30,8 +31,10 @@ from processes import wait_for
 from report import read_jsonl
 from run import machine_facts
 from scale_report import faults_and_lateness, markdown
-from scale_stack import BENCH, REPO, Loops, Side, Store, answer, delta, load
+from scale_stack import BENCH, REPO, TICK_S, Loops, Side, Store, answer, delta, load
 from systems import VENVS, ensure_venv, log
+
+from delayq.lateness import FLUSH_S as LATENESS_FLUSH_S
 
 PRODUCER_BATCH = 20
 
@@ -98,7 +101,10 @@ def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path)
             started = {row["id"] for row in read_jsonl([stage.starts])}
             if len(started) < len(seeds):
                 raise RuntimeError(f"{len(started)} of the {len(seeds)} seeds started: every topic must be known")
-            time.sleep(args.settle)  # the seeds' acks land: from here on nothing is due
+            # The seeds' acks land, and so does their recent lateness: the consumer adds it to each topic's
+            # hash at its first pass LATENESS_FLUSH_S after its last flush (within a tick), about 8 commands
+            # a topic, the seeds' delivery work. Once it is past, nothing is due and nothing is owed.
+            time.sleep(LATENESS_FLUSH_S + TICK_S + args.settle)
             figures |= idle(stage, loops)
             figures |= steady(stage)
             loops.check()

@@ -30,6 +30,7 @@ from servers import RedisClusterServers, RedisServer  # noqa: E402 - the tests' 
 
 NAMESPACE = "scale"
 TARGET = "python:scale_target:deliver"
+TICK_S = 1.0  # the loops' DELAYQ_TICK
 COUNTERS = ("used_cpu_user", "used_cpu_sys", "total_commands_processed", "used_memory")
 
 
@@ -98,6 +99,7 @@ class Side:
         env["DELAYQ_PARTITIONS"] = str(store.partitions)
         env["DELAYQ_NAMESPACE"] = NAMESPACE
         env["DELAYQ_TOPICS"] = json.dumps({"*": {"target": TARGET}})
+        env["DELAYQ_TICK"] = f"{TICK_S:g}"
         env["BENCH_OUT"] = str(out)
         return env
 

@@ -85,6 +85,7 @@ TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs kee
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
+REPORT_WAIT_S = 1.0  # at the end of a run, how long the last handlers' metrics and logs may take
 MAX_ERROR_CHARS = 2000  # of a failure, as the job's last error
 _NO_VERDICT = "the consumer failed before the handler answered (see its log)"
 
@@ -201,6 +202,9 @@ class Consumer:
         self._wake = threading.Event()  # set when a handler finishes, or a stop is requested
         self._idle = threading.Event()  # set while no handler runs
         self._idle.set()
+        self._reporting = 0  # settled deliveries whose metrics and log lines are still being written
+        self._reported = threading.Event()  # set while none is
+        self._reported.set()
         self._settlement = Settlement(self._lock, self.counts, queue.telemetry, self._redis_error)
         self._lateness_recorded = time.monotonic()
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
@@ -227,6 +231,7 @@ class Consumer:
             self._record_lateness_now()
         finally:
             self._workers.shutdown()
+            self._reported.wait(REPORT_WAIT_S)  # a settled job's metrics, counted just after, in this flush
             self.queue.telemetry.flush()
         return self.summary()
 
@@ -438,7 +443,7 @@ class Consumer:
     def _planned(self, partition: Partition, reply: calls.TopicsDue | Exception, now: float) -> None:
         """The topics with work in ``partition``: each lane takes when its next job falls due."""
         if isinstance(reply, Exception):
-            self._redis_error("reading the topic index", partition, "*", reply)
+            self._redis_error("reading the topic index", partition, None, reply)
             return
         for name, in_ms in reply.due.items():
             topic = self._add_topic(name)
@@ -475,11 +480,16 @@ class Consumer:
         longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []
         planned: Counter[int] = Counter()  # per share (by id): jobs this pass's takes may bring
+        sharing = Counter(id(topic.share) for topic in due)  # per share: its topics still to take
         for topic, lanes in sorted(due.items(), key=lambda item: min(lane.next_check for lane in item[1])):
             first = topic.turn % len(lanes)
             topic.turn += 1
             share = topic.share
-            free = min(topic.config.concurrency - topic.running, share.size - share.running - planned[id(share)])
+            # The share's free workers split among its due topics, a fair part each (rounded up), so
+            # that one topic's take does not hold them all while the others wait a pass.
+            share_free = max(0, share.size - share.running - planned[id(share)])
+            free = min(topic.config.concurrency - topic.running, -(-share_free // sharing[id(share)]))
+            sharing[id(share)] -= 1
             planned[id(share)] += max(0, free)
             for left, lane in zip(range(len(lanes), 0, -1), lanes[first:] + lanes[:first], strict=True):
                 count = min(topic.config.batch, -(-free // left))  # a fair share, rounded up
@@ -602,6 +612,8 @@ class Consumer:
                 self._not_running(delivery)
                 late = delivery.settled
                 delivery.settled = True
+                self._reporting += 1
+                self._reported.clear()
                 if late:
                     self.counts["late_results"] += 1
                 elif error is None:
@@ -625,9 +637,18 @@ class Consumer:
             else:
                 self._report(job, _log_context(job, lateness_ms, started), error, permanent=permanent, late=late)
         finally:
-            # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
-            if not self._wake.is_set():
-                self._wake.set()
+            self._reported_one()
+
+    def _reported_one(self) -> None:
+        """A delivery's metrics and log lines are written: the end of a run may flush them now, and the
+        loop is woken."""
+        with self._lock:
+            self._reporting -= 1
+            if not self._reporting:
+                self._reported.set()
+        # Set only if unset: what this worker did is visible to the pass that follows the loop's clear.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _report(self, job: Job, context: dict[str, Any], error: str | None, *, permanent: bool, late: bool) -> None:
         """A delivery that did not simply succeed: its late result dropped, or its failure."""
@@ -664,11 +685,13 @@ class Consumer:
 
     # --------------------------------------------------------------------------------- Redis errors
 
-    def _redis_error(self, what: str, partition: Partition, topic: str, exc: Exception) -> None:
-        """A take or settle call that failed: counted and logged; anything but Redis failing is raised."""
+    def _redis_error(self, what: str, partition: Partition, topic: str | None, exc: Exception) -> None:
+        """A take, settle or index read that failed: counted (per topic, or for the service when the call
+        is the partition's) and logged; anything but Redis failing is raised."""
         self.counts["redis_errors"] += 1
         self.queue.telemetry.count("RedisErrors", topic)
         message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
-        log.warning("%s on %s (partition %d) failed: %s", what, topic, partition.index, message)
+        where = f"{topic} (partition {partition.index})" if topic else f"partition {partition.index}"
+        log.warning("%s on %s failed: %s", what, where, message)
         if not isinstance(exc, (RedisError, DelayqError)):
             raise exc
