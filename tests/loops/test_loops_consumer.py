@@ -660,3 +660,14 @@ def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make
         assert wait_until(all_ran, timeout=20, interval=0.002)
     assert most <= 3
     assert loops_targets.max_active <= 3
+
+
+def test_one_pass_takes_the_due_jobs_of_every_topic_sharing_the_wildcards_workers(make_queue: MakeQueue) -> None:
+    """``seconds: 0`` is one pass: with four topics under ``*`` each holding a due job and workers enough
+    for all, that pass runs every one of them, not just the first topic's (the share's free workers are
+    split among its due topics, not all planned for the first)."""
+    queue = make_queue(topics={"*": {"target": "python:loops_targets:counted", "concurrency": 8}}, tick=0.1)
+    queue.enqueue_many([{"topic": f"shared{n}", "id": "j", "body": {}, "delay": 0} for n in range(4)])
+    summary = Consumer(queue).run(Budget.of(0))
+    assert summary["succeeded"] == 4, summary
+    assert sorted(call.job.topic for call in loops_targets.of()) == [f"shared{n}" for n in range(4)]
