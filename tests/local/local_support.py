@@ -134,24 +134,28 @@ def base_env(namespace: str, redis_url: str, **extra: str) -> dict[str, str]:
 
 def start_stack(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], int]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "delayq.local", "--port", str(port), *args],
+    return start_module("delayq.local", env, "--port", str(port), *args), port
+
+
+def start_module(module: str, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``python -m <module> *args`` from the checkout, its output (both streams) read as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    return process, port
 
 
 @contextmanager
-def local_stack(env: dict[str, str], *args: str) -> Iterator[Stack]:
-    """``python -m delayq.local --port <free> *args``, until the block ends (then SIGTERM, as Ctrl-C)."""
-    process, port = start_stack(env, *args)
+def running_process(process: subprocess.Popen[str], port: int, ready: str) -> Iterator[Stack]:
+    """``process`` watched as a ``Stack`` once it printed ``ready``, until the block ends (then SIGTERM,
+    as Ctrl-C; killed if it does not end within 15 s)."""
     stack = Stack(process, port)
     try:
-        stack.wait_for("delayq local stack on", timeout=60)
+        stack.wait_for(ready, timeout=60)
         yield stack
     finally:
         process.terminate()
@@ -163,3 +167,11 @@ def local_stack(env: dict[str, str], *args: str) -> Iterator[Stack]:
         stack.reader.join(5)
         assert process.stdout is not None
         process.stdout.close()
+
+
+@contextmanager
+def local_stack(env: dict[str, str], *args: str) -> Iterator[Stack]:
+    """``python -m delayq.local --port <free> *args``, until the block ends (then SIGTERM, as Ctrl-C)."""
+    process, port = start_stack(env, *args)
+    with running_process(process, port, "delayq local stack on") as stack:
+        yield stack

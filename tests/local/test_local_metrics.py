@@ -6,8 +6,6 @@ included), and ``delayq ui``'s gauge."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from local_support import CLOSED, ROOT, Stack, base_env, eventually, local_stack, send
+from local_support import CLOSED, Stack, base_env, eventually, local_stack, running_process, send, start_module
 from servers import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -108,28 +106,9 @@ def test_topics_beyond_the_limit_are_summed_under_other(redis_url: str, namespac
 def loop(command: str, env: dict[str, str], *args: str) -> Iterator[tuple[Stack, int]]:
     """``python -m delayq <command> --metrics-port <free>``, its output watched, until the block ends."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "delayq", command, "--metrics-port", str(port), *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    watched = Stack(process, port)
-    try:
-        watched.wait_for("Prometheus metrics at", timeout=60)
-        yield watched, port
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        watched.reader.join(5)
-        assert process.stdout is not None
-        process.stdout.close()
+    process = start_module("delayq", env, command, "--metrics-port", str(port), *args)
+    with running_process(process, port, "Prometheus metrics at") as stack:
+        yield stack, port
 
 
 TOPICS = json.dumps({"*": {"target": "python:delayq.local:log_delivery"}})
@@ -176,25 +155,10 @@ def test_delayq_ui_serves_the_gauge_and_says_it_has_no_counters(redis_url: str, 
     queue.enqueue("orders", {"n": 1}, delay=600)
     port = free_port()
     env = base_env(namespace, redis_url, DELAYQ_TOPICS=TOPICS)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "delayq", "ui", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    ui = Stack(process, port)
-    try:
-        line = ui.wait_for("/metrics serves delayq_jobs", timeout=60)
-        assert "runs no loop" in line
+    process = start_module("delayq", env, "ui", "--port", str(port))
+    with running_process(process, port, "/metrics serves delayq_jobs") as ui:
+        assert "runs no loop" in ui.seen[-1]
         samples = scrape(port)
         assert value(samples, "delayq_jobs", topic="orders", state="delayed") == 1
         assert not topics_of(samples, "delayq_delivered_total")
         assert ("delayq_redis_errors_total", ()) not in samples
-    finally:
-        process.terminate()
-        process.wait(15)
-        ui.reader.join(5)
-        assert process.stdout is not None
-        process.stdout.close()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +19,7 @@ from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwrig
 
 from delayq import Queue
 
-from local_support import ROOT, Stack, base_env, local_stack
+from local_support import Stack, base_env, local_stack, running_process, start_module
 from servers import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -122,28 +120,8 @@ def shared_stack(redis_url: str, **extra: str) -> Iterator[Stack]:
 def delayq_ui(env: dict[str, str]) -> Iterator[Stack]:
     """``python -m delayq ui --port <free>``, as a user starts it, until the block ends."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "delayq", "ui", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    ui = Stack(process, port)
-    try:
-        ui.wait_for("delayq ui on", timeout=60)
+    with running_process(start_module("delayq", env, "ui", "--port", str(port)), port, "delayq ui on") as ui:
         yield ui
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        ui.reader.join(5)
-        assert process.stdout is not None
-        process.stdout.close()
 
 
 def create(stack: Stack, topic: str, job_id: str, *, delay: float = 3600, body: Any = None, **more: Any) -> None:
