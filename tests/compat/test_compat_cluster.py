@@ -114,8 +114,8 @@ def monitored(nodes: dict[int, redis.Redis]) -> Iterator[dict[int, list[Seen]]]:
     try:
         yield seen
     finally:
-        own = addresses_of(nodes.values())
-        for port, monitor in monitors.items():
+        for port, monitor in monitors.items():  # a connection is told by its address on its own server
+            own = addresses_of([nodes[port]])
             seen[port] = [s for s in monitor.stop() if s.client not in own]
 
 
