@@ -159,7 +159,7 @@ def idle(stage: Stage, loops: Loops) -> dict[str, Any]:
 def steady(stage: Stage) -> dict[str, Any]:
     """The point's rate for ``--steady-seconds``, then the wait until every job started: Redis' CPU and
     commands over that window, per job."""
-    args, before = stage.args, stage.store.info()
+    args, before, calls_before = stage.args, stage.store.info(), stage.store.command_calls()
     expected, producer = enqueue(
         stage,
         "steady",
@@ -173,10 +173,15 @@ def steady(stage: Stage) -> dict[str, Any]:
     wait_for(set(expected), stage.starts, last_due + args.drain_timeout, args.stall_timeout)
     time.sleep(args.settle)  # the acks land; a duplicate would show up here
     used, jobs = delta(before, stage.store.info()), len(expected)
+    calls = stage.store.command_calls()
+    by_name = {name: (n - calls_before.get(name, 0)) / jobs for name, n in sorted(calls.items())}
+    by_name = {name: per_job for name, per_job in by_name.items() if per_job and name != "info"}
     return {
         "expected": expected,
         "redis_cpu_us_per_job": used["cpu_s"] * 1e6 / jobs,
         "commands_per_job": used["commands"] / jobs,
+        "script_calls_per_job": by_name.get("evalsha", 0) + by_name.get("eval", 0),
+        "commands_by_name_per_job": by_name,
         "producer": producer,
     }
 

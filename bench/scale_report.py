@@ -26,6 +26,7 @@ COLUMNS = (
     ("lateness", "lateness p50 / p99 / max ms"),
     ("redis_cpu_us_per_job", "Redis CPU µs/job"),
     ("commands_per_job", "cmds/job"),
+    ("script_calls_per_job", "script calls/job"),
     ("memory_bytes_per_job", "memory B/job"),
     ("faults", "lost / dup / early"),
     ("idle_loops_cpu_ms_per_s", "loops' idle CPU ms/s"),
@@ -66,8 +67,9 @@ def cell(row: dict[str, Any], key: str) -> str:
         return " / ".join(_num(lat.get(q), 1) for q in ("p50", "p99", "max"))
     if key == "faults":
         return " / ".join(str(row.get(k, "-")) for k in ("lost", "duplicated", "early"))
-    if key in ("topics", "backlog", "rate", "commands_per_job", "consumer_threads", "idle_commands_per_s"):
-        return _num(row.get(key), 1 if key == "commands_per_job" else 0)
+    digits = {"commands_per_job": 1, "script_calls_per_job": 2}
+    if key in ("topics", "backlog", "rate", "consumer_threads", "idle_commands_per_s", *digits):
+        return _num(row.get(key), digits.get(key, 0))
     if key in ("server", "side"):
         return str(row[key])
     return _num(row.get(key), 1 if key.endswith("_per_s") or key == "loadavg" else 0)

@@ -58,6 +58,14 @@ class Store:
         totals["total_commands_processed"] -= len(infos)
         return totals
 
+    def command_calls(self) -> dict[str, int]:
+        """Calls so far by command (``INFO commandstats``: those scripts made too), summed over the masters."""
+        calls: dict[str, int] = {}
+        for client in self.clients:
+            for name, stat in client.info("commandstats").items():
+                calls[name.removeprefix("cmdstat_")] = calls.get(name.removeprefix("cmdstat_"), 0) + int(stat["calls"])
+        return calls
+
     def close(self) -> None:
         for client in self.clients:
             client.close()

@@ -110,7 +110,8 @@ class Taken:
     """A take's reply: Redis' time, the ms until the topic's next delayed job falls due (None: none),
     the jobs leased with each one's token and timeout (same order), and the ids of jobs sent to the
     dead letters because their timeout is longer than a whole run of the consumer. ``paused``: the
-    topic is paused (``pause``), nothing was taken."""
+    topic is paused (``pause``), nothing was taken. ``acked``: how many of the acks that rode with
+    the take were acknowledged."""
 
     now_ms: int
     next_in_ms: int | None
@@ -119,6 +120,7 @@ class Taken:
     timeouts_ms: list[int]
     dead: list[str]
     paused: bool = False
+    acked: int = 0
 
     @property
     def leases(self) -> list[Lease]:
@@ -140,38 +142,44 @@ def take(
     run_ms: int = -1,
     take_id: str | None = None,
     rate: tuple[int, int] | None = None,
+    acks: Sequence[tuple[str, str, int]] = (),
+    keeping: Keeping | None = None,
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
     with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
     that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
     With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
-    others stay ready, and ``next_in_ms`` is at most the wait for the next start."""
-    keys = [*partition.key_group(topic), partition.seq]
-    args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms]
-    if take_id is not None:
-        keys.append(partition.untaken)
-    if take_id is not None or rate is not None:
-        args.append(take_id or "")
-    if rate is not None:
-        args += rate
+    others stay ready, and ``next_in_ms`` is at most the wait for the next start. ``acks`` (as
+    ``ack`` takes them, with the topic's ``keeping``) are acknowledged first, in the same call."""
+    if acks and keeping is None:
+        raise ValueError("acks ride with a take only with the topic's keeping")
+    keys = [*partition.key_group(topic), partition.seq, partition.untaken]
+    interval, tolerance = rate if rate is not None else ("", "")
+    keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
+    args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms, take_id or "", interval, tolerance]
+    args += [keep_ms, keep_max]
+    for lease in acks:
+        args += lease
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
 def _taken(topic: str, reply: list[Any]) -> Taken:
+    acked = int(reply[3])
     if reply[1] == PAUSED:
-        return Taken(int(reply[0]), None, [], [], [], [], paused=True)
+        return Taken(int(reply[0]), None, [], [], [], [], paused=True, acked=acked)
     dead = int(reply[2])
     end = len(reply) - dead
     jobs: list[Job] = []
-    for i in range(3, end, 7):
+    for i in range(4, end, 7):
         job_id, body, attempt, run_at, enqueued_at = reply[i : i + 5]
         body = _decode_body(body)[0] if body is not None else None
         jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at)))
     next_in_ms = int(reply[1])
     # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
-    tokens, timeouts_ms = reply[8:end:7], reply[9:end:7]
-    return Taken(int(reply[0]), next_in_ms if next_in_ms >= 0 else None, jobs, tokens, timeouts_ms, reply[end:])
+    tokens, timeouts_ms = reply[9:end:7], reply[10:end:7]
+    next_in = next_in_ms if next_in_ms >= 0 else None
+    return Taken(int(reply[0]), next_in, jobs, tokens, timeouts_ms, reply[end:], acked=acked)
 
 
 def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:

@@ -5,6 +5,9 @@ Per lane (one topic in one partition), ``Pending`` gathers what finished since t
 acks of jobs whose handler succeeded, the failed attempts, and the ids of takes whose reply never
 came. Each pass takes them off (``Settlement.calls``) and sends them with its takes, one Lua call
 each (``calls.ack``, ``calls.fail``, ``calls.untake``), at most ``SETTLE_CHUNK`` jobs per call.
+Acks may ride with the lane's next take instead, in the same Lua call (``Settlement.ride``): while
+jobs keep falling due, a delivery then costs one call, not two. The loop says which acks may wait for
+that (``hold``), never longer than ``ACK_RIDE_S``.
 
 A call that fails keeps its items for the next pass, before what came since. Nothing is lost if Redis
 stays away: a lease that is never settled expires and the sweeper retries its job; only the count of
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from .scripts import Call
 log = logging.getLogger("delayq.consume")
 
 SETTLE_CHUNK = 1000  # acks or failed attempts per Lua call: bounded work per call
+ACK_RIDE_S = 0.02  # how long an ack may wait for its lane's next take to ride with
 MAX_UNTAKES = 256  # per lane: take ids kept for undoing while Redis stays away (the oldest are dropped)
 
 ACK, FAIL, UNTAKE = "ack", "fail", "untake"
@@ -44,8 +49,19 @@ class Pending:
     rules: Rules  # the topic's retries and backoff, for its failed attempts; its receipts, for its acks
     # (id, lease token, Redis ms when the handler started) of jobs that succeeded
     acks: list[tuple[str, str, int]] = field(default_factory=list)
+    acks_since: float = 0.0  # monotonic time the oldest of ``acks`` came
     fails: list[Failure] = field(default_factory=list)
     untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
+
+    def ack(self, job_id: str, token: str, started_at_ms: int) -> None:
+        """A job whose handler succeeded (``started_at_ms``: when, by Redis' clock)."""
+        if not self.acks:
+            self.acks_since = time.monotonic()
+        self.acks.append((job_id, token, started_at_ms))
+
+    def send_acks_by(self) -> float:
+        """When the acks waiting must go, with a take or alone (inf: none waits)."""
+        return self.acks_since + ACK_RIDE_S if self.acks else float("inf")
 
     def undo_later(self, take_ids: list[str]) -> None:
         """Takes to undo at the next passes, after those already waiting; the newest ``MAX_UNTAKES`` kept."""
@@ -97,8 +113,20 @@ class Settlement:
         with self._lock:
             return any(self._pending)
 
-    def calls(self) -> list[Settle]:
-        """The calls for everything pending, taken off the lanes: undo first, then acks, then fails."""
+    def send_acks_by(self) -> float:
+        """When the first acks waiting for a take must go (inf: none waits)."""
+        with self._lock:
+            return min((pending.send_acks_by() for pending in self._pending), default=float("inf"))
+
+    def ride(self, pending: Pending) -> list[tuple[str, str, int]]:
+        """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
+        with self._lock:
+            acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
+            return acks
+
+    def calls(self, hold: Callable[[Pending], bool] | None = None) -> list[Settle]:
+        """The calls for everything pending, taken off the lanes: undo first, then acks, then fails;
+        the acks of lanes that ``hold`` says may wait for a take stay."""
         settle: list[Settle] = []
         with self._lock:
             for pending in self._pending:
@@ -106,7 +134,9 @@ class Settlement:
                 if pending.untakes:
                     untakes, pending.untakes = pending.untakes, []
                     settle.append(Settle(pending, UNTAKE, untakes, calls.untake(partition, topic, untakes)))
-                acks, pending.acks = pending.acks, []
+                acks: list[tuple[str, str, int]] = []
+                if pending.acks and not (hold and len(pending.acks) < SETTLE_CHUNK and hold(pending)):
+                    acks, pending.acks = pending.acks, []
                 fails, pending.fails = pending.fails, []
                 for start in range(0, len(acks), SETTLE_CHUNK):
                     done = acks[start : start + SETTLE_CHUNK]
@@ -115,6 +145,15 @@ class Settlement:
                     failed = fails[start : start + SETTLE_CHUNK]
                     settle.append(Settle(pending, FAIL, failed, calls.fail(partition, topic, pending.rules, failed)))
         return settle
+
+    def rode(self, pending: Pending, acks: list[tuple[str, str, int]], reply: int | Exception) -> None:
+        """What became of acks that rode with a take: ``reply`` is how many were acknowledged, or the
+        take's error (the take reports it; the acks go back for the next pass)."""
+        if isinstance(reply, Exception):
+            with self._lock:
+                pending.acks = acks + pending.acks  # ``acks_since`` is theirs or older: due soon
+        else:
+            self._counts["acked"] += reply
 
     def settled(self, settle: Settle, reply: Any) -> None:
         """What a settle call's reply (or error) means."""

@@ -56,7 +56,7 @@ JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16}|\d+:\d+)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "list"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes"}
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken"}
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)

@@ -289,6 +289,9 @@ def test_untake_changes_nothing_it_did_not_take(lua: Lua, namespace: str) -> Non
     before = dump(lua.r, namespace)
     assert lua.untake(T, "t1") == 0
     after = dump(lua.r, namespace)
+    control = lua.k(T).control
+    mark = after[control][1].pop("untaken")  # the topic's takes look for undone ones till then: a day
+    assert int(mark) >= server_ms(lua.r) + 86_400_000 - 60_000
     assert {key: value for key, value in after.items() if key != lua.p.untaken} == before
     assert lua.meta(T, "d") is not None
     assert lua.r.zrange(lua.k(T).leased, 0, -1) == kept.ids
@@ -490,3 +493,87 @@ def test_fail_with_a_retry_after_waits_the_longer_of_it_and_the_backoff(
 def test_a_retry_after_does_not_hold_back_a_job_with_no_retry_left(lua: Lua) -> None:
     lease = lua.make_leased(T, "a", retries="0")
     assert lua.fail(T, "a", lease.token, "busy", retry_after_ms=30_000) == (0, 1)
+
+
+def test_an_undone_take_marks_its_topic_for_a_day_and_a_take_after_that_clears_the_mark(lua: Lua) -> None:
+    """The topic's takes look for undone takes only while its control says some may be: a mark that
+    untake sets for as long as it keeps its records, and that a take clears once it is past."""
+    lua.enqueue(T, "a", value=0)
+    assert lua.untake(T, "lost") == 0
+    control = lua.k(T).control
+    assert int(lua.r.hget(control, "untaken")) >= server_ms(lua.r) + 86_400_000 - 60_000
+    lua.r.hset(control, "untaken", server_ms(lua.r) - 1)  # a day later (the set expired with it)
+    lua.r.delete(lua.p.untaken)
+    assert lua.take(T, take_id="next").ids == ["a"]
+    assert lua.r.hget(control, "untaken") is None
+
+
+def test_a_topic_emptied_keeps_its_control_while_a_take_of_it_may_be_undone(lua: Lua) -> None:
+    """A take undone before it ran must still find its record if it runs after the topic emptied and
+    filled again: the mark outlives the topic."""
+    lua.enqueue(T, "a", value=0)
+    assert lua.untake(T, "late") == 0
+    assert lua.cancel(T, "a") > 0
+    assert T not in lua.r.smembers(lua.p.topics)
+    assert lua.r.hget(lua.k(T).control, "untaken") is not None
+    lua.enqueue(T, "b", value=0)
+    assert lua.take(T, take_id="late").ids == []
+    assert lua.r.lrange(lua.k(T).ready, 0, -1) == ["b"]
+
+
+# ------------------------------------------------------------------------------------ acks riding with a take
+
+KEEP = Rules(keep_done_ms=60_000)
+
+
+def test_acks_ride_with_a_take_done_first_then_the_take_leases(lua: Lua) -> None:
+    """A take carrying acks acknowledges them (receipts kept as ack.lua keeps them) and leases what is
+    due, in one call; the lease index then follows the first lease left."""
+    first = lua.make_leased(T, "a")
+    lua.enqueue(T, "b", value=0)
+    taken = lua.take(T, count=5, acks=[("a", first.token, 7)], keeping=KEEP)
+    assert (taken.acked, taken.ids) == (1, ["b"])
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert meta.state == "d"
+    assert lua.r.lrange(lua.k(T).done, 0, -1) == ["a"]
+    assert lua.r.hget(lua.k(T).bodies, "a") is None
+    assert lua.r.zrange(lua.k(T).leased, 0, -1) == ["b"]
+    index = dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))
+    assert index[T] == lua.r.zscore(lua.k(T).leased, "b")
+
+
+def test_acks_riding_with_a_take_keep_the_token_check(lua: Lua) -> None:
+    """An ack whose token is not the job's lease (a late answer) changes nothing, with a take or not."""
+    lease = lua.make_leased(T, "a")
+    taken = lua.take(T, count=5, acks=[("a", "t0000000000000000", 7), ("gone", lease.token, 7)], keeping=KEEP)
+    assert (taken.acked, taken.ids) == (0, [])
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert meta.state == "l"
+
+
+def test_acks_ride_with_the_take_of_a_paused_topic_and_it_takes_nothing(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    lua.enqueue(T, "b", value=0)
+    lua.pause(T)
+    taken = lua.take(T, count=5, acks=[("a", lease.token, 7)], keeping=KEEP)
+    assert (taken.paused, taken.acked, taken.ids) == (True, 1, [])
+    assert T not in dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))  # nothing leased now
+
+
+def test_a_take_whose_acks_empty_a_topic_that_keeps_no_receipts_forgets_it(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a")
+    taken = lua.take(T, count=5, acks=[("a", lease.token, 7)], keeping=Rules(keep_done_ms=0))
+    assert (taken.acked, taken.ids) == (1, [])
+    assert T not in lua.r.smembers(lua.p.topics)
+    assert lua.r.exists(lua.k(T).meta, lua.k(T).leased, lua.k(T).control) == 0
+
+
+def test_a_take_without_acks_leaves_the_receipts_alone(lua: Lua) -> None:
+    """No acks, no forgetting: a take's receipts settings are those of its acks only."""
+    lease = lua.make_leased(T, "a")
+    assert lua.ack(T, "a", lease.token, keep_ms=60_000) == 1
+    lua.enqueue(T, "b", value=0)
+    assert lua.take(T, count=5).ids == ["b"]
+    assert lua.r.lrange(lua.k(T).done, 0, -1) == ["a"]

@@ -122,3 +122,28 @@ def test_a_topic_that_holds_nothing_leaves_the_topic_set_unless_paused(lua: Lua)
     lua.pause("kept")
     assert lua.cancel("kept", "a") == 3
     assert lua.r.smembers(lua.p.topics) == {"kept"}  # paused: still one of the partition's topics
+
+
+def test_a_topic_forgotten_leaves_the_index_too_and_comes_back_with_its_next_job(lua: Lua) -> None:
+    """A topic joins _topics when an enqueue makes it known to the index; so one forgotten (gone from
+    both) is listed again by its next job, delayed or due now."""
+    lua.enqueue(T, "a", value=60_000)
+    lua.r.zadd(lua.p.leased_index, {T: 1})  # an early entry, as an ack can leave one
+    assert lua.cancel(T, "a") > 0
+    assert T not in lua.r.smembers(lua.p.topics)
+    for index in (lua.p.delayed_index, lua.p.leased_index, lua.p.ready_index, lua.p.receipts_index):
+        assert T not in scores(lua, index), index
+    lua.enqueue(T, "b", value=60_000)
+    assert T in lua.r.smembers(lua.p.topics)
+    lua.enqueue("now", "c", value=0)
+    assert lua.r.smembers(lua.p.topics) == {T, "now"}
+
+
+def test_a_second_job_of_an_indexed_topic_writes_no_topic_set(lua: Lua) -> None:
+    """The set is written once per topic, not per job: the index already names the topic."""
+    lua.enqueue(T, "a", value=60_000)
+    lua.enqueue("now", "a", value=0)
+    lua.r.srem(lua.p.topics, T, "now")  # were an enqueue to add them again, they would be back
+    lua.enqueue(T, "b", value=30_000)
+    lua.enqueue("now", "b", value=0)
+    assert lua.r.smembers(lua.p.topics) == set()

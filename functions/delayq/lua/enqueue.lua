@@ -20,8 +20,10 @@ Returns a flat array, two values per job: code, run_at_ms
          of a leased job); run_at_ms is 0 when the job was refused
 
 Creates are gathered and written with one command per key (HSET, ZADD, RPUSH of many): the
-per-call cost, not the per-job one, dominates a batch. A replace (PUT: one job per call) first
-writes what is gathered, then reads the job's current state.
+per-call cost, not the per-job one, dominates a batch. A single create (the common call) checks and
+writes its meta in one HSETNX. A replace (PUT: one job per call) first writes what is gathered, then
+reads the job's current state. A topic joins the partition's _topics when the call makes it known to
+the topic index (a topic in the index is in _topics: forget_topic_if_empty takes it out of both).
 ]]
 -- @include time
 -- @include topic_keys
@@ -40,7 +42,6 @@ local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
 local G = {}
 for g = 1, groups do
   G[g] = {K = topic_keys(2 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
-  redis.call('SADD', KEYS[1], ARGV[2 + g])
 end
 
 -- Each job's fields, from its line (job n is ARGV[first_job + n - 1]).
@@ -53,12 +54,13 @@ for n = 1, #ARGV - first_job + 1 do
   ids[#ids + 1] = id
 end
 
--- Which ids already exist, per group, in one HMGET each.
+-- Which ids already exist, per group, in one HMGET each (a single create asks with its HSETNX).
+local single = mode == 'c' and #J_id == 1
 local exists = {}
 for g = 1, groups do
   exists[g] = {}
   local ids = G[g].ids
-  if #ids > 0 then
+  if #ids > 0 and not single then
     local metas = redis.call('HMGET', G[g].K.meta, unpack(ids))
     for n, id in ipairs(ids) do
       if metas[n] then
@@ -72,21 +74,28 @@ local function flush(g)
   local w = G[g]
   if #w.bodies > 0 then
     redis.call('HSET', w.K.bodies, unpack(w.bodies))
-    redis.call('HSET', w.K.meta, unpack(w.metas))
-    w.bodies, w.metas = {}, {}
+    w.bodies = {}
   end
+  if #w.metas > 0 then
+    redis.call('HSET', w.K.meta, unpack(w.metas))
+    w.metas = {}
+  end
+  local new_in_index = false
   if #w.delayed > 0 then
     redis.call('ZADD', w.K.delayed, unpack(w.delayed))
     local first = tonumber(w.delayed[1])
     for d = 3, #w.delayed, 2 do
       first = math.min(first, tonumber(w.delayed[d]))
     end
-    index_delayed(w.K, first)
+    new_in_index = index_delayed(w.K, first)
     w.delayed = {}
   end
   if #w.ready > 0 then
-    push_ready(w.K, w.ready, now)
+    new_in_index = push_ready(w.K, w.ready, now) or new_in_index
     w.ready = {}
+  end
+  if new_in_index then
+    redis.call('SADD', KEYS[1], w.K.name)
   end
 end
 
@@ -129,11 +138,14 @@ for n = 1, #J_id do
     end
   end
 
+  local meta = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. J_overrides[n]
+  if single and redis.call('HSETNX', w.K.meta, id, meta) == 0 then
+    code = -1
+  elseif code > 0 and not single then
+    w.metas[#w.metas + 1], w.metas[#w.metas + 2] = id, meta
+  end
   if code > 0 then
-    local b = #w.bodies
-    w.bodies[b + 1], w.bodies[b + 2] = id, J_body[n]
-    w.metas[b + 1] = id
-    w.metas[b + 2] = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. J_overrides[n]
+    w.bodies[#w.bodies + 1], w.bodies[#w.bodies + 2] = id, J_body[n]
     if run_at <= now then
       w.ready[#w.ready + 1] = id
     else

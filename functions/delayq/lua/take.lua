@@ -21,34 +21,40 @@ untake) leases nothing. Without an id, each lease gets a number of the partition
 KEYS[1..14] the topic's key group (keys.py Partition.key_group); its control hash says whether it
             is paused; the take keeps the partition's topic index (topic_index.lua)
 KEYS[15]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[16]    with ARGV[6]: the partition's _untaken set (takes undone before they ran)
+KEYS[16]    the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
 ARGV[4]     the longest timeout in ms the consumer can still finish; -1: no limit
 ARGV[5]     the longest timeout in ms a whole run of the consumer can finish (its deadline minus its
             start); -1: no limit
-ARGV[6]     optional: the take's id, the lease token of its jobs ('' none, when ARGV[7] follows)
-ARGV[7..8]  optional: the topic's rate limit here, its interval and tolerance in µs (includes/rate.lua):
-            the take leases no more jobs than the bucket holds starts; the others stay ready in place
-Returns {now_ms, next_in_ms, dead, then 7 values per leased job:
+ARGV[6]     the take's id, the lease token of its jobs; '' none
+ARGV[7..8]  the topic's rate limit here, its interval and tolerance in µs (includes/rate.lua): the
+            take leases no more jobs than the bucket holds starts, the others stay ready in place;
+            '' '' none
+ARGV[9..10] the topic's keep_done in ms and keep_done_max, for the acks that follow
+then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
+            with its take): id, lease token, started_at_ms
+Returns {now_ms, next_in_ms, dead, acked, then 7 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
          then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
-              (pause.lua), nothing was taken, and the reply ends there. When the rate cut the take
-              short, at most the ms until the bucket holds a start again
+              (pause.lua), nothing was taken, and the reply ends after `acked`. When the rate cut
+              the take short, at most the ms until the bucket holds a start again
   dead        how many jobs went to the dead letters for a timeout longer than ARGV[5]; their ids
               are the last `dead` values of the reply
+  acked       how many of the jobs to acknowledge were
 calls.py take() packs these arguments and reads the reply.
 ]]
 -- @include time
 -- @include topic_keys
 -- @include queue
 -- @include rate
+-- @include ack
 
 local K = topic_keys(1)
 local count = tonumber(ARGV[1])
-local now = now_ms()
+local now, now_us = now_ms_us()
 
 local longest = tonumber(ARGV[4])
 local run_limit = tonumber(ARGV[5])
@@ -56,19 +62,32 @@ local take_id = ARGV[6]
 if take_id == '' then
   take_id = nil
 end
-local out = {now, -1, 0}  -- the dead count is set at the end; the dead ids follow the leased jobs
-if take_id and redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
-  count = 0  -- undone before it ran: its consumer has given up on it
+-- The acks first: their workers are the ones this take fills. The lease index is set once, below.
+local keep_ms = tonumber(ARGV[9])
+local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 11, false)
+local out = {now, -1, 0, acked}  -- the dead count is set at the end; the dead ids follow the leased jobs
+-- The topic's control, in one read: paused, until when takes of it may have been undone
+-- (untake.lua), its rate bucket.
+local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at')
+if take_id and control[2] then
+  if redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
+    count = 0  -- undone before it ran: its consumer has given up on it
+  elseif tonumber(control[2]) < now then
+    redis.call('HDEL', K.control, 'untaken')  -- the undone takes' records are gone by now
+  end
 end
 -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
 -- off this lane for a tick.
-if redis.call('HGET', K.control, 'paused') then
-  return {now, -2, 0}
+if control[1] then
+  if acked > 0 then
+    index_leased_exact(K)
+  end
+  return {now, -2, 0, acked}
 end
 -- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are.
 local bucket, held = nil, false
-if ARGV[7] then
-  bucket = rate_bucket(K.control, tonumber(ARGV[7]), tonumber(ARGV[8]))
+if ARGV[7] ~= '' then
+  bucket = rate_bucket(K.control, tonumber(ARGV[7]), tonumber(ARGV[8]), now_us, control[3])
   if bucket.allowed < count then
     count, held = bucket.allowed, true
   end
@@ -144,17 +163,26 @@ if #ids > 0 then
   started = #leases / 2
   if #leases > 0 then
     redis.call('ZADD', K.leased, unpack(leases))
-    local first = leases[1]
-    for n = 3, #leases, 2 do
-      first = math.min(first, leases[n])
+    if acked == 0 then  -- else the index is set from the leased set below
+      local first = leases[1]
+      for n = 3, #leases, 2 do
+        first = math.min(first, leases[n])
+      end
+      index_leased(K, first)
     end
-    index_leased(K, first)
   end
   if #updates > 0 then
     redis.call('HSET', K.meta, unpack(updates))
   end
   if #put_back > 0 then
     push_ready_head(K, put_back, now)
+  end
+end
+
+if acked > 0 then
+  index_leased_exact(K)
+  if keep_ms == 0 then
+    forget_topic_if_empty(K)
   end
 end
 

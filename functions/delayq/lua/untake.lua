@@ -7,7 +7,8 @@ call was sent) may have run, or may still run later, when Redis reads it. For ea
 still leased under it (their lease token is the take's id, take.lua) go back to the head of the ready
 list, queued, with the attempt the take counted taken back: no handler saw them. A take id that
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
-after all, leases nothing (take.lua). Records older than a day are dropped.
+after all, leases nothing (take.lua); the topic's control 'untaken' says until when its takes must
+look there. Records older than a day are dropped.
 
 KEYS[1..14] the topic's key group (keys.py Partition.key_group)
 KEYS[15]    the partition's _untaken set: take id -> when it was undone (ms)
@@ -63,11 +64,16 @@ if #back > 0 then
   index_leased_exact(K)
 end
 
+local recorded = false
 for _, take_id in ipairs(ARGV) do
   if not found[take_id] then
     found[take_id] = true
     redis.call('ZADD', untaken, now, take_id)
-    redis.call('PEXPIRE', untaken, KEEP_MS)  -- the whole set goes a day after the last undo
+    recorded = true
   end
+end
+if recorded then
+  redis.call('PEXPIRE', untaken, KEEP_MS)  -- the whole set goes a day after the last undo
+  redis.call('HSET', K.control, 'untaken', now + KEEP_MS)  -- the topic's takes look in the set till then
 end
 return #back

@@ -14,10 +14,11 @@
 local HOLE = ''  -- no job id is empty
 
 -- Pushes `ids` at the tail of the ready list, in order (`now`: Redis' time in ms, read if not given).
+-- True if the topic was not in the ready index.
 local function push_ready(K, ids, now)
   redis.call('RPUSH', K.ready, unpack(ids))
   redis.call('HINCRBY', K.control, 'tail', #ids)
-  index_ready(K, now or now_ms())
+  return index_ready(K, now or now_ms())
 end
 
 -- Puts `ids` back at the head of the ready list, the first of them first.

@@ -4,12 +4,11 @@
 -- starts are allowed while it stays within `tolerance` of now (the burst's share, in µs: a full
 -- bucket). Redis' TIME alone refills it: a quiet spell lets it fall back to now, the bucket full.
 
--- The bucket now, as `interval` and `tolerance` (µs, settings.py TopicConfig.rate_share) give it,
--- with `allowed`: how many starts it holds.
-local function rate_bucket(control, interval, tolerance)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local at = tonumber(redis.call('HGET', control, 'rate_at')) or now
+-- The bucket at `now` (Redis' time in µs), as `interval` and `tolerance` (µs, settings.py
+-- TopicConfig.rate_share) give it and control's 'rate_at' (as read by the caller) left it, with
+-- `allowed`: how many starts it holds.
+local function rate_bucket(control, interval, tolerance, now, rate_at)
+  local at = tonumber(rate_at) or now
   if at < now then
     at = now
   end

@@ -39,15 +39,18 @@ end
 -- with `expire`, those kept keep_ms or longer. `chunk`: once over keep_max, forget that many more
 -- (at most a sixteenth of keep_max), so that not every call has to. Holes met are dropped too, at
 -- most `limit` of them. Bounded whatever the backlog: the ack forgets what is over the cap (about as
--- many as it adds, without reading the receipts), the sweep the expired too. Returns how many
--- receipts it forgot.
-local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk)
-  local length = redis.call('LLEN', K.done)
+-- many as it adds, without reading the receipts), the sweep the expired too. `length`: the done
+-- list's length, if the caller knows it (push_receipts answers it). Returns how many receipts it
+-- forgot.
+local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, length)
+  length = length or redis.call('LLEN', K.done)
   if length == 0 or limit <= 0 then
     return 0
   end
-  local count = length - (tonumber(redis.call('HGET', K.control, 'done_holes')) or 0)
-  local over = count - keep_max
+  local over = length - keep_max  -- a list no longer than the cap holds no more receipts than it
+  if over > 0 then
+    over = over - (tonumber(redis.call('HGET', K.control, 'done_holes')) or 0)
+  end
   if over > 0 then
     over = math.min(limit, over + math.min(chunk, math.floor(keep_max / 16)))
   elseif not expire then

@@ -10,6 +10,8 @@
 -- keys (index_*_exact), which costs one look at the topic, never a missed job. A topic that holds
 -- nothing there is absent.
 
+-- @include time
+
 -- The score of the first member of a sorted set, or nil.
 local function first_score(key)
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -20,8 +22,9 @@ local function first_score(key)
 end
 
 -- A job of the topic falls due at `at` (ms): the index says so unless it knows an earlier one.
+-- True if the topic was not in it.
 local function index_delayed(K, at)
-  redis.call('ZADD', K.delayed_index, 'LT', at, K.name)
+  return redis.call('ZADD', K.delayed_index, 'LT', at, K.name) == 1
 end
 
 -- A job of the topic is leased until `at` (ms).
@@ -34,9 +37,9 @@ local function index_receipts(K, at)
   redis.call('ZADD', K.receipts_index, 'LT', at, K.name)
 end
 
--- The topic's ready list holds jobs (since `now`, if it was empty).
+-- The topic's ready list holds jobs (since `now`, if it was empty). True if the topic was not in it.
 local function index_ready(K, now)
-  redis.call('ZADD', K.ready_index, 'NX', now, K.name)
+  return redis.call('ZADD', K.ready_index, 'NX', now, K.name) == 1
 end
 
 -- Sets `index`'s score of the topic to the first score of its sorted set `key`; returns that score,
@@ -60,19 +63,25 @@ local function index_leased_exact(K)
 end
 
 -- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list) and is
--- not paused leaves the partition's _topics, and its control hash goes too unless its rate bucket is
--- still refilling: a topic name used once costs nothing once its jobs are gone.
+-- not paused leaves the partition's _topics and its index, and its control hash goes too unless its
+-- rate bucket is still refilling or a take of it was undone in the last day (untake.lua): a topic name
+-- used once costs nothing once its jobs are gone.
 local function forget_topic_if_empty(K)
   if redis.call('HLEN', K.meta) > 0 or redis.call('LLEN', K.ready) > 0 then
     return
   end
-  local control = redis.call('HMGET', K.control, 'paused', 'rate_at')
+  local control = redis.call('HMGET', K.control, 'paused', 'rate_at', 'untaken')
   if control[1] then
     return
   end
   redis.call('SREM', K.topics, K.name)
-  local t = redis.call('TIME')
-  if not control[2] or tonumber(control[2]) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+  for _, index in ipairs({K.delayed_index, K.leased_index, K.ready_index, K.receipts_index}) do
+    redis.call('ZREM', index, K.name)  -- early entries: a topic in the index is in _topics (enqueue.lua)
+  end
+  local now, now_us = now_ms_us()
+  local refilling = control[2] and tonumber(control[2]) > now_us
+  local undone = control[3] and tonumber(control[3]) > now  -- a late take must still find its record
+  if not refilling and not undone then
     redis.call('DEL', K.control)
   end
 end

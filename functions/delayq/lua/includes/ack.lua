@@ -1,0 +1,71 @@
+-- Acknowledging jobs of one topic whose handler succeeded (ack.lua, and take.lua for the acks that
+-- ride with a take): each is done, kept as a receipt (receipts.lua) for the topic's keep_done, or
+-- gone at once when that is 0.
+--
+-- A job is acknowledged only while it is still leased with the given token: the late answer of an
+-- attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
+-- nothing. Once the topic keeps more than its keep_done_max receipts, the oldest are forgotten, in
+-- chunks (at most ACK_FORGET_MORE more than the jobs acknowledged): bounded work; the sweep forgets
+-- the expired (forget.lua).
+
+-- @include time
+-- @include receipts
+-- @include topic_index
+
+local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
+
+-- Acknowledges the jobs of ARGV[first ...], 3 values each: id, lease token, started_at_ms (when the
+-- attempt's handler started, Redis time); `now` is Redis' time in ms. With `reindex` false the
+-- caller sets the topic's lease index itself (index_leased_exact) once it is done with the leased
+-- set. Returns the number of jobs acknowledged.
+local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
+  local ids = {}
+  for i = first, #ARGV, 3 do
+    ids[#ids + 1] = ARGV[i]
+  end
+  if #ids == 0 then
+    return 0
+  end
+  local suffix = ':' .. now  -- each receipt's lease field: 'started_at:done_at'
+  local done, receipts = {}, {}
+  local length = nil  -- the done list's, once the receipts are pushed
+  local metas = redis.call('HMGET', K.meta, unpack(ids))
+  for i, id in ipairs(ids) do
+    local raw = metas[i]
+    if raw then
+      -- Matched as text (meta.lua): 'l|attempts|run_at|enqueued_at|token|overrides' becomes
+      -- 'd|attempts|run_at|enqueued_at|started_at:done_at|overrides'.
+      local head, token, overrides = string.match(raw, '^l(|%d+|%d+|%d+|)([^|]+)(|.*)$')
+      local at = first + 3 * (i - 1)
+      if token == ARGV[at + 1] then
+        done[#done + 1] = id
+        if keep_ms > 0 then
+          receipts[#receipts + 1] = id
+          receipts[#receipts + 1] = 'd' .. head .. ARGV[at + 2] .. suffix .. overrides
+        end
+      end
+    end
+  end
+  if #done > 0 then
+    redis.call('ZREM', K.leased, unpack(done))
+    redis.call('HDEL', K.bodies, unpack(done))
+    redis.call('HDEL', K.errors, unpack(done))
+    if reindex then
+      index_leased_exact(K)
+    end
+    if keep_ms > 0 then
+      redis.call('HSET', K.meta, unpack(receipts))
+      length = push_receipts(K, done)
+      if length == #done then  -- the first receipts: else the index has an earlier one
+        index_receipts(K, now + keep_ms)
+      end
+    else
+      redis.call('HDEL', K.meta, unpack(done))
+      if reindex then
+        forget_topic_if_empty(K)
+      end
+    end
+  end
+  forget_receipts(K, now, keep_ms, keep_max, #done + ACK_FORGET_MORE, false, ACK_FORGET_MORE, length)
+  return #done
+end
