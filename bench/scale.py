@@ -159,7 +159,7 @@ def idle(stage: Stage, loops: Loops) -> dict[str, Any]:
 def steady(stage: Stage) -> dict[str, Any]:
     """The point's rate for ``--steady-seconds``, then the wait until every job started: Redis' CPU and
     commands over that window, per job."""
-    args, before, calls_before = stage.args, stage.store.info(), stage.store.command_calls()
+    args, before, stats_before = stage.args, stage.store.info(), stage.store.command_stats()
     expected, producer = enqueue(
         stage,
         "steady",
@@ -173,14 +173,19 @@ def steady(stage: Stage) -> dict[str, Any]:
     wait_for(set(expected), stage.starts, last_due + args.drain_timeout, args.stall_timeout)
     time.sleep(args.settle)  # the acks land; a duplicate would show up here
     used, jobs = delta(before, stage.store.info()), len(expected)
-    calls = stage.store.command_calls()
-    by_name = {name: (n - calls_before.get(name, 0)) / jobs for name, n in sorted(calls.items())}
-    by_name = {name: per_job for name, per_job in by_name.items() if per_job and name != "info"}
+    stats = stage.store.command_stats()
+    diff = {
+        name: (n - stats_before.get(name, (0, 0))[0], us - stats_before.get(name, (0, 0))[1])
+        for name, (n, us) in stats.items()
+    }
+    by_name = {name: n / jobs for name, (n, _) in sorted(diff.items()) if n and name != "info"}
+    scripts_us = sum(diff.get(name, (0, 0))[1] for name in ("evalsha", "eval"))
     return {
         "expected": expected,
         "redis_cpu_us_per_job": used["cpu_s"] * 1e6 / jobs,
         "commands_per_job": used["commands"] / jobs,
         "script_calls_per_job": by_name.get("evalsha", 0) + by_name.get("eval", 0),
+        "script_us_per_job": scripts_us / jobs,
         "commands_by_name_per_job": by_name,
         "producer": producer,
     }

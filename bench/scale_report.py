@@ -27,6 +27,7 @@ COLUMNS = (
     ("redis_cpu_us_per_job", "Redis CPU µs/job"),
     ("commands_per_job", "cmds/job"),
     ("script_calls_per_job", "script calls/job"),
+    ("script_us_per_job", "in scripts µs/job"),
     ("memory_bytes_per_job", "memory B/job"),
     ("faults", "lost / dup / early"),
     ("idle_loops_cpu_ms_per_s", "loops' idle CPU ms/s"),

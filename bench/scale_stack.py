@@ -58,13 +58,15 @@ class Store:
         totals["total_commands_processed"] -= len(infos)
         return totals
 
-    def command_calls(self) -> dict[str, int]:
-        """Calls so far by command (``INFO commandstats``: those scripts made too), summed over the masters."""
-        calls: dict[str, int] = {}
+    def command_stats(self) -> dict[str, tuple[int, int]]:
+        """Calls and µs spent so far by command (``INFO commandstats``: those scripts made too; a script's
+        µs include its commands'), summed over the masters."""
+        stats: dict[str, tuple[int, int]] = {}
         for client in self.clients:
             for name, stat in client.info("commandstats").items():
-                calls[name.removeprefix("cmdstat_")] = calls.get(name.removeprefix("cmdstat_"), 0) + int(stat["calls"])
-        return calls
+                calls, usec = stats.get(name.removeprefix("cmdstat_"), (0, 0))
+                stats[name.removeprefix("cmdstat_")] = (calls + int(stat["calls"]), usec + int(stat["usec"]))
+        return stats
 
     def close(self) -> None:
         for client in self.clients:
