@@ -111,7 +111,8 @@ class Taken:
     the jobs leased with each one's token and timeout (same order), and the ids of jobs sent to the
     dead letters because their timeout is longer than a whole run of the consumer. ``paused``: the
     topic is paused (``pause``), nothing was taken. ``acked``: how many of the acks that rode with
-    the take were acknowledged."""
+    the take were acknowledged. ``held``: the topic's rate cut the take short; ``next_in_ms`` is at
+    most the wait for its next start."""
 
     now_ms: int
     next_in_ms: int | None
@@ -121,6 +122,7 @@ class Taken:
     dead: list[str]
     paused: bool = False
     acked: int = 0
+    held: bool = False
 
     @property
     def leases(self) -> list[Lease]:
@@ -171,15 +173,15 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
     dead = int(reply[2])
     end = len(reply) - dead
     jobs: list[Job] = []
-    for i in range(4, end, 7):
+    for i in range(5, end, 7):
         job_id, body, attempt, run_at, enqueued_at = reply[i : i + 5]
         body = _decode_body(body)[0] if body is not None else None
         jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at)))
     next_in_ms = int(reply[1])
     # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
-    tokens, timeouts_ms = reply[9:end:7], reply[10:end:7]
+    tokens, timeouts_ms = reply[10:end:7], reply[11:end:7]
     next_in = next_in_ms if next_in_ms >= 0 else None
-    return Taken(int(reply[0]), next_in, jobs, tokens, timeouts_ms, reply[end:], acked=acked)
+    return Taken(int(reply[0]), next_in, jobs, tokens, timeouts_ms, reply[end:], acked=acked, held=reply[4] == 1)
 
 
 def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:
@@ -323,6 +325,29 @@ def _topics_due(reply: list[Any]) -> TopicsDue:
         name, in_ms = str(reply[i]), int(reply[i + 1])
         due[name] = min(in_ms, due.get(name, in_ms))
     return TopicsDue(int(reply[0]), due)
+
+
+def ready_topics(partition: Partition, *, limit: int) -> Call[list[str]]:
+    """The partition's topics with ready jobs, the longest ready first, at most ``limit``: a plain read
+    of its topic index (no script, no clock), cheap enough for a consumer to look often."""
+    return Call.read("ZRANGE", partition.ready_index, [0, limit - 1], _names)
+
+
+def delayed_topics(partition: Partition, *, until_ms: int, limit: int) -> Call[dict[str, int]]:
+    """The partition's topics whose first delayed job falls due by ``until_ms`` (Redis' ms, as the
+    caller reckons it: a look, never a decision), each with that run-at, soonest first, at most
+    ``limit``: a plain read of its topic index."""
+    args: list[Arg] = ["-inf", until_ms, "WITHSCORES", "LIMIT", 0, limit]
+    return Call.read("ZRANGEBYSCORE", partition.delayed_index, args, _run_ats)
+
+
+def _names(reply: list[Any]) -> list[str]:
+    return [str(name) for name in reply]
+
+
+def _run_ats(reply: list[Any]) -> dict[str, int]:
+    pairs = reply if not reply or isinstance(reply[0], list | tuple) else zip(reply[::2], reply[1::2], strict=True)
+    return {str(name): int(float(score)) for name, score in pairs}
 
 
 def unlock(partition: Partition, token: str) -> Call[bool]:

@@ -12,6 +12,10 @@ index (``topics_due.lua``): the topics with ready jobs, and those whose next job
 next tick. Each becomes a lane (one topic in one partition) that takes when its job falls due; a lane
 whose take finds nothing due within a tick is forgotten once its jobs are settled, and a topic once
 none of its lanes is left. A topic that holds no job costs nothing: no lane, no thread, no command.
+Between those reads, every ``INDEX_POLL_S`` it looks again with two plain reads (no script): the
+topics whose ready list filled since (a job created due now, a replay) and those with a job due
+before the next look (a job created with a delay shorter than the tick), by Redis' clock as the last
+reply gave it. So no job waits a tick for the consumer to learn of it, for a few commands a second.
 
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
@@ -19,9 +23,9 @@ worker frees up. While a topic's jobs keep falling due, its lane takes at most o
 ``TAKE_WINDOW_S``: a take brings every job due by then, each leased only once due, and a job waits at
 most that window for the take that brings it. The take moves due jobs itself, so a job is taken the
 moment it falls due even if the sweeper is late. A paused topic's take answers so at once, and its
-lane waits a tick. A topic with a rate takes no more jobs than its bucket in Redis holds starts
-(take.lua), and its take then answers when the next start is free: the lane waits that long (at most
-a tick), its jobs stay ready.
+lane waits a tick, whatever the index says meanwhile. A topic with a rate takes no more jobs than its
+bucket in Redis holds starts (take.lua), and its take then answers when the next start is free: the
+lane waits that long (at most a tick), its jobs stay ready.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -86,6 +90,8 @@ SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait 
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
+INDEX_POLL_S = 0.01  # between those reads, a plain look at the index this often
+POLL_TOPICS = 64  # topics named per partition by one look
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 REPORT_WAIT_S = 1.0  # at the end of a run, how long the last handlers' metrics and logs may take
 MAX_ERROR_CHARS = 2000  # of a failure, as the job's last error
@@ -148,6 +154,7 @@ class _Lane:
     partition: Partition
     pending: Pending
     next_check: float = 0.0  # when to take next (inf: when the topic index says it has work)
+    held_until: float = 0.0  # paused, or its rate spent: no take before this, whatever the index says
     running: int = 0  # its deliveries not yet finished
 
 
@@ -198,6 +205,8 @@ class Consumer:
         self._topics: dict[str, _Topic] = {}
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self._plans = [0.0] * len(queue.keys)  # per partition: when to read its topic index next
+        self._polls = [0.0] * len(queue.keys)  # per partition: when to look at it next, between reads
+        self._server_clock: tuple[int, float] | None = None  # Redis' ms at a monotonic time, from a reply
         self._shares: dict[str, _Share] = {}  # by configured topic name, or ``*``
         self._workers = Workers("delayq-worker", self._pool_size(), self._deliver)
         self._running: set[_Delivery] = set()
@@ -296,6 +305,8 @@ class Consumer:
         if taking:
             waits += [lane.next_check - now for lane in self._lanes.values() if self._can_take(lane, budget, now)]
             waits += [at - now for at in self._plans]
+            if self._server_clock is not None:
+                waits += [at - now for at in self._polls]
             waits.append(budget.left(now))
         return max(0.0, min(waits))
 
@@ -425,37 +436,88 @@ class Consumer:
     # --------------------------------------------------------------------------------- the topic index
 
     def _read_index(self, now: float) -> None:
-        """Reads the topic index of each partition whose time has come (once a tick), in one round trip
-        before the pass's takes, so that a lane it makes takes in the same pass."""
+        """Reads the topic index of each partition whose time has come (once a tick), and looks at the
+        others' every ``INDEX_POLL_S``, in one round trip before the pass's takes, so that a lane it
+        makes takes in the same pass."""
         horizon_ms = int(self.tick * 1000) + PLAN_MARGIN_MS
         partitions = [p for p in self.queue.keys.partitions if self._plans[p.index] <= now]
-        if not partitions:
-            return
         for partition in partitions:
             self._plans[partition.index] = now + self.tick
-        reads = [calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions]
+            self._polls[partition.index] = now + INDEX_POLL_S
+        reads: list[Call[Any]] = [
+            calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions
+        ]
+        looks = self._looks(now)
+        if not reads and not looks:
+            return
         try:
             with redis_errors():
-                replies = run_many(self.queue.redis, reads, return_exceptions=True)
+                replies = run_many(
+                    self.queue.redis,
+                    [*reads, *(call for _, looked in looks for call in looked)],
+                    return_exceptions=True,
+                )
         except ConfigError:
             raise
         except DelayqError as exc:
-            replies = [exc] * len(reads)
-        for partition, reply in zip(partitions, replies, strict=True):
+            replies = [exc] * (len(reads) + 2 * len(looks))
+        for partition, reply in zip(partitions, replies[: len(reads)], strict=True):
             self._planned(partition, reply, now)
+        looked = replies[len(reads) :]
+        for (partition, _), ready, delayed in zip(looks, looked[0::2], looked[1::2], strict=True):
+            self._looked(partition, ready, delayed, now)
+
+    def _looks(self, now: float) -> list[tuple[Partition, tuple[Call[list[str]], Call[dict[str, int]]]]]:
+        """The plain looks due now: per partition, its ready topics and those due before the next look,
+        by Redis' clock as the last reply gave it (none before a first read tells it)."""
+        if self._server_clock is None:
+            return []
+        server_ms, at = self._server_clock
+        until_ms = server_ms + int((now - at + INDEX_POLL_S) * 1000) + 1
+        looks = []
+        for partition in self.queue.keys.partitions:
+            if self._polls[partition.index] <= now:
+                self._polls[partition.index] = now + INDEX_POLL_S
+                ready = calls.ready_topics(partition, limit=POLL_TOPICS)
+                looks.append(
+                    (partition, (ready, calls.delayed_topics(partition, until_ms=until_ms, limit=POLL_TOPICS)))
+                )
+        return looks
 
     def _planned(self, partition: Partition, reply: calls.TopicsDue | Exception, now: float) -> None:
         """The topics with work in ``partition``: each lane takes when its next job falls due."""
         if isinstance(reply, Exception):
             self._redis_error("reading the topic index", partition, None, reply)
             return
-        for name, in_ms in reply.due.items():
+        self._server_clock = (reply.now_ms, now)
+        self._due(partition, reply.due, now)
+        if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again soon
+            self._plans[partition.index] = now
+
+    def _looked(
+        self, partition: Partition, ready: list[str] | Exception, delayed: dict[str, int] | Exception, now: float
+    ) -> None:
+        """What a plain look found: ready topics take now, the others when their job falls due."""
+        if isinstance(ready, Exception):
+            self._redis_error("looking at the topic index", partition, None, ready)
+            return
+        if isinstance(delayed, Exception):
+            self._redis_error("looking at the topic index", partition, None, delayed)
+            return
+        if self._server_clock is None:
+            return
+        server_ms, at = self._server_clock
+        server_now = server_ms + (now - at) * 1000
+        due = {name: max(0, int(run_at - server_now)) for name, run_at in delayed.items()}
+        self._due(partition, due | dict.fromkeys(ready, 0), now)
+
+    def _due(self, partition: Partition, due: dict[str, int], now: float) -> None:
+        """Each topic of ``due`` (name -> ms until it has a job due) takes then, unless held."""
+        for name, in_ms in due.items():
             topic = self._add_topic(name)
             if topic is not None:
                 lane = self._lane(topic, partition)
-                lane.next_check = min(lane.next_check, now + in_ms / 1000)
-        if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again soon
-            self._plans[partition.index] = now
+                lane.next_check = max(lane.held_until, min(lane.next_check, now + in_ms / 1000))
 
     def _check_timeout(self, topic: _Topic) -> None:
         """A topic whose timeout is longer than a run can last is never taken from: say so, loudly."""
@@ -528,8 +590,9 @@ class Consumer:
             with self._lock:
                 lane.pending.undo_later([take.take_id])
             return
+        self._server_clock = (reply.now_ms, now)
         if reply.paused:  # nothing taken: look again in a tick (a pause lasts minutes, not milliseconds)
-            lane.next_check = now + self.tick
+            lane.next_check = lane.held_until = now + self.tick
             return
         answered = time.monotonic()
         if reply.dead:
@@ -544,6 +607,8 @@ class Consumer:
             lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)
         else:  # nothing due within a tick: the topic index will say when (the lane goes once settled)
             lane.next_check = float("inf")
+        if reply.held:  # the rate's next start: the index's ready jobs wait for it too
+            lane.held_until = lane.next_check
         server_now = reply.now_ms
         deliveries = [
             _Delivery(job, token, lane, timeout_ms / 1000, server_now - job.run_at_ms, answered)

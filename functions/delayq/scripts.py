@@ -85,14 +85,31 @@ def _as_sent(reply: Any) -> Any:
 class Call(Generic[R]):
     """One script call, and how its reply reads (``decode``): ``run`` sends it alone, ``run_many``
     sends several in one round trip. Built by the functions of ``calls.py``; not changed after (not
-    frozen only because a frozen dataclass takes three times as long to make, and every pass makes some)."""
+    frozen only because a frozen dataclass takes three times as long to make, and every pass makes some).
 
-    script: Script
+    A call without a script is the plain read ``command`` of its one key (``Call.read``): what a
+    consumer's frequent look at the topic index needs, for a fraction of a script call's cost."""
+
+    script: Script | None
     keys: Sequence[str]
     args: Sequence[Arg] = ()
     decode: Callable[[Any], R] = _as_sent
+    command: str = ""
+
+    @classmethod
+    def read(cls, command: str, key: str, args: Sequence[Arg], decode: Callable[[Any], R]) -> Call[R]:
+        """A plain read of ``key``: ``command key *args``."""
+        return cls(None, [key], args, decode, command)
+
+    def sent(self) -> tuple[Arg, ...]:
+        """The command as sent: EVALSHA of the script with its keys and arguments, or the plain read."""
+        if self.script is None:
+            return (self.command, *self.keys, *self.args)
+        return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
     def run(self, client: RedisClient) -> R:
+        if self.script is None:
+            return self.decode(client.execute_command(*self.sent()))  # type: ignore[no-untyped-call]
         return self.decode(self.script(client, self.keys, self.args))
 
 
@@ -112,7 +129,7 @@ def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptio
     else:
         pipe: Any = client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+            pipe.execute_command(*call.sent())
         results = pipe.execute(raise_on_error=False)
     for i, (call, result) in enumerate(zip(calls, results, strict=True)):
         if isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
@@ -133,7 +150,7 @@ def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptio
 def _send_again(client: RedisClient, call: Call[R], refusal: Exception) -> R:
     """A call refused without being run, sent again alone: as EVAL after NOSCRIPT (which caches the
     script), through the cluster client after a redirect (which follows it)."""
-    if isinstance(refusal, NoScriptError):
+    if isinstance(refusal, NoScriptError) and call.script is not None:
         return call.decode(client.eval(call.script.source, len(call.keys), *call.keys, *call.args))
     return call.run(client)
 
@@ -152,8 +169,7 @@ def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]]) -> list[Any]
     for node, indexes in by_node.values():
         pipe: Any = client.get_redis_connection(node).pipeline(transaction=False)
         for i in indexes:
-            call = calls[i]
-            pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+            pipe.execute_command(*calls[i].sent())
         try:
             replies = pipe.execute(raise_on_error=False)
         except (RedisConnectionError, RedisTimeoutError):

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from delayq import Job, JobNotFound, Queue
+from delayq import calls as calls_module
 from delayq import workers as workers_module
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
@@ -671,3 +672,39 @@ def test_one_pass_takes_the_due_jobs_of_every_topic_sharing_the_wildcards_worker
     summary = Consumer(queue).run(Budget.of(0))
     assert summary["succeeded"] == 4, summary
     assert sorted(call.job.topic for call in loops_targets.of()) == [f"shared{n}" for n in range(4)]
+
+
+def test_a_job_created_due_now_or_soon_does_not_wait_a_tick(make_queue: MakeQueue) -> None:
+    """Between its reads of the topic index (once a tick: 10 s here), the consumer looks at it with
+    plain reads every few ms: a job created due now, one due in 300 ms and a replayed dead job are each
+    started long before the next tick (a consumer that waited for it would be 7 s late or more), and
+    never before their run-at."""
+    queue = make_queue(topics={"t": {"target": RECORDER, "retries": 0}, "*": {"target": RECORDER}}, tick=10.0)
+    with running(Consumer(queue)):
+        time.sleep(0.3)  # its first read is done, with nothing in the index: only a look can find them
+        queue.enqueue("t", {}, id="now")
+        queue.enqueue("other", {}, id="soon", delay=0.3)
+        queue.enqueue("t", {"fail": True}, id="dies")
+        assert wait_until(lambda: len(recorder.of()) == 3, timeout=5), recorder.of()
+        assert wait_until(lambda: queue.stats("t").dead == 1, timeout=5)
+        assert queue.replay("t", ["dies"]) == 1
+        assert wait_until(lambda: len(recorder.of()) == 4, timeout=5), recorder.of()
+    late = [(d.id, round(d.lateness_ms)) for d in recorder.of()]
+    assert all(0 <= ms < 3000 for _, ms in late), late
+
+
+def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The looks name a paused topic's ready jobs every few ms; its lane still waits the tick its
+    paused take answered, instead of taking again at each look."""
+    takes: Counter[str] = Counter()
+    take = calls_module.take
+    monkeypatch.setattr(calls_module, "take", lambda p, topic, **kw: takes.update([topic]) or take(p, topic, **kw))
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=10.0)
+    queue.pause("t")
+    queue.enqueue_many([{"topic": "t", "id": f"j{i}"} for i in range(3)])
+    with running(Consumer(queue)):
+        time.sleep(1.0)  # about a hundred looks
+    assert recorder.of() == []
+    assert 1 <= takes["t"] <= 2, takes

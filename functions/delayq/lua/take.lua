@@ -35,15 +35,16 @@ ARGV[7..8]  the topic's rate limit here, its interval and tolerance in µs (incl
 ARGV[9..10] the topic's keep_done in ms and keep_done_max, for the acks that follow
 then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
             with its take): id, lease token, started_at_ms
-Returns {now_ms, next_in_ms, dead, acked, then 7 values per leased job:
+Returns {now_ms, next_in_ms, dead, acked, held, then 7 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
          then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
-              (pause.lua), nothing was taken, and the reply ends after `acked`. When the rate cut
+              (pause.lua), nothing was taken, and the reply ends after `held`. When the rate cut
               the take short, at most the ms until the bucket holds a start again
   dead        how many jobs went to the dead letters for a timeout longer than ARGV[5]; their ids
               are the last `dead` values of the reply
   acked       how many of the jobs to acknowledge were
+  held        1 if the rate cut the take short (jobs due stay ready until `next_in_ms`), else 0
 calls.py take() packs these arguments and reads the reply.
 ]]
 -- @include time
@@ -65,7 +66,7 @@ end
 -- The acks first: their workers are the ones this take fills. The lease index is set once, below.
 local keep_ms = tonumber(ARGV[9])
 local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 11, false)
-local out = {now, -1, 0, acked}  -- the dead count is set at the end; the dead ids follow the leased jobs
+local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
 -- The topic's control, in one read: paused, until when takes of it may have been undone
 -- (untake.lua), its rate bucket.
 local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at')
@@ -82,7 +83,7 @@ if control[1] then
   if acked > 0 then
     index_leased_exact(K)
   end
-  return {now, -2, 0, acked}
+  return {now, -2, 0, acked, 0}
 end
 -- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are.
 local bucket, held = nil, false
@@ -198,6 +199,7 @@ end
 if bucket then
   rate_spend(bucket, started)
   if held then
+    out[5] = 1
     local wait = rate_wait_ms(bucket)
     if out[2] < 0 or wait < out[2] then
       out[2] = wait
