@@ -12,10 +12,10 @@ index (``topics_due.lua``): the topics with ready jobs, and those whose next job
 next tick. Each becomes a lane (one topic in one partition) that takes when its job falls due; a lane
 whose take finds nothing due within a tick is forgotten once its jobs are settled, and a topic once
 none of its lanes is left. A topic that holds no job costs nothing: no lane, no thread, no command.
-Between those reads, every ``INDEX_POLL_S`` it looks again with two plain reads (no script): the
-topics whose ready list filled since (a job created due now, a replay) and those with a job due
-before the next look (a job created with a delay shorter than the tick), by Redis' clock as the last
-reply gave it. So no job waits a tick for the consumer to learn of it, for a few commands a second.
+Between those reads, every ``INDEX_POLL_S`` it looks again with two plain reads (no script), in the
+pass's own round trip: the topics whose ready list filled since (a job created due now, a replay) and
+those with a job due before the next look (a job created with a delay shorter than the tick), by
+Redis' clock as the last reply gave it. So no job waits a tick for the consumer to learn of it.
 
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
@@ -90,7 +90,7 @@ SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait 
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
-INDEX_POLL_S = 0.01  # between those reads, a plain look at the index this often
+INDEX_POLL_S = 0.02  # between those reads, a plain look at the index this often
 POLL_TOPICS = 64  # topics named per partition by one look
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 REPORT_WAIT_S = 1.0  # at the end of a run, how long the last handlers' metrics and logs may take
@@ -319,8 +319,10 @@ class Consumer:
             self._read_index(now)
         takes = self._takes(budget, now) if take else []  # first: the lanes' acks ride with them
         settles = self._settlement.calls(hold=self._acks_can_wait if take else None)
+        looks = self._looks(now) if take else []  # in the same round trip: a lane they make takes next pass
         records = self._lateness_records(now)
-        sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes] + records
+        sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes]
+        sends += [call for _, pair in looks for call in pair] + records
         if not sends:
             self._forget_idle()
             return
@@ -335,6 +337,9 @@ class Consumer:
             self._settlement.settled(settle, reply)
         for sent, reply in zip(takes, replies[len(settles) : len(settles) + len(takes)], strict=True):
             self._taken(sent, reply, now)
+        looked = replies[len(settles) + len(takes) : len(settles) + len(takes) + 2 * len(looks)]
+        for (partition, _), ready, delayed in zip(looks, looked[0::2], looked[1::2], strict=True):
+            self._looked(partition, ready, delayed, now)
         self._forget_idle()
         # The records' replies say nothing the pass needs: counts a failed call held are lost, and the
         # failure, the pass's own, is reported by its settles and takes.
@@ -436,36 +441,25 @@ class Consumer:
     # --------------------------------------------------------------------------------- the topic index
 
     def _read_index(self, now: float) -> None:
-        """Reads the topic index of each partition whose time has come (once a tick), and looks at the
-        others' every ``INDEX_POLL_S``, in one round trip before the pass's takes, so that a lane it
-        makes takes in the same pass."""
+        """Reads the topic index of each partition whose time has come (once a tick), in one round trip
+        before the pass's takes, so that a lane it makes takes in the same pass."""
         horizon_ms = int(self.tick * 1000) + PLAN_MARGIN_MS
         partitions = [p for p in self.queue.keys.partitions if self._plans[p.index] <= now]
+        if not partitions:
+            return
         for partition in partitions:
             self._plans[partition.index] = now + self.tick
             self._polls[partition.index] = now + INDEX_POLL_S
-        reads: list[Call[Any]] = [
-            calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions
-        ]
-        looks = self._looks(now)
-        if not reads and not looks:
-            return
+        reads = [calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions]
         try:
             with redis_errors():
-                replies = run_many(
-                    self.queue.redis,
-                    [*reads, *(call for _, looked in looks for call in looked)],
-                    return_exceptions=True,
-                )
+                replies = run_many(self.queue.redis, reads, return_exceptions=True)
         except ConfigError:
             raise
         except DelayqError as exc:
-            replies = [exc] * (len(reads) + 2 * len(looks))
-        for partition, reply in zip(partitions, replies[: len(reads)], strict=True):
+            replies = [exc] * len(reads)
+        for partition, reply in zip(partitions, replies, strict=True):
             self._planned(partition, reply, now)
-        looked = replies[len(reads) :]
-        for (partition, _), ready, delayed in zip(looks, looked[0::2], looked[1::2], strict=True):
-            self._looked(partition, ready, delayed, now)
 
     def _looks(self, now: float) -> list[tuple[Partition, tuple[Call[list[str]], Call[dict[str, int]]]]]:
         """The plain looks due now: per partition, its ready topics and those due before the next look,
