@@ -1,0 +1,825 @@
+"""A mixed soak of delayq: several partitions and topics (some only under ``*``), planned failures and
+timeouts, cancels, reschedules, replays of dead letters, a kill -9 of a consume and of a sweep process,
+for minutes; per topic, the lateness of every attempt, and whether anything was lost, duplicated,
+early or leaked.
+
+    .venv/bin/python bench/soak.py                              5 minutes at 150 jobs/s, 2 partitions
+    .venv/bin/python bench/soak.py --minutes 12                 the issue's soak
+    .venv/bin/python bench/soak.py --minutes 1 --rate 100       a quick run
+    .venv/bin/python bench/soak.py --no-kills                   the same load, no process killed
+    .venv/bin/python bench/soak.py --markdown bench/results/soak-<run>.json    rewrites <run>.md from the JSON
+
+One private redis-server (``scale_stack.Store``); on it, namespace ``soak`` with ``--partitions``
+partitions, two ``python -m delayq consume`` and two ``python -m delayq sweep`` processes (tick 1 s), and
+a producer in this process: one ``Queue.enqueue`` per job at ``--rate``, each job due 1-5 s later, in one
+of seven topics (``orders``, ``reminders``, ``payments``, ``slow``, and ``tenant-a``, ``-b``, ``-c`` that
+only ``*`` covers). Every topic's target is ``python:soak_target:deliver``, which notes each attempt's
+start. Once the producer stops, the run waits until no job is delayed, ready or reserved, stops the loops
+(SIGTERM), checks the namespace (``tests/hostile/invariants.py``) and every job's final state.
+Writes ``bench/results/soak-<date>-<machine>.{json,md}``; the raw records stay under ``.bench/runs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import json
+import math
+import random
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from report import read_jsonl, summary
+from run import machine_facts
+from scale_stack import BENCH, REPO, Side, Store, delta
+from systems import PROJECT_PYTHON, log
+
+from delayq import DelayqError, JobNotFound, Queue, Settings, Topics
+from delayq.keys import Keyspace
+
+sys.path.insert(0, str(REPO / "tests" / "hostile"))
+from invariants import check, problems, read_atomic, unsettled
+
+NAMESPACE = "soak"
+TARGET = "python:soak_target:deliver"
+MIX = {"orders": 30, "reminders": 20, "payments": 15, "slow": 5, "tenant-a": 10, "tenant-b": 10, "tenant-c": 10}
+FAIL_ONCE = 0.05  # payments jobs that fail their first attempt, then succeed
+FAIL_ALWAYS = 0.02  # payments jobs that fail every attempt: dead letters (replayed, they die again)
+SLEEPERS = 0.20  # slow jobs whose first attempt outlives the topic's 1 s timeout
+SLEEP_S, SLEEP_ATTEMPTS = 1.5, 1  # their body: {"sleep": 1.5, "sleep_attempts": 1}
+ACTION_AFTER_S = 0.3  # a cancel or a reschedule comes this long after its job's create
+STILL_DELAYED_MS = 200  # ... and only while the job is due at least this far ahead (else skipped)
+RESTART_AFTER_S = 2.0  # a killed loop's replacement starts this long after the kill
+KILL_WINDOW_MS = 8000  # attempts due within this long after a kill are in its window
+AT_KILL_MS = 2000  # an attempt started this long before a consumer's kill may have been that consumer's
+EARLY_TOLERANCE_MS = 1
+GOAL_P99_MS = 10
+DEAD_PAGE = 1000  # dead letters read per replay (Queue.dead's limit)
+EXPECTED_LOG = re.compile(r"planned failure|timed out after|finished after its timeout")
+NOTEWORTHY_LOG = re.compile(r"WARNING|ERROR|CRITICAL|Traceback")
+
+
+def topics_config(keep_done_max: int) -> dict[str, Any]:
+    """DELAYQ_TOPICS: four configured topics and ``*``; each keeps up to ``keep_done_max`` receipts
+    (default 10,000 per topic and partition) so that every success still has its receipt at the end."""
+    common = {"target": TARGET, "keep_done_max": keep_done_max}
+    return {
+        "orders": common,
+        "reminders": common,
+        "payments": common | {"retries": 2, "backoff": [1, 2]},
+        "slow": common | {"timeout": 1, "retries": 1, "backoff": [1]},
+        "*": common,
+    }
+
+
+@dataclass
+class Planned:
+    """One job the producer created, and what the producer did to it."""
+
+    id: str
+    topic: str
+    body: dict[str, Any]
+    due_ms: int  # Redis' answer to the create, or to the reschedule
+    failing: int  # attempts planned to fail: a fail body's count, a sleep past the timeout's
+    cancelled_ms: float | None = None
+    rescheduled: bool = False
+    replayed_ms: list[float] = field(default_factory=list)  # just before each replay that revived it
+    refused: str = ""  # a cancel or reschedule that delayq refused: why
+
+    def attempts(self, retries: int) -> int:
+        """Attempts planned per life (a replay starts a new one): the failures and one success, or as
+        many as the retries allow."""
+        return min(self.failing + 1, retries + 1)
+
+    def dies(self, retries: int) -> bool:
+        return self.failing > retries
+
+
+@dataclass
+class Kill:
+    loop: str
+    process: str
+    pid: int
+    at_ms: float  # epoch ms, the handler's clock
+    at_s: float  # seconds into the load
+    how: str  # how the process was chosen
+    replaced_by: str = ""
+
+
+class Fleet:
+    """The loops as processes, ``python -m delayq consume|sweep`` as ``scale_stack.Loops`` starts them,
+    each named ``<loop>-<n>`` with a log of its own, killed (SIGKILL) or stopped (SIGTERM) by its pid."""
+
+    def __init__(self, env: dict[str, str], workdir: Path) -> None:
+        self.env, self.workdir = env, workdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.killed: set[str] = set()
+        self.started: Counter[str] = Counter()
+
+    def log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def start(self, loop: str) -> str:
+        self.started[loop] += 1
+        name = f"{loop}-{self.started[loop]}"
+        with self.log(name).open("ab") as out:
+            command = [str(PROJECT_PYTHON), "-m", "delayq", loop]
+            self.procs[name] = subprocess.Popen(command, env=self.env, cwd=self.workdir, stdout=out, stderr=out)
+        return name
+
+    def live(self, loop: str) -> list[str]:
+        return [
+            name
+            for name, proc in self.procs.items()
+            if name.startswith(f"{loop}-") and name not in self.killed and proc.poll() is None
+        ]
+
+    def kill(self, name: str) -> int:
+        proc = self.procs[name]
+        proc.kill()  # SIGKILL
+        proc.wait()
+        self.killed.add(name)
+        return proc.pid
+
+    def check(self) -> None:
+        for name, proc in self.procs.items():
+            if name not in self.killed and proc.poll() is not None:
+                tail = self.log(name).read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{name} exited ({proc.returncode}):\n{tail}")
+
+    def stop(self, grace: float = 30) -> None:
+        """SIGTERM to every loop still running (each finishes what it started, releases its locks and
+        prints its summary), SIGKILL after ``grace``."""
+        running = [proc for name, proc in self.procs.items() if name not in self.killed and proc.poll() is None]
+        for proc in running:
+            proc.terminate()
+        deadline = time.monotonic() + grace
+        for proc in running:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def summaries(self) -> dict[str, Any]:
+        """The JSON summary each loop stopped by SIGTERM printed last."""
+        out: dict[str, Any] = {}
+        for name in self.procs:
+            lines = self.log(name).read_text(errors="replace").strip().splitlines()
+            if name not in self.killed and lines and lines[-1].startswith("{"):
+                try:
+                    out[name] = json.loads(lines[-1])
+                except json.JSONDecodeError:
+                    continue
+        return out
+
+
+class Soak:
+    """The producer and what it does besides creating jobs (cancels, reschedules, replays, kills), in
+    one loop: jobs at their pace, the other actions from a heap of (when, ...) in between."""
+
+    def __init__(self, args: argparse.Namespace, queue: Queue, store: Store, fleet: Fleet) -> None:
+        self.args, self.queue, self.store, self.fleet = args, queue, store, fleet
+        self.rng = random.Random(args.seed)
+        self.action_rng = random.Random(args.seed + 1)
+        self.jobs: dict[str, Planned] = {}
+        self.kills: list[Kill] = []
+        self.replays: list[dict[str, Any]] = []
+        self.skipped: Counter[str] = Counter()  # cancels and reschedules skipped: the job was due too soon
+        self.refused_creates = 0
+        self.warnings: list[str] = []
+        self.max_behind_s = 0.0
+        self.started = 0.0  # monotonic, at the first job
+        self._actions: list[tuple[float, int, str, str]] = []
+        self._order = itertools.count()
+
+    def at(self, when: float, kind: str, arg: str = "") -> None:
+        heapq.heappush(self._actions, (when, next(self._order), kind, arg))
+
+    def produce(self) -> None:
+        """Job i at ``i / --rate`` s, one ``enqueue`` call each; the actions as they fall due."""
+        args, seconds = self.args, self.args.minutes * 60
+        total = round(args.rate * seconds)
+        self.started = time.monotonic()
+        if not args.no_kills:
+            self.at(self.started + seconds / 3, "kill", "consume")
+            self.at(self.started + 2 * seconds / 3, "kill", "sweep")
+        for k in range(1, int(seconds // args.replay_every) + 1):
+            self.at(self.started + k * args.replay_every, "replay")
+        actions: dict[str, Callable[[str], None]] = {
+            "cancel": self.cancel,
+            "reschedule": self.reschedule,
+            "replay": lambda _: self.replay(),
+            "kill": self.kill,
+            "start": self.restart,
+        }
+        sent, checked = 0, self.started
+        while sent < total or self._actions:
+            now = time.monotonic()
+            if now - checked > 5:
+                self.fleet.check()
+                checked = now
+            if self._actions and self._actions[0][0] <= now:
+                _, _, kind, arg = heapq.heappop(self._actions)
+                actions[kind](arg)
+                continue
+            due = self.started + sent / args.rate if sent < total else math.inf
+            if due <= now:
+                self.max_behind_s = max(self.max_behind_s, now - due)
+                self.create(sent)
+                sent += 1
+                continue
+            time.sleep(max(0.0, min(due, self._actions[0][0] if self._actions else math.inf) - now))
+        if self.max_behind_s > 0.5:
+            self.warnings.append(f"the producer fell {self.max_behind_s:.1f} s behind its rate")
+
+    def create(self, i: int) -> None:
+        topic = self.rng.choices(list(MIX), weights=list(MIX.values()))[0]
+        body: dict[str, Any] = {"n": i}
+        failing = 0
+        if topic == "payments":
+            draw = self.rng.random()
+            if draw < FAIL_ONCE + FAIL_ALWAYS:
+                body["fail"] = failing = 1 if draw < FAIL_ONCE else 9
+        elif topic == "slow" and self.rng.random() < SLEEPERS:
+            body |= {"sleep": SLEEP_S, "sleep_attempts": SLEEP_ATTEMPTS}
+            failing = SLEEP_ATTEMPTS
+        delay = round(self.rng.uniform(self.args.min_delay, self.args.max_delay), 3)
+        job_id = f"j{i}"
+        try:
+            scheduled = self.queue.enqueue(topic, body, id=job_id, delay=delay)
+        except DelayqError as exc:
+            self.refused_creates += 1
+            if self.refused_creates == 1:
+                self.warnings.append(f"a create was refused: {type(exc).__name__}: {exc}")
+            return
+        self.jobs[job_id] = Planned(job_id, topic, body, scheduled.run_at_ms, failing)
+        draw = self.rng.random()
+        if draw < self.args.cancel + self.args.reschedule:
+            self.at(time.monotonic() + ACTION_AFTER_S, "cancel" if draw < self.args.cancel else "reschedule", job_id)
+
+    def _still_delayed(self, job: Planned, what: str) -> bool:
+        if job.due_ms - time.time() * 1000 >= STILL_DELAYED_MS:
+            return True
+        self.skipped[what] += 1
+        return False
+
+    def cancel(self, job_id: str) -> None:
+        job = self.jobs[job_id]
+        if not self._still_delayed(job, "cancel"):
+            return
+        at_ms = time.time() * 1000
+        try:
+            self.queue.cancel(job.topic, job.id)
+        except DelayqError as exc:
+            job.refused = f"cancel: {type(exc).__name__}"
+            return
+        job.cancelled_ms = at_ms
+
+    def reschedule(self, job_id: str) -> None:
+        job = self.jobs[job_id]
+        if not self._still_delayed(job, "reschedule"):
+            return
+        delay = round(self.action_rng.uniform(self.args.min_delay, self.args.max_delay), 3)
+        try:
+            scheduled = self.queue.reschedule(job.topic, job.id, delay=delay)
+        except DelayqError as exc:
+            job.refused = f"reschedule: {type(exc).__name__}"
+            return
+        job.due_ms, job.rescheduled = scheduled.run_at_ms, True
+
+    def replay(self) -> None:
+        """Every dead letter of ``payments`` due again now, with fresh attempts."""
+        at_ms = time.time() * 1000
+        ids = [dead.id for dead in self.queue.dead("payments", limit=DEAD_PAGE)]
+        replayed = self.queue.replay("payments", ids) if ids else 0
+        for job_id in ids:
+            if job_id in self.jobs:
+                self.jobs[job_id].replayed_ms.append(at_ms)
+        self.replays.append({"at_s": round(time.monotonic() - self.started, 1), "dead": len(ids), "replayed": replayed})
+        if len(ids) == DEAD_PAGE:
+            self.warnings.append(f"a replay found {DEAD_PAGE} dead letters or more: it replayed the first page only")
+        log(f"replayed {replayed} of payments' {len(ids)} dead letters")
+
+    def kill(self, loop: str) -> None:
+        """kill -9 of a consume process (the first one running), or of the sweep process that holds
+        partition 0's lock; its replacement starts ``RESTART_AFTER_S`` later."""
+        live = self.fleet.live(loop)
+        if not live:
+            self.warnings.append(f"no {loop} process was running to kill")
+            return
+        name, how = live[0], "the first one running"
+        if loop == "sweep":
+            holder = self.lock_holder(0)
+            if holder:
+                name, how = holder, "the holder of partition 0's lock"
+            else:
+                how = "the first one running (partition 0's lock holder not found)"
+        at_ms = time.time() * 1000
+        pid = self.fleet.kill(name)
+        self.kills.append(Kill(loop, name, pid, at_ms, round(time.monotonic() - self.started, 1), how))
+        self.at(time.monotonic() + RESTART_AFTER_S, "start", loop)
+        log(f"kill -9 {name} (pid {pid}, {how})")
+
+    def restart(self, loop: str) -> None:
+        name = self.fleet.start(loop)
+        for kill in self.kills:
+            if kill.loop == loop and not kill.replaced_by:
+                kill.replaced_by = name
+        log(f"started {name}")
+
+    def lock_holder(self, partition: int) -> str | None:
+        """The sweep process whose token holds ``partition``'s lock: the lock's value is the sweeper's
+        token, whose first 8 characters it logs when it takes the lock."""
+        lock = Keyspace(NAMESPACE, self.args.partitions).partitions[partition].lock
+        token = self.store.clients[0].get(lock)
+        if not token:
+            return None
+        said = f"sweeper {token[:8]} holds partition {partition}"
+        for name in self.fleet.live("sweep"):
+            if said in self.fleet.log(name).read_text(errors="replace"):
+                return name
+        return None
+
+    def wait(self) -> None:
+        """Until no job is delayed, ready or reserved in any topic (every job done, dead or cancelled),
+        or nothing changed for ``--stall-timeout`` s, or ``--drain-timeout`` s after the last due time."""
+        last_due_s = max((job.due_ms for job in self.jobs.values()), default=0) / 1000
+        deadline = last_due_s + self.args.drain_timeout
+        seen: tuple[Any, ...] = ()
+        changed = time.time()
+        while True:
+            self.fleet.check()
+            counts = pending_counts(self.queue)
+            now = time.time()
+            if sum(counts.values()) == 0 and now > last_due_s:
+                return
+            out = Path(self.fleet.env["BENCH_OUT"])
+            state = (tuple(sorted(counts.items())), out.stat().st_size if out.exists() else 0)
+            if state != seen:
+                seen, changed = state, now
+            elif now - changed > self.args.stall_timeout:
+                self.warnings.append(f"stopped waiting: nothing changed for {self.args.stall_timeout:g} s: {counts}")
+                return
+            if now > deadline:
+                self.warnings.append(
+                    f"stopped waiting: {self.args.drain_timeout:g} s after the last due time: {counts}"
+                )
+                return
+            time.sleep(1)
+
+
+def pending_counts(queue: Queue) -> dict[str, int]:
+    """Per topic, its jobs delayed, ready or reserved (0 for a topic that holds none yet)."""
+    counts = {}
+    for topic in MIX:
+        try:
+            stats = queue.stats(topic)
+        except DelayqError:
+            counts[topic] = 0
+            continue
+        counts[topic] = stats.delayed + stats.ready + stats.reserved
+    return counts
+
+
+# ------------------------------------------------------------------------------------- the figures
+
+
+def final_states(queue: Queue, jobs: dict[str, Planned]) -> dict[str, str]:
+    """Each job's state as ``Queue.get`` answers it at the end (``missing``: JobNotFound)."""
+    states = {}
+    for job in jobs.values():
+        try:
+            states[job.id] = queue.get(job.topic, job.id).state
+        except JobNotFound:
+            states[job.id] = "missing"
+    return states
+
+
+def namespace_check(store: Store, partitions: int) -> dict[str, Any]:
+    """The namespace invariant once the loops stopped: its problems (none expected), and the jobs left
+    neither done nor dead (none expected: nothing delayed, ready or leased, nothing leaked)."""
+    client = store.clients[0]
+    snap = read_atomic(client, NAMESPACE, partitions)
+    seconds, micros = client.time()
+    found = problems(snap, NAMESPACE, partitions, now_ms=int(seconds) * 1000 + int(micros) // 1000)
+    if found:
+        return {"problems": found, "left": [], "keys": len(snap)}
+    left = [
+        f"{topic}/{job_id}: state {job.state} in {job.place}"
+        for (topic, job_id), job in unsettled(check(snap, NAMESPACE, partitions)).items()
+        if job.state != "x"
+    ]
+    return {"problems": [], "left": left, "keys": len(snap)}
+
+
+@dataclass
+class TopicFigures:
+    created: int = 0
+    cancelled: int = 0
+    rescheduled: int = 0
+    refused: int = 0  # cancels and reschedules delayq refused
+    attempts: int = 0
+    lateness: list[float] = field(default_factory=list)
+    outside: list[float] = field(default_factory=list)  # attempts due outside every kill window
+    replayed: list[float] = field(default_factory=list)  # the first attempts after a replay
+    ordinary: list[float] = field(default_factory=list)  # outside the kill windows, not a replay's first
+    early: int = 0
+    lost: list[str] = field(default_factory=list)
+    duplicated: int = 0  # an attempt of a job's life started a second time
+    extra: int = 0  # starts beyond the plan (duplicates, and attempts a kill cost)
+    extra_at_kill: int = 0  # ... of jobs that had an attempt running when a consumer was killed
+    dead_planned: int = 0
+    dead_other: list[str] = field(default_factory=list)
+    ran_after_cancel: int = 0
+    cancel_kept: int = 0  # a cancelled job that delayq still answers for
+
+    def as_dict(self) -> dict[str, Any]:
+        ordered, outside = sorted(self.lateness), sorted(self.outside)
+        figures = {k: v for k, v in asdict(self).items() if k not in ("lateness", "outside", "replayed", "ordinary")}
+        return figures | {
+            "lateness_ms": summary(ordered),
+            "lateness_outside_kill_windows_ms": summary(outside),
+            "lateness_replayed_ms": summary(sorted(self.replayed)),
+            "lateness_ordinary_ms": summary(sorted(self.ordinary)),
+            "in_kill_windows": len(ordered) - len(outside),
+            "replayed_attempts": len(self.replayed),
+            "over_goal": sum(1 for late in ordered if late > GOAL_P99_MS),
+        }
+
+
+def figures(
+    soak: Soak, starts: list[dict[str, Any]], finals: dict[str, str], retries: dict[str, int]
+) -> dict[str, dict[str, Any]]:
+    """Per topic (and ``all``): what was created and done to the jobs, every attempt's lateness
+    (its start minus its run-at), and the faults."""
+    by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    unexpected = 0
+    for row in starts:
+        if row.get("id") in soak.jobs:
+            by_job[row["id"]].append(row)
+        else:
+            unexpected += 1
+    windows = [(kill.at_ms, kill.at_ms + KILL_WINDOW_MS) for kill in soak.kills]
+    consumer_kills = [kill.at_ms for kill in soak.kills if kill.loop == "consume"]
+    topics = {topic: TopicFigures() for topic in MIX}
+    for job in soak.jobs.values():
+        rows = sorted(by_job.get(job.id, []), key=lambda row: row["start_ms"])
+        tally(topics[job.topic], job, rows, final=finals[job.id], retries=retries[job.topic], windows=windows,
+              consumer_kills=consumer_kills)  # fmt: skip
+    out = {topic: figs.as_dict() for topic, figs in topics.items()}
+    every = TopicFigures()
+    for figs in topics.values():
+        for name, value in vars(figs).items():
+            setattr(every, name, getattr(every, name) + value)
+    out["all"] = every.as_dict() | {"unexpected_starts": unexpected}
+    return out
+
+
+def tally(
+    figs: TopicFigures,
+    job: Planned,
+    rows: list[dict[str, Any]],
+    *,
+    final: str,
+    retries: int,
+    windows: list[tuple[float, float]],
+    consumer_kills: list[float],
+) -> None:
+    """One job's part of its topic's figures; ``rows``: its attempts' starts, oldest first."""
+    figs.created += 1
+    figs.attempts += len(rows)
+    figs.refused += bool(job.refused)
+    for i, life in enumerate(lives(rows, job.replayed_ms)):
+        lateness_of(figs, job, life, replayed=i > 0, windows=windows)
+    if job.cancelled_ms is not None:
+        figs.cancelled += 1
+        figs.ran_after_cancel += sum(1 for row in rows if row["start_ms"] > job.cancelled_ms)
+        figs.cancel_kept += final != "missing"
+        return
+    figs.rescheduled += job.rescheduled
+    if final == "dead":
+        if job.dies(retries):
+            figs.dead_planned += 1
+        else:
+            figs.dead_other.append(job.id)
+    elif final != "done" or not rows:
+        figs.lost.append(f"{job.id}: {final}" + ("" if rows else ", never started"))
+    for life in lives(rows, job.replayed_ms):
+        if not life:
+            continue
+        figs.duplicated += sum(n - 1 for n in Counter(row["attempt"] for row in life).values())
+        over = max(0, len(life) - job.attempts(retries))
+        figs.extra += over
+        if over and any(kill - AT_KILL_MS <= row["start_ms"] <= kill for row in life for kill in consumer_kills):
+            figs.extra_at_kill += over
+
+
+def lateness_of(
+    figs: TopicFigures, job: Planned, life: list[dict[str, Any]], *, replayed: bool, windows: list[tuple[float, float]]
+) -> None:
+    """The lateness and the early starts of one life of a job (``replayed``: one that a replay began)."""
+    for n, row in enumerate(life):
+        start, run_at = float(row["start_ms"]), float(row["run_at_ms"])
+        late = start - run_at
+        figs.lateness.append(late)
+        in_window = any(lo <= run_at <= hi for lo, hi in windows)
+        if not in_window:
+            figs.outside.append(late)
+        if replayed and not n:  # a replay's first attempt: due the instant of the replay, pushed ready at once
+            figs.replayed.append(late)
+        elif not in_window:
+            figs.ordinary.append(late)
+        # The first start is checked against the due time the producer was told too (a reschedule's).
+        due = max(run_at, job.due_ms) if not replayed and not n else run_at
+        figs.early += start < due - EARLY_TOLERANCE_MS
+
+
+def lives(rows: list[dict[str, Any]], replays: list[float]) -> list[list[dict[str, Any]]]:
+    """A job's starts split by its replays (a replayed dead job starts again at attempt 1): the first
+    life, then one per replay (empty when nothing started in it)."""
+    bounds = [*sorted(replays), math.inf]
+    out: list[list[dict[str, Any]]] = [[] for _ in bounds]
+    for row in rows:
+        out[next(i for i, bound in enumerate(bounds) if row["start_ms"] < bound)].append(row)
+    return out
+
+
+def scan_logs(fleet: Fleet) -> dict[str, Any]:
+    """The loops' warnings and errors: those the plan causes (failures, timeouts) counted, the rest
+    kept."""
+    expected, other, tracebacks = 0, [], 0
+    for name in fleet.procs:
+        for line in fleet.log(name).read_text(errors="replace").splitlines():
+            tracebacks += line.startswith("Traceback")
+            if not NOTEWORTHY_LOG.search(line):
+                continue
+            if EXPECTED_LOG.search(line):
+                expected += 1
+            else:
+                other.append(f"{name}: {line}")
+    return {"expected_warnings": expected, "other": other, "tracebacks": tracebacks}
+
+
+# ------------------------------------------------------------------------------------- the report
+
+
+def _ms(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+
+
+def _lateness(lat: dict[str, float]) -> str:
+    return " / ".join(_ms(lat.get(k)) for k in ("p50", "p99", "max")) if lat else "-"
+
+
+def table(per_topic: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| topic | created | cancelled | rescheduled | attempts | lateness p50 / p99 / max ms "
+        "| p99 outside kill windows | ... and replays | early | lost | dup | extra starts (at a kill) "
+        "| dead planned / other |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for topic, f in per_topic.items():
+        name = f"**{topic}**" if topic == "all" else topic
+        lines.append(
+            f"| {name} | {f['created']:,} | {f['cancelled']:,} | {f['rescheduled']:,} | {f['attempts']:,} "
+            f"| {_lateness(f['lateness_ms'])} | {_ms(f['lateness_outside_kill_windows_ms'].get('p99'))} "
+            f"| {_ms(f['lateness_ordinary_ms'].get('p99'))} "
+            f"| {f['early']} | {len(f['lost'])} | {f['duplicated']} | {f['extra']} ({f['extra_at_kill']}) "
+            f"| {f['dead_planned']} / {len(f['dead_other'])} |"
+        )
+    return "\n".join(lines)
+
+
+def verdict(result: dict[str, Any]) -> list[str]:
+    """The issue's goal, checked: p99 at most 10 ms on every topic; nothing lost, duplicated, early or
+    leaked."""
+    per_topic = {t: f for t, f in result["topics"].items() if t != "all"}
+    every, found = result["topics"]["all"], []
+
+    def over(key: str) -> list[str]:
+        return [f"{t} {_ms(f[key].get('p99'))} ms" for t, f in per_topic.items() if f[key].get("p99", 0) > GOAL_P99_MS]
+
+    def said(key: str, what: str) -> str:
+        late = over(key)
+        return f"{what}: " + ("yes" if not late else f"no ({', '.join(late)})")
+
+    views = [said("lateness_ms", "every attempt")]
+    if result["kills"]:
+        views.append(said("lateness_outside_kill_windows_ms", "outside the kill windows"))
+    if result["replays"]:
+        views.append(said("lateness_ordinary_ms", "outside the kill windows, replays left out"))
+    found.append(f"p99 at most {GOAL_P99_MS} ms on every topic: " + "; ".join(views))
+    leaked = len(result["namespace"]["problems"]) + len(result["namespace"]["left"]) + every["cancel_kept"]
+    faults = {
+        "lost": len(every["lost"]),
+        "duplicated": every["duplicated"],
+        "early": every["early"],
+        "leaked": leaked,
+        "ran after a cancel": every["ran_after_cancel"],
+        "starts of no job created": every["unexpected_starts"],
+    }
+    found.append(
+        "nothing lost, duplicated, early or leaked: "
+        + ("yes" if not any(faults.values()) else "no (" + ", ".join(f"{k} {v}" for k, v in faults.items() if v) + ")")
+    )
+    return found
+
+
+def markdown(result: dict[str, Any]) -> str:
+    meta, params = result["meta"], result["meta"]["params"]
+    redis, ns, logs = result["redis"], result["namespace"], result["logs"]
+    lines = [
+        f"# delayq: a mixed soak, {meta['date']}",
+        "",
+        f"{meta['machine']} ({meta['cpu']}, {meta['cores']} cores), Redis {meta['redis_version']}, "
+        f"Python {meta['python']}, delayq {meta.get('delayq', '?')}; `{meta['command']}`. "
+        f"{params['minutes']:g} min at {params['rate']:g} jobs/s, "
+        f"{params['partitions']} partitions, 2 consume and 2 sweep processes, tick 1 s. "
+        f"Load average at the start: {meta['loadavg_at_start']:.1f}.",
+        "",
+        table(result["topics"]),
+        "",
+        "Lateness: every attempt's handler start minus that attempt's run-at (a retry's is its failure plus "
+        f"the backoff). Kill windows: attempts due from a kill to {KILL_WINDOW_MS // 1000} s after it; "
+        '"... and replays" leaves out the kill windows and the first attempt after each replay too (a replayed job '
+        "is due the instant of the replay). "
+        "Extra starts: starts beyond the plan (each job's planned failures and one success, per life: a replay "
+        "starts a new one); in brackets, those of jobs that had an attempt start within "
+        f"{AT_KILL_MS // 1000} s before a consumer was killed.",
+        "",
+    ]
+    lines += [f"- Goal: {line}" for line in verdict(result)]
+    for kill in result["kills"]:
+        lines.append(
+            f"- At {kill['at_s']:g} s, kill -9 of {kill['process']} (pid {kill['pid']}, {kill['how']}); "
+            f"{kill['replaced_by'] or 'nothing'} started {RESTART_AFTER_S:g} s later."
+        )
+    if result["replays"]:
+        done = ", ".join(f"{r['replayed']} at {r['at_s']:g} s" for r in result["replays"])
+        payments = result["topics"]["payments"]
+        lines.append(
+            f"- Payments' dead letters replayed: {done}. A replayed job is due the instant of the replay and goes "
+            f"straight to the ready list; the first attempts after a replay ({payments['replayed_attempts']}): "
+            f"lateness {_lateness(payments['lateness_replayed_ms'])} ms; payments' other attempts outside the kill "
+            f"windows: {_lateness(payments['lateness_ordinary_ms'])} ms."
+        )
+    skipped = result["producer"]["skipped"]
+    lines += [
+        f"- Producer: {result['producer']['jobs']:,} jobs in {result['producer']['seconds']:.0f} s, at most "
+        f"{result['producer']['max_behind_s']:.2f} s behind its pace; cancels and reschedules skipped because "
+        f"the job was due within {STILL_DELAYED_MS} ms: {skipped.get('cancel', 0)} / {skipped.get('reschedule', 0)}; "
+        f"refused by delayq: {result['topics']['all']['refused']}.",
+        f"- Namespace after the run: {len(ns['problems'])} invariant problems; {len(ns['left'])} jobs left "
+        f"neither done nor dead; {result['topics']['all']['cancel_kept']} cancelled jobs still there.",
+        f"- Redis: {redis['cpu_ms_per_s']:.1f} ms of CPU a second over the load ({redis['load_seconds']:.0f} s, "
+        f"{redis['commands_per_s']:,.0f} commands/s); used_memory {redis['memory_start'] / 1e6:.1f} MB before, "
+        f"{redis['memory_end'] / 1e6:.1f} MB after (receipts of done jobs are kept an hour).",
+        f"- The loops' logs: {logs['expected_warnings']:,} warnings the plan causes (failures, timeouts); "
+        f"{len(logs['other'])} other warnings or errors, {logs['tracebacks']} tracebacks.",
+    ]
+    lines += [f"  - `{line}`" for line in logs["other"][:20]]
+    lines += [f"- Warning: {warning}" for warning in result["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------- the run
+
+
+def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    keep = min(10_000_000, max(10_000, round(args.rate * args.minutes * 60)))
+    config = topics_config(keep)
+    retries = {topic: Topics.parse(config).retrying(topic).retries for topic in MIX}
+    store = Store(False, args.partitions)
+    try:
+        out = workdir / "starts.jsonl"
+        env = Side.of(REPO).env(store, out) | {"DELAYQ_NAMESPACE": NAMESPACE, "DELAYQ_TOPICS": json.dumps(config)}
+        queue = Queue(Settings.from_env(env))
+        fleet = Fleet(env, workdir)
+        soak = Soak(args, queue, store, fleet)
+        try:
+            for loop in ("sweep", "sweep", "consume", "consume"):
+                fleet.start(loop)
+            time.sleep(2)  # the loops are up: imported, connected, the locks taken
+            fleet.check()
+            before, started = store.info(), time.monotonic()
+            log(f"soak: {args.minutes:g} min at {args.rate:g} jobs/s, {args.partitions} partitions; in {workdir}")
+            soak.produce()
+            produced_s = time.monotonic() - started
+            log(f"produced {len(soak.jobs):,} jobs in {produced_s:.0f} s; waiting for them to settle")
+            soak.wait()
+            used, load_s = delta(before, store.info()), time.monotonic() - started
+            time.sleep(args.settle)  # the last acks land; a duplicate would show up here
+        finally:
+            fleet.stop()
+        memory_end = store.info()["used_memory"]
+        with (workdir / "jobs.jsonl").open("w") as plan:  # the producer's side, beside the handler's starts
+            plan.writelines(json.dumps(asdict(job)) + "\n" for job in soak.jobs.values())
+        namespace = namespace_check(store, args.partitions)
+        finals = final_states(queue, soak.jobs)
+        queue.close()
+    finally:
+        store.close()
+    return {
+        "topics": figures(soak, read_jsonl([out]), finals, retries),
+        "kills": [asdict(kill) for kill in soak.kills],
+        "replays": soak.replays,
+        "namespace": namespace,
+        "redis": {
+            "cpu_ms_per_s": used["cpu_s"] * 1000 / load_s,
+            "commands_per_s": used["commands"] / load_s,
+            "load_seconds": load_s,
+            "memory_start": before["used_memory"],
+            "memory_end": memory_end,
+        },
+        "producer": {
+            "jobs": len(soak.jobs),
+            "seconds": produced_s,
+            "max_behind_s": soak.max_behind_s,
+            "skipped": dict(soak.skipped),
+            "refused_creates": soak.refused_creates,
+        },
+        "logs": scan_logs(fleet),
+        "loop_summaries": fleet.summaries(),
+        "warnings": soak.warnings,
+        "topics_config": config,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=5, help="how long the producer runs (5)")
+    parser.add_argument("--rate", type=float, default=150, help="jobs created a second (150)")
+    parser.add_argument("--partitions", type=int, default=2, help="DELAYQ_PARTITIONS (2)")
+    parser.add_argument("--min-delay", type=float, default=1, help="each job's delay: uniform from (1)")
+    parser.add_argument("--max-delay", type=float, default=5, help="to (5) s; a reschedule's too")
+    parser.add_argument("--cancel", type=float, default=0.03, help="share of jobs cancelled while delayed (0.03)")
+    parser.add_argument("--reschedule", type=float, default=0.03, help="share rescheduled while delayed (0.03)")
+    parser.add_argument("--replay-every", type=float, default=60, help="s between replays of payments' dead (60)")
+    parser.add_argument("--no-kills", action="store_true", help="kill no consume or sweep process")
+    parser.add_argument("--seed", type=int, default=17, help="the jobs' random draws (17)")
+    parser.add_argument("--settle", type=float, default=3, help="s after the last job settled before stopping (3)")
+    parser.add_argument("--stall-timeout", type=float, default=60, help="give up when nothing changes this long (60)")
+    parser.add_argument("--drain-timeout", type=float, default=300, help="s to wait after the last due time (300)")
+    parser.add_argument("--machine", help="machine name in the result file names (default: cores and CPU model)")
+    parser.add_argument("--out-dir", type=Path, default=BENCH / "results")
+    parser.add_argument("--markdown", type=Path, metavar="JSON", help="rewrite a run's .md from its .json; no run")
+    args = parser.parse_args(argv)
+    if args.min_delay * 1000 < ACTION_AFTER_S * 1000 + STILL_DELAYED_MS:
+        parser.error(f"--min-delay must leave time for a cancel ({ACTION_AFTER_S + STILL_DELAYED_MS / 1000:g} s)")
+    return args
+
+
+def meta(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    facts = machine_facts()
+    started = datetime.now(UTC)
+    machine = args.machine or facts.pop("slug")
+    facts.pop("slug", None)
+    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True, check=False).stdout
+    return {
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine,
+        "command": ".venv/bin/python bench/soak.py" + (f" {shlex.join(argv)}" if argv else ""),
+        "params": {k: v for k, v in vars(args).items() if k not in ("out_dir", "machine", "markdown")},
+        "redis_version": version.split("v=")[-1].split()[0],
+        "delayq": Side.of(REPO).name,  # the tree whose functions/ the loops run: <directory>@<commit>[+dirty]
+        "raw_records": f".bench/runs/soak-{started.strftime('%Y-%m-%dT%H%M%S')}-{machine}",
+        **facts,
+        "loadavg_at_start": facts["loadavg_at_start"][0],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.markdown:
+        args.markdown.with_suffix(".md").write_text(markdown(json.loads(args.markdown.read_text())))
+        print(args.markdown.with_suffix(".md").read_text())
+        return
+    result: dict[str, Any] = {"meta": meta(args, argv)}
+    workdir = REPO / result["meta"]["raw_records"]
+    workdir.mkdir(parents=True)
+    result |= soak_run(args, workdir)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    base = args.out_dir / Path(result["meta"]["raw_records"]).name
+    base.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    base.with_suffix(".md").write_text(markdown(result))
+    print()
+    print(base.with_suffix(".md").read_text())
+    log(f"wrote {base.with_suffix('.json')}, {base.with_suffix('.md')}; raw records in {workdir}")
+
+
+if __name__ == "__main__":
+    main()
