@@ -12,8 +12,8 @@ index (``topics_due.lua``): the topics with ready jobs, and those whose next job
 next tick. Each becomes a lane (one topic in one partition) that takes when its job falls due; a lane
 whose take finds nothing due within a tick is forgotten once its jobs are settled, and a topic once
 none of its lanes is left. A topic that holds no job costs nothing: no lane, no thread, no command.
-Between those reads, every ``INDEX_POLL_S`` it looks again with two plain reads (no script), in the
-pass's own round trip: the topics whose ready list filled since (a job created due now, a replay) and
+Between those reads, ``LOOKS_PER_TICK`` times a tick it looks again with two plain reads (no script),
+in the pass's own round trip: the topics whose ready list filled since (a job created due now, a replay) and
 those with a job due before the next look (a job created with a delay shorter than the tick), by
 Redis' clock as the last reply gave it. So no job waits a tick for the consumer to learn of it.
 
@@ -90,7 +90,7 @@ SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait 
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
-INDEX_POLL_S = 0.02  # between those reads, a plain look at the index this often
+LOOKS_PER_TICK = 20  # between those reads, plain looks at the index: every 50 ms at the default tick
 POLL_TOPICS = 64  # topics named per partition by one look
 FINISH_TRIES = 3  # passes that fail to settle, at the end of a run, before giving up on Redis
 REPORT_WAIT_S = 1.0  # at the end of a run, how long the last handlers' metrics and logs may take
@@ -198,6 +198,7 @@ class Consumer:
         self.queue = queue
         self.settings = queue.settings
         self.tick = queue.settings.tick
+        self.look_every = self.tick / LOOKS_PER_TICK
         self.lease_grace_ms = lease_grace_ms
         self.stop = stop or threading.Event()
         self.counts: Counter[str] = Counter()
@@ -449,7 +450,7 @@ class Consumer:
             return
         for partition in partitions:
             self._plans[partition.index] = now + self.tick
-            self._polls[partition.index] = now + INDEX_POLL_S
+            self._polls[partition.index] = now + self.look_every
         reads = [calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions]
         try:
             with redis_errors():
@@ -467,11 +468,11 @@ class Consumer:
         if self._server_clock is None:
             return []
         server_ms, at = self._server_clock
-        until_ms = server_ms + int((now - at + INDEX_POLL_S) * 1000) + 1
+        until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1
         looks = []
         for partition in self.queue.keys.partitions:
             if self._polls[partition.index] <= now:
-                self._polls[partition.index] = now + INDEX_POLL_S
+                self._polls[partition.index] = now + self.look_every
                 ready = calls.ready_topics(partition, limit=POLL_TOPICS)
                 looks.append(
                     (partition, (ready, calls.delayed_topics(partition, until_ms=until_ms, limit=POLL_TOPICS)))

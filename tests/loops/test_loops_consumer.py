@@ -676,9 +676,9 @@ def test_one_pass_takes_the_due_jobs_of_every_topic_sharing_the_wildcards_worker
 
 def test_a_job_created_due_now_or_soon_does_not_wait_a_tick(make_queue: MakeQueue) -> None:
     """Between its reads of the topic index (once a tick: 10 s here), the consumer looks at it with
-    plain reads every few ms: a job created due now, one due in 300 ms and a replayed dead job are each
-    started long before the next tick (a consumer that waited for it would be 7 s late or more), and
-    never before their run-at."""
+    plain reads twenty times a tick (every 0.5 s here): a job created due now, one due in 300 ms and a
+    replayed dead job are each started long before the next tick (a consumer that waited for it would
+    be 7 s late or more), and never before their run-at."""
     queue = make_queue(topics={"t": {"target": RECORDER, "retries": 0}, "*": {"target": RECORDER}}, tick=10.0)
     with running(Consumer(queue)):
         time.sleep(0.3)  # its first read is done, with nothing in the index: only a look can find them
@@ -696,15 +696,15 @@ def test_a_job_created_due_now_or_soon_does_not_wait_a_tick(make_queue: MakeQueu
 def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The looks name a paused topic's ready jobs every few ms; its lane still waits the tick its
-    paused take answered, instead of taking again at each look."""
+    """The looks name a paused topic's ready jobs every 50 ms (a tick of 1 s); its lane still waits the
+    tick its paused take answered, instead of taking again at each look."""
     takes: Counter[str] = Counter()
     take = calls_module.take
     monkeypatch.setattr(calls_module, "take", lambda p, topic, **kw: takes.update([topic]) or take(p, topic, **kw))
-    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=10.0)
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=1.0)
     queue.pause("t")
     queue.enqueue_many([{"topic": "t", "id": f"j{i}"} for i in range(3)])
     with running(Consumer(queue)):
-        time.sleep(1.0)  # about a hundred looks
+        time.sleep(0.9)  # about eighteen looks, and no read of the index but the first
     assert recorder.of() == []
-    assert 1 <= takes["t"] <= 2, takes
+    assert 1 <= takes["t"] <= 2, takes  # without the hold: a take at each look, about eighteen
