@@ -146,6 +146,7 @@ def take(
     rate: tuple[int, int] | None = None,
     acks: Sequence[tuple[str, str, int]] = (),
     keeping: Keeping | None = None,
+    ahead_ms: int = 0,
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
@@ -153,14 +154,17 @@ def take(
     that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
     With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
     others stay ready, and ``next_in_ms`` is at most the wait for the next start. ``acks`` (as
-    ``ack`` takes them, with the topic's ``keeping``) are acknowledged first, in the same call."""
+    ``ack`` takes them, with the topic's ``keeping``) are acknowledged first, in the same call. With
+    ``ahead_ms``, jobs falling due within that many ms are taken too, each leased from its run-at: the
+    caller starts none before Redis' clock (``Taken.now_ms`` plus the time since the reply) reaches
+    its run-at. A topic with a ``rate`` takes nothing ahead."""
     if acks and keeping is None:
         raise ValueError("acks ride with a take only with the topic's keeping")
     keys = [*partition.key_group(topic), partition.seq, partition.untaken]
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms, take_id or "", interval, tolerance]
-    args += [keep_ms, keep_max]
+    args += [keep_ms, keep_max, ahead_ms]
     for lease in acks:
         args += lease
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))

@@ -19,10 +19,13 @@ Redis' clock as the last reply gave it. So no job waits a tick for the consumer 
 
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
-worker frees up. While a topic's jobs keep falling due, its lane takes at most once per
-``TAKE_WINDOW_S``: a take brings every job due by then, each leased only once due, and a job waits at
-most that window for the take that brings it. The take moves due jobs itself, so a job is taken the
-moment it falls due even if the sweeper is late. A paused topic's take answers so at once, and its
+worker frees up. A take also brings the jobs that fall due within the next ``TAKE_AHEAD_MS`` (the
+take ahead), each leased from its run-at: its worker starts it once Redis' clock, as the take's reply
+gave it plus the time passed here since, reaches its run-at (a lower bound of Redis' clock, so never
+early). So a steady stream of jobs costs a take every ``TAKE_AHEAD_MS`` or so, not one per job, and
+each job still starts on time. While a topic's jobs keep falling due, its lane takes at most once per
+``TAKE_WINDOW_S``. The take moves due jobs itself, so a job is taken the moment it falls due even if
+the sweeper is late. A paused topic's take answers so at once, and its
 lane waits a tick, whatever the index says meanwhile. A topic with a rate takes no more jobs than its
 bucket in Redis holds starts (take.lua), and its take then answers when the next start is free: the
 lane waits that long (at most a tick), its jobs stay ready.
@@ -88,6 +91,7 @@ log = logging.getLogger("delayq.consume")
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
+TAKE_AHEAD_MS = 20  # a take brings the jobs due within this, each started at its run-at
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 LOOKS_PER_TICK = 20  # between those reads, plain looks at the index: every 50 ms at the default tick
@@ -175,8 +179,9 @@ class _Delivery:
     token: str
     lane: _Lane
     timeout_s: float
-    late_at_take_ms: int  # Redis' time at take minus the job's run-at
+    late_at_take_ms: int  # Redis' time at take minus the job's run-at (negative if taken ahead)
     taken: float  # monotonic time the take was answered
+    start_at: float  # monotonic time it may start: by then Redis' clock has reached its run-at
     deadline: float = 0.0
     settled: bool = False  # the first verdict wins: the handler's result or the timeout
 
@@ -571,6 +576,7 @@ class Consumer:
                     rate=topic.rate,
                     acks=acks,
                     keeping=topic.config,
+                    ahead_ms=TAKE_AHEAD_MS,
                 )
                 takes.append(_Take(lane, call, count, take_id, acks))
         return takes
@@ -605,8 +611,18 @@ class Consumer:
         if reply.held:  # the rate's next start: the index's ready jobs wait for it too
             lane.held_until = lane.next_check
         server_now = reply.now_ms
+        # Redis' clock read ``server_now`` before the reply came: at ``answered`` + t it reads at least
+        # ``server_now`` + t. A job taken ahead starts once that reaches its run-at.
         deliveries = [
-            _Delivery(job, token, lane, timeout_ms / 1000, server_now - job.run_at_ms, answered)
+            _Delivery(
+                job,
+                token,
+                lane,
+                timeout_ms / 1000,
+                server_now - job.run_at_ms,
+                answered,
+                answered + max(0, job.run_at_ms - server_now) / 1000,
+            )
             for job, token, timeout_ms in zip(reply.jobs, reply.tokens, reply.timeouts_ms, strict=True)
         ]
         if deliveries:
@@ -647,7 +663,7 @@ class Consumer:
         now = time.monotonic()
         with self._lock:
             for delivery in deliveries:
-                delivery.deadline = now + delivery.timeout_s
+                delivery.deadline = max(now, delivery.start_at) + delivery.timeout_s
             topic.running += len(deliveries)
             topic.share.running += len(deliveries)
             deliveries[0].lane.running += len(deliveries)
@@ -670,6 +686,9 @@ class Consumer:
         always woken."""
         job = delivery.job
         started = time.monotonic()
+        if started < delivery.start_at:  # taken ahead of its run-at
+            time.sleep(delivery.start_at - started)
+            started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
         permanent = False
         retry_after_ms = 0

@@ -708,3 +708,30 @@ def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
         time.sleep(0.9)  # about eighteen looks, and no read of the index but the first
     assert recorder.of() == []
     assert 1 <= takes["t"] <= 2, takes  # without the hold: a take at each look, about eighteen
+
+
+def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_run_at(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A take brings the jobs due within ``TAKE_AHEAD_MS`` (20 ms): five jobs 4 ms apart cost one or
+    two takes, not five, and none starts before its run-at (each waits in its worker until then)."""
+    replies: list[int] = []
+    taken = calls_module._taken
+
+    def counted(topic: str, reply: list[Any]) -> calls_module.Taken:
+        result = taken(topic, reply)
+        if result.jobs:
+            replies.append(len(result.jobs))
+        return result
+
+    monkeypatch.setattr(calls_module, "_taken", counted)
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
+    results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.004 * i} for i in range(5)])
+    run_at = {created(r).id: created(r).run_at_ms for r in results}
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(recorder.of("t")) == 5)
+    deliveries = recorder.of("t")
+    assert sorted(d.id for d in deliveries) == sorted(run_at)
+    assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
+    assert sum(replies) == 5
+    assert len(replies) <= 2, replies  # one take per job without the take ahead

@@ -93,6 +93,44 @@ def test_take_never_returns_a_job_whose_run_at_is_ahead(lua: Lua) -> None:
     assert 59_000 <= taken.next_in_ms <= 60_000
 
 
+def test_a_take_ahead_brings_the_jobs_due_within_it_each_leased_from_its_run_at(lua: Lua) -> None:
+    """With ``ahead_ms``, jobs due within it are taken too, each leased as if taken at its run-at (the
+    consumer starts it then); a job due beyond it stays delayed and is the next one reported."""
+    _, soon_at = lua.enqueue(T, "soon", value=5_000)
+    lua.enqueue(T, "beyond", value=60_000)
+    lua.enqueue(T, "now", value=0)
+    taken = lua.take(T, timeout_ms=1000, grace_ms=100, ahead_ms=10_000)
+    assert taken.ids == ["now", "soon"]
+    k = lua.k(T)
+    assert lua.r.zscore(k.leased, "now") == taken.now_ms + 1000 + 100
+    assert lua.r.zscore(k.leased, "soon") == soon_at + 1000 + 100
+    assert taken.jobs[1].run_at_ms == soon_at > taken.now_ms  # the consumer waits for it
+    assert lua.r.zrange(k.delayed, 0, -1) == ["beyond"]
+    assert taken.next_in_ms is not None
+    assert 50_000 <= taken.next_in_ms <= 60_000
+    assert lua.take(T, ahead_ms=0).ids == []  # without it, nothing not due
+
+
+def test_a_take_ahead_counts_the_wait_against_the_time_left(lua: Lua) -> None:
+    """A job taken ahead starts at its run-at: its wait and its timeout must both fit the time the
+    consumer has left, else it stays delayed (not in the ready list, where it would be due early)."""
+    _, soon_at = lua.enqueue(T, "soon", value=5_000)
+    taken = lua.take(T, timeout_ms=3000, grace_ms=0, longest_ms=6000, ahead_ms=10_000)
+    assert taken.ids == []
+    k = lua.k(T)
+    assert lua.r.zscore(k.delayed, "soon") == soon_at
+    assert lua.r.llen(k.ready) == 0
+    assert lua.take(T, timeout_ms=3000, grace_ms=0, longest_ms=9000, ahead_ms=10_000).ids == ["soon"]
+
+
+def test_a_topic_with_a_rate_takes_nothing_ahead(lua: Lua) -> None:
+    """Its bucket counts a start when the job is taken: a job taken ahead would start later than
+    counted, and the rate could be exceeded."""
+    lua.enqueue(T, "soon", value=5_000)
+    assert lua.take(T, ahead_ms=10_000, rate=(1000, 0)).ids == []
+    assert lua.take(T, ahead_ms=10_000).ids == ["soon"]
+
+
 def test_take_skips_ids_that_are_gone_or_not_queued(lua: Lua) -> None:
     k = lua.k(T)
     leased = lua.make_leased(T, "leased")
@@ -248,6 +286,22 @@ def test_untake_puts_the_takes_jobs_back_at_the_head_as_never_taken(lua: Lua, na
     assert lua.r.exists(lua.p.untaken) == 0  # it had run: nothing to remember
     again = lua.take(T, count=2)
     assert [(job.id, job.attempt) for job in again.jobs] == [("b", 1), ("c", 1)]
+
+
+def test_untake_puts_a_job_taken_ahead_back_in_the_delayed_set(lua: Lua) -> None:
+    """Back in the ready list it could be taken by another consumer before its run-at."""
+    lua.enqueue(T, "now", value=0)
+    _, soon_at = lua.enqueue(T, "soon", value=60_000)
+    assert lua.take(T, take_id="lost", ahead_ms=120_000).ids == ["now", "soon"]
+    assert lua.untake(T, "lost") == 2
+    k = lua.k(T)
+    assert lua.r.lrange(k.ready, 0, -1) == ["now"]
+    assert lua.r.zscore(k.delayed, "soon") == soon_at
+    assert lua.r.zcard(k.leased) == 0
+    meta = lua.meta(T, "soon")
+    assert meta is not None
+    assert (meta.state, meta.attempts, meta.lease) == ("q", 0, "")
+    assert lua.take(T).ids == ["now"]
 
 
 def test_untake_keeps_earlier_attempts_and_errors(lua: Lua) -> None:

@@ -4,10 +4,16 @@ take: lease up to `count` due jobs of one topic to a consumer, in one atomic ste
 Takes the head of the ready list with LRANGE + LTRIM (never a blocking pop; take_ready in
 includes/queue.lua, which drops the holes of cancelled jobs) and, when that holds fewer than `count`,
 due jobs straight from the delayed set, so a consumer that wakes when a job falls due finds it
-without waiting for the sweeper. Leases each job until now + its timeout + grace.
-An id whose job is gone or no longer queued is skipped; a job whose run-at is still ahead goes back
-to the delayed set, so nothing is ever handed over early; a job whose timeout is longer than the
-time the consumer has left goes back to the head of the ready list, for a consumer with more time;
+without waiting for the sweeper. With ARGV[11], it also takes the jobs that fall due within that
+many ms (the take ahead): a steady stream of jobs is taken a few at a time, not one call each. A job
+taken ahead is leased from its run-at (its lease ends at run-at + its timeout + grace, as if taken
+then), and the consumer starts it only once Redis' clock, as this reply gives it plus the time
+passed since, reaches its run-at: never early. A topic with a rate takes nothing ahead (its bucket
+counts starts when they are taken). Leases each job until now (or its run-at) + its timeout + grace.
+An id whose job is gone or no longer queued is skipped; a job whose run-at is beyond the take's
+horizon goes back to the delayed set, so nothing is ever handed over early; a job whose timeout is
+longer than the time the consumer has left goes back where it was (the head of the ready list, or
+the delayed set if not due yet), for a consumer with more time;
 a job whose timeout is longer than a whole run of the consumer (ARGV[5]: no run could ever take it)
 goes to the dead letters at once, as a permanent failure that says so, instead of being put back
 forever.
@@ -33,6 +39,7 @@ ARGV[7..8]  the topic's rate limit here, its interval and tolerance in µs (incl
             take leases no more jobs than the bucket holds starts, the others stay ready in place;
             '' '' none
 ARGV[9..10] the topic's keep_done in ms and keep_done_max, for the acks that follow
+ARGV[11]    the take ahead in ms: jobs due by now + this are taken too (0: only the due)
 then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
             with its take): id, lease token, started_at_ms
 Returns {now_ms, next_in_ms, dead, acked, held, then 7 values per leased job:
@@ -65,7 +72,7 @@ if take_id == '' then
 end
 -- The acks first: their workers are the ones this take fills. The lease index is set once, below.
 local keep_ms = tonumber(ARGV[9])
-local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 11, false)
+local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 12, false)
 local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
 -- The topic's control, in one read: paused, until when takes of it may have been undone
 -- (untake.lua), its rate bucket.
@@ -85,9 +92,12 @@ if control[1] then
   end
   return {now, -2, 0, acked, 0}
 end
--- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are.
+-- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are. Nothing is
+-- taken ahead: the bucket counts a start when its job is taken.
 local bucket, held = nil, false
+local horizon = now + tonumber(ARGV[11])  -- jobs due by then are taken
 if ARGV[7] ~= '' then
+  horizon = now
   bucket = rate_bucket(K.control, tonumber(ARGV[7]), tonumber(ARGV[8]), now_us, control[3])
   if bucket.allowed < count then
     count, held = bucket.allowed, true
@@ -103,7 +113,7 @@ local from_delayed = 0
 if #ids < count then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
   -- delayed set, earliest first, after the ready ones (they fell due later).
-  for _, id in ipairs(take_due(K, now, count - #ids)) do
+  for _, id in ipairs(take_due(K, horizon, count - #ids)) do
     ids[#ids + 1] = id
     from_delayed = from_delayed + 1
   end
@@ -131,8 +141,10 @@ if #ids > 0 then
           timeout = tonumber(own)
         end
       end
-      if tonumber(run_at) > now then
-        delay(K, id, tonumber(run_at))
+      local due_at = tonumber(run_at)
+      local from = math.max(now, due_at)  -- when its attempt starts: now, or its run-at if taken ahead
+      if due_at > horizon then
+        delay(K, id, due_at)
       elseif run_limit >= 0 and timeout > run_limit then
         -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
         dead[#dead + 1] = id
@@ -142,8 +154,12 @@ if #ids > 0 then
         redis.call('HSET', K.errors, id, string.format(
           'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
           .. ' timeout, or raise the consume function\'s timeout', timeout / 1000, math.floor(run_limit / 1000)))
-      elseif longest >= 0 and timeout > longest then
-        put_back[#put_back + 1] = id
+      elseif longest >= 0 and timeout + from - now > longest then
+        if due_at > now then
+          delay(K, id, due_at)
+        else
+          put_back[#put_back + 1] = id
+        end
       else
         if seq then
           seq = seq + 1
@@ -151,7 +167,7 @@ if #ids > 0 then
         end
         attempts = attempts + 1
         local n = #leases
-        leases[n + 1], leases[n + 2] = now + timeout + grace, id
+        leases[n + 1], leases[n + 2] = from + timeout + grace, id
         n = #updates
         updates[n + 1] = id
         updates[n + 2] = 'l|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides

@@ -5,7 +5,8 @@ to nobody are not held until their leases expire and counted as failed attempts.
 A take whose reply is lost (Redis hung past the consumer's socket timeout, a connection cut after the
 call was sent) may have run, or may still run later, when Redis reads it. For each take id: the jobs
 still leased under it (their lease token is the take's id, take.lua) go back to the head of the ready
-list, queued, with the attempt the take counted taken back: no handler saw them. A take id that
+list, queued, with the attempt the take counted taken back: no handler saw them. A job the take took
+ahead of its run-at that is still not due goes back to the delayed set instead. A take id that
 leased nothing yet is recorded in the partition's _untaken set, so that the take, if it reaches Redis
 after all, leases nothing (take.lua); the topic's control 'untaken' says until when its takes must
 look there. Records older than a day are dropped.
@@ -19,6 +20,7 @@ Returns the number of jobs put back.
 -- @include topic_keys
 -- @include meta
 -- @include topic_index
+-- @include queue
 
 local K = topic_keys(1)
 local untaken = KEYS[KEY_GROUP_SIZE + 1]
@@ -51,16 +53,24 @@ for first = 1, #leased, CHUNK do
   end
 end
 
+local readied = false
 for i = #back, 1, -1 do  -- at the head in the order of the leased set (their deadlines)
   local job = back[i]
   local m = meta_decode(job.meta)
   m.state, m.attempts, m.lease = 'q', tonumber(m.attempts) - 1, ''
   redis.call('HSET', K.meta, job.id, meta_encode(m))
   redis.call('ZREM', K.leased, job.id)
-  redis.call('LPUSH', K.ready, job.id)
+  if tonumber(m.run_at) > now then  -- taken ahead, and still not due
+    delay(K, job.id, tonumber(m.run_at))
+  else
+    redis.call('LPUSH', K.ready, job.id)
+    readied = true
+  end
+end
+if readied then
+  index_ready(K, now)
 end
 if #back > 0 then
-  index_ready(K, now)
   index_leased_exact(K)
 end
 
