@@ -599,17 +599,6 @@ class Consumer:
         if reply.dead:
             self._dead_for_timeout(lane, reply.dead)
         self.counts["taken"] += len(reply.jobs)
-        # A full batch means more may be due: take again as soon as workers are free.
-        full = len(reply.jobs) + len(reply.dead) >= take.count
-        if full:
-            lane.next_check = now
-        elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
-            # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
-            lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)
-        else:  # nothing due within a tick: the topic index will say when (the lane goes once settled)
-            lane.next_check = float("inf")
-        if reply.held:  # the rate's next start: the index's ready jobs wait for it too
-            lane.held_until = lane.next_check
         server_now = reply.now_ms
         # Redis' clock read ``server_now`` before the reply came: at ``answered`` + t it reads at least
         # ``server_now`` + t. A job taken ahead starts once that reaches its run-at.
@@ -625,6 +614,17 @@ class Consumer:
             )
             for job, token, timeout_ms in zip(reply.jobs, reply.tokens, reply.timeouts_ms, strict=True)
         ]
+        if len(reply.jobs) + len(reply.dead) >= take.count:
+            # A full batch: more may be due, so take again as soon as workers are free; but if it was
+            # taken ahead, nothing more is due before its last job starts.
+            lane.next_check = max([now, *(delivery.start_at for delivery in deliveries)])
+        elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
+            # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
+            lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)
+        else:  # nothing due within a tick: the topic index will say when (the lane goes once settled)
+            lane.next_check = float("inf")
+        if reply.held:  # the rate's next start: the index's ready jobs wait for it too
+            lane.held_until = lane.next_check
         if deliveries:
             self._start(lane.topic, deliveries)
 

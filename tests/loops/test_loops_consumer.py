@@ -735,3 +735,29 @@ def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_ru
     assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
     assert sum(replies) == 5
     assert len(replies) <= 2, replies  # one take per job without the take ahead
+
+
+def test_a_full_take_ahead_waits_for_its_last_job_before_taking_again(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A take ahead that fills the free workers (8) takes again when its last job starts, not as soon
+    as a worker frees up: 24 jobs due within 12 ms come in a few takes, not one take per job."""
+    replies: list[int] = []
+    taken = calls_module._taken
+
+    def counted(topic: str, reply: list[Any]) -> calls_module.Taken:
+        result = taken(topic, reply)
+        if result.jobs:
+            replies.append(len(result.jobs))
+        return result
+
+    monkeypatch.setattr(calls_module, "_taken", counted)
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
+    results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.0005 * i} for i in range(24)])
+    run_at = {created(r).id: created(r).run_at_ms for r in results}
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(recorder.of("t")) == 24)
+    deliveries = recorder.of("t")
+    assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
+    assert sum(replies) == 24
+    assert len(replies) <= 5, replies  # taking again whenever a worker frees up: a dozen takes or more
