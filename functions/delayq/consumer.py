@@ -20,15 +20,15 @@ Redis' clock as the last reply gave it. So no job waits a tick for the consumer 
 It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
 (Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
 worker frees up. A take also brings the jobs that fall due within the next ``TAKE_AHEAD_MS`` (the
-take ahead), each leased from its run-at: its worker starts it once Redis' clock, as the take's reply
-gave it plus the time passed here since, reaches its run-at (a lower bound of Redis' clock, so never
-early). So a steady stream of jobs costs a take every ``TAKE_AHEAD_MS`` or so, not one per job, and
-each job still starts on time. While a topic's jobs keep falling due, its lane takes at most once per
-``TAKE_WINDOW_S``. The take moves due jobs itself, so a job is taken the moment it falls due even if
-the sweeper is late. A paused topic's take answers so at once, and its
-lane waits a tick, whatever the index says meanwhile. A topic with a rate takes no more jobs than its
-bucket in Redis holds starts (take.lua), and its take then answers when the next start is free: the
-lane waits that long (at most a tick), its jobs stay ready.
+take ahead; only while at most half the topic's workers are busy), each leased from its run-at: its
+worker starts it once Redis' clock, as the take's reply gave it plus the time passed here since,
+reaches its run-at (a lower bound of Redis' clock, so never early). So a steady stream of jobs costs
+a take every ``TAKE_AHEAD_MS`` or so, not one per job, and each job still starts on time. While a
+topic's jobs keep falling due, its lane takes at most once per ``TAKE_WINDOW_S``. The take moves due
+jobs itself, so a job is taken the moment it falls due even if the sweeper is late. A paused topic's
+take answers so at once, and its lane waits a tick, whatever the index says meanwhile. A topic with a
+rate takes no more jobs than its bucket in Redis holds starts (take.lua), and its take then answers
+when the next start is free: the lane waits that long (at most a tick), its jobs stay ready.
 
 A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
 keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
@@ -91,7 +91,7 @@ log = logging.getLogger("delayq.consume")
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
-TAKE_AHEAD_MS = 20  # a take brings the jobs due within this, each started at its run-at
+TAKE_AHEAD_MS = 40  # a take brings the jobs due within this, each started at its run-at (_Topic.ahead_ms)
 PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 LOOKS_PER_TICK = 20  # between those reads, plain looks at the index: every 50 ms at the default tick
@@ -148,6 +148,12 @@ class _Topic:
     @property
     def free(self) -> int:
         return min(self.config.concurrency - self.running, self.share.size - self.share.running)
+
+    @property
+    def ahead_ms(self) -> int:
+        """How far ahead its takes reach: ``TAKE_AHEAD_MS`` while at most half its workers are busy, else
+        0 (a busy topic's workers are for the jobs due, not for waiting on the next ones)."""
+        return TAKE_AHEAD_MS if 2 * self.free >= min(self.config.concurrency, self.share.size) else 0
 
 
 @dataclass(eq=False)
@@ -576,7 +582,7 @@ class Consumer:
                     rate=topic.rate,
                     acks=acks,
                     keeping=topic.config,
-                    ahead_ms=TAKE_AHEAD_MS,
+                    ahead_ms=topic.ahead_ms,
                 )
                 takes.append(_Take(lane, call, count, take_id, acks))
         return takes

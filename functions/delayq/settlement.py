@@ -34,7 +34,7 @@ from .scripts import Call
 log = logging.getLogger("delayq.consume")
 
 SETTLE_CHUNK = 1000  # acks or failed attempts per Lua call: bounded work per call
-ACK_RIDE_S = 0.02  # how long an ack may wait for its lane's next take to ride with
+ACK_RIDE_S = 0.06  # how long an ack may wait for its lane's next take (every TAKE_AHEAD_MS or so) to ride with
 MAX_UNTAKES = 256  # per lane: take ids kept for undoing while Redis stays away (the oldest are dropped)
 
 ACK, FAIL, UNTAKE = "ack", "fail", "untake"

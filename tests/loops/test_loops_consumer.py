@@ -16,6 +16,7 @@ import pytest
 
 from delayq import Job, JobNotFound, Queue
 from delayq import calls as calls_module
+from delayq import consumer as consumer_module
 from delayq import workers as workers_module
 from delayq.consumer import Consumer
 from delayq.keys import partition_of
@@ -713,7 +714,7 @@ def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
 def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_run_at(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A take brings the jobs due within ``TAKE_AHEAD_MS`` (20 ms): five jobs 4 ms apart cost one or
+    """A take brings the jobs due within ``TAKE_AHEAD_MS`` (40 ms): five jobs 4 ms apart cost one or
     two takes, not five, and none starts before its run-at (each waits in its worker until then)."""
     replies: list[int] = []
     taken = calls_module._taken
@@ -761,3 +762,30 @@ def test_a_full_take_ahead_waits_for_its_last_job_before_taking_again(
     assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
     assert sum(replies) == 24
     assert len(replies) <= 5, replies  # taking again whenever a worker frees up: a dozen takes or more
+
+
+def test_a_topic_with_most_of_its_workers_busy_takes_nothing_ahead(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its workers are for the jobs due: with three of four held by handlers, its takes reach no
+    further than now; with them free again, ``TAKE_AHEAD_MS`` ahead."""
+    aheads: list[int] = []
+    take = calls_module.take
+    monkeypatch.setattr(
+        calls_module, "take", lambda p, topic, **kw: aheads.append(kw["ahead_ms"]) or take(p, topic, **kw)
+    )
+    queue = make_queue(topics={"t": {"target": GATE, "concurrency": 4}}, tick=0.2)
+    queue.enqueue_many([{"topic": "t", "id": f"held{i}"} for i in range(3)])
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(loops_targets.of()) == 3)
+        assert aheads[0] == consumer_module.TAKE_AHEAD_MS > 0
+        aheads.clear()
+        queue.enqueue("t", {}, id="due", delay=0.3)
+        assert wait_until(lambda: len(loops_targets.of()) == 4)
+        busy = list(aheads)
+        for i in range(3):
+            loops_targets.release(f"held{i}")
+        loops_targets.release("due")
+        assert wait_until(lambda: state(queue, "t", "due") == "done")
+    assert busy
+    assert set(busy) == {0}, busy
