@@ -77,7 +77,7 @@ from .lateness import FLUSH_S as LATENESS_FLUSH_S
 from .lateness import MAX_BUCKET as LATENESS_MAX_BUCKET
 from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from .lateness import bucket_of
-from .loop import Budget
+from .loop import Budget, pause
 from .queue import Queue, redis_errors
 from .scripts import Call, run_many
 from .settings import WILDCARD, TopicConfig
@@ -692,8 +692,8 @@ class Consumer:
         always woken."""
         job = delivery.job
         started = time.monotonic()
-        if started < delivery.start_at:  # taken ahead of its run-at
-            time.sleep(delivery.start_at - started)
+        while started < delivery.start_at:  # taken ahead of its run-at
+            pause(delivery.start_at - started)
             started = time.monotonic()
         error: str | None = _NO_VERDICT  # until the target has answered
         permanent = False

@@ -53,7 +53,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +66,7 @@ from .calendar import Calendar
 from .calls import CLAIM, JobWrite, Move, Stored
 from .errors import Code, RedisUnavailable, ScheduleNotFound
 from .keys import Partition
+from .loop import pause
 from .models import body_json
 from .queue import encode_overrides, redis_errors
 from .recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
@@ -82,7 +82,6 @@ DUE_LIMIT = 100  # schedules handled per partition and call
 LIST_PAGE = 100  # schedules read per call when listing
 WRITE_TRIES = 100  # reads and writes of one put or delete before it gives up (503): 10 s of waits at most
 CREATE, REPLACE, CANCEL, FORGET = "c", "r", "x", "d"  # the kinds of outbox step
-_PAUSE = threading.Event()  # never set: waited on, as time.sleep is not safe under every libfaketime
 
 
 class Step(NamedTuple):
@@ -312,7 +311,7 @@ class Schedules:
         """Whether a schedule write went through; if not, waits a little when another caller's claim
         is in the way (its writes take milliseconds; its deadline, if that caller died)."""
         if written.code == Code.BUSY:
-            _PAUSE.wait(min(written.now_ms + 1, 100) / 1000)
+            pause(min(written.now_ms + 1, 100) / 1000)
         return written.code not in (Code.CHANGED, Code.BUSY)
 
     def _finish(self, partition: Partition, outbox: Outbox, key: str, claimed: Progress, claimed_at: float) -> None:
