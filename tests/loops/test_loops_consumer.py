@@ -711,11 +711,8 @@ def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
     assert 1 <= takes["t"] <= 2, takes  # without the hold: a take at each look, about eighteen
 
 
-def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_run_at(
-    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A take brings the jobs due within ``TAKE_AHEAD_MS`` (40 ms): five jobs 4 ms apart cost one or
-    two takes, not five, and none starts before its run-at (each waits in its worker until then)."""
+def _takes_with_jobs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many jobs each take that leased any brought, in order, from now on."""
     replies: list[int] = []
     taken = calls_module._taken
 
@@ -726,6 +723,15 @@ def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_ru
         return result
 
     monkeypatch.setattr(calls_module, "_taken", counted)
+    return replies
+
+
+def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_run_at(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A take brings the jobs due within ``TAKE_AHEAD_MS`` (40 ms): five jobs 4 ms apart cost one or
+    two takes, not five, and none starts before its run-at (each waits in its worker until then)."""
+    replies = _takes_with_jobs(monkeypatch)
     queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
     results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.004 * i} for i in range(5)])
     run_at = {created(r).id: created(r).run_at_ms for r in results}
@@ -743,16 +749,7 @@ def test_a_full_take_ahead_waits_for_its_last_job_before_taking_again(
 ) -> None:
     """A take ahead that fills the free workers (8) takes again when its last job starts, not as soon
     as a worker frees up: 24 jobs due within 12 ms come in a few takes, not one take per job."""
-    replies: list[int] = []
-    taken = calls_module._taken
-
-    def counted(topic: str, reply: list[Any]) -> calls_module.Taken:
-        result = taken(topic, reply)
-        if result.jobs:
-            replies.append(len(result.jobs))
-        return result
-
-    monkeypatch.setattr(calls_module, "_taken", counted)
+    replies = _takes_with_jobs(monkeypatch)
     queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
     results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.0005 * i} for i in range(24)])
     run_at = {created(r).id: created(r).run_at_ms for r in results}
