@@ -726,18 +726,26 @@ def _takes_with_jobs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return replies
 
 
+def _deliver_spaced(
+    make_queue: MakeQueue, jobs: int, *, spacing_s: float
+) -> tuple[list[recorder.Delivery], dict[str, int]]:
+    """``jobs`` jobs of one topic due 0.6 s from now, ``spacing_s`` apart, run by one consumer until all
+    are delivered: the deliveries, and each job's run-at by id."""
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
+    results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + spacing_s * i} for i in range(jobs)])
+    run_at = {created(r).id: created(r).run_at_ms for r in results}
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(recorder.of("t")) == jobs)
+    return recorder.of("t"), run_at
+
+
 def test_jobs_falling_due_close_together_come_in_one_take_each_started_at_its_run_at(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A take brings the jobs due within ``TAKE_AHEAD_MS`` (40 ms): five jobs 4 ms apart cost one or
     two takes, not five, and none starts before its run-at (each waits in its worker until then)."""
     replies = _takes_with_jobs(monkeypatch)
-    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
-    results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.004 * i} for i in range(5)])
-    run_at = {created(r).id: created(r).run_at_ms for r in results}
-    with running(Consumer(queue)):
-        assert wait_until(lambda: len(recorder.of("t")) == 5)
-    deliveries = recorder.of("t")
+    deliveries, run_at = _deliver_spaced(make_queue, 5, spacing_s=0.004)
     assert sorted(d.id for d in deliveries) == sorted(run_at)
     assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
     assert sum(replies) == 5
@@ -750,12 +758,7 @@ def test_a_full_take_ahead_waits_for_its_last_job_before_taking_again(
     """A take ahead that fills the free workers (8) takes again when its last job starts, not as soon
     as a worker frees up: 24 jobs due within 12 ms come in a few takes, not one take per job."""
     replies = _takes_with_jobs(monkeypatch)
-    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.2)
-    results = queue.enqueue_many([{"topic": "t", "id": f"j{i}", "delay": 0.6 + 0.0005 * i} for i in range(24)])
-    run_at = {created(r).id: created(r).run_at_ms for r in results}
-    with running(Consumer(queue)):
-        assert wait_until(lambda: len(recorder.of("t")) == 24)
-    deliveries = recorder.of("t")
+    deliveries, run_at = _deliver_spaced(make_queue, 24, spacing_s=0.0005)
     assert [(d.id, d.lateness_ms) for d in deliveries if d.started_ms < run_at[d.id]] == []
     assert sum(replies) == 24
     assert len(replies) <= 5, replies  # taking again whenever a worker frees up: a dozen takes or more
