@@ -74,12 +74,37 @@ def main(argv: list[str] | None = None) -> int:
         queue = Queue(settings, telemetry=telemetry)
         budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
         loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: loop.request_stop())
-        summary: dict[str, Any] = loop.run(budget)
+        summary = run_until_signalled(loop, budget)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0
+
+
+def run_until_signalled(loop: Sweeper | Consumer, budget: Budget) -> dict[str, Any]:
+    """``loop.run(budget)`` in a thread of its own, stopped by SIGTERM or SIGINT; its summary.
+
+    Python runs a signal handler in the main thread, between two of its bytecodes; ``request_stop``
+    sets the loop's events, and setting an event takes its lock. Were the loop running in the main
+    thread, a signal landing while the loop held that lock (waiting on or clearing the event) would
+    wait for itself forever: the process would never stop. Here the main thread holds nothing: it
+    waits for the loop, and its handler waits at most a moment for the loop's thread to let go."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["summary"] = loop.run(budget)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
+            outcome["error"] = exc
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: loop.request_stop())
+    thread = threading.Thread(target=run, name=type(loop).__name__.lower())
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    summary: dict[str, Any] = outcome["summary"]
+    return summary
 
 
 def _server_main(command: str) -> Callable[[list[str]], None]:

@@ -1,0 +1,62 @@
+"""``python -m delayq sweep|consume`` stopped by a signal: ``delayq.__main__.run_until_signalled``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+# A loop whose run holds its stop event's lock (as Event.wait and Event.clear do for a moment) while
+# SIGTERM arrives. Were the loop running in the main thread, the handler would run there, inside that
+# hold, and wait for the lock forever; the process would never print.
+SCRIPT = textwrap.dedent(
+    """
+    import os, signal, threading, time
+    from delayq.__main__ import run_until_signalled
+    from delayq.loop import Budget
+
+    class Loop:
+        def __init__(self):
+            self.stop = threading.Event()
+
+        def request_stop(self):
+            self.stop.set()
+
+        def run(self, budget):
+            with self.stop._cond:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)
+            return {"stopped": self.stop.wait(10), "main": threading.current_thread() is threading.main_thread()}
+
+    print(run_until_signalled(Loop(), Budget.forever()))
+    """
+)
+
+
+def test_a_signal_landing_while_the_loop_holds_its_events_lock_still_stops_it() -> None:
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "{'stopped': True, 'main': False}"
+
+
+def test_a_loops_error_is_raised_in_the_main_thread() -> None:
+    script = textwrap.dedent(
+        """
+        from delayq.__main__ import run_until_signalled
+        from delayq.loop import Budget
+
+        class Loop:
+            def request_stop(self):
+                pass
+
+            def run(self, budget):
+                raise ValueError("bad settings")
+
+        try:
+            run_until_signalled(Loop(), Budget.forever())
+        except ValueError as exc:
+            print("raised:", exc)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout.strip() == "raised: bad settings", done.stderr
