@@ -5,7 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from delayq.loop import Budget
+from delayq.loop import Budget, freeze_start_up
 from delayq.observability import Telemetry, route_logs_to
 from delayq.queue import Queue
 from delayq.sweeper import Sweeper
@@ -14,6 +14,7 @@ logger = Logger()
 tracer = Tracer()
 route_logs_to(logger)
 queue = Queue.from_env(telemetry=Telemetry())
+freeze_start_up()
 
 
 @logger.inject_lambda_context(clear_state=True)

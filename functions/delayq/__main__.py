@@ -30,7 +30,7 @@ from typing import Any
 
 from . import cli
 from .consumer import Consumer
-from .loop import Budget
+from .loop import Budget, freeze_start_up
 from .observability import Telemetry
 from .queue import Queue
 from .settings import Settings
@@ -98,6 +98,7 @@ def run_until_signalled(loop: Sweeper | Consumer, budget: Budget) -> dict[str, A
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: loop.request_stop())
+    freeze_start_up()
     thread = threading.Thread(target=run, name=type(loop).__name__.lower())
     thread.start()
     thread.join()

@@ -1,4 +1,5 @@
-"""``python -m delayq sweep|consume`` stopped by a signal: ``delayq.__main__.run_until_signalled``."""
+"""``python -m delayq sweep|consume`` stopped by a signal: ``delayq.__main__.run_until_signalled``; what
+start-up made is out of the garbage collector's sight (``loop.freeze_start_up``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import textwrap
 # hold, and wait for the lock forever; the process would never print.
 SCRIPT = textwrap.dedent(
     """
-    import os, signal, threading, time
+    import gc, os, signal, threading, time
     from delayq.__main__ import run_until_signalled
     from delayq.loop import Budget
 
@@ -26,7 +27,11 @@ SCRIPT = textwrap.dedent(
             with self.stop._cond:
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.3)
-            return {"stopped": self.stop.wait(10), "main": threading.current_thread() is threading.main_thread()}
+            return {
+                "stopped": self.stop.wait(10),
+                "main": threading.current_thread() is threading.main_thread(),
+                "start-up frozen": gc.get_freeze_count() > 1000,
+            }
 
     print(run_until_signalled(Loop(), Budget.forever()))
     """
@@ -36,7 +41,7 @@ SCRIPT = textwrap.dedent(
 def test_a_signal_landing_while_the_loop_holds_its_events_lock_still_stops_it() -> None:
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "{'stopped': True, 'main': False}"
+    assert done.stdout.strip() == "{'stopped': True, 'main': False, 'start-up frozen': True}"
 
 
 def test_a_loops_error_is_raised_in_the_main_thread() -> None:
