@@ -1,11 +1,13 @@
 """Due-to-delivery latency: N jobs due at the same instant, with the sweep and consume loops running.
 
-    .venv/bin/python bench/due_latency.py [--jobs 1000] [--concurrency 8 32] [--partitions 1]
+    .venv/bin/python bench/due_latency.py [--jobs 1000] [--concurrency 8 32] [--partitions 1] [--topics 1]
 
 For each concurrency, in a fresh namespace on the Redis at DELAYQ_REDIS_URL (default 127.0.0.1:6379):
 enqueue N jobs with the same run_at 2 s ahead, run one sweeper and one consumer (threads, as in the
 local stack) with a no-op handler, and report, per job, handler start minus run_at (ms): p50, p99,
 max (the max is the drain time: run_at to the last handler start), and lost / duplicated / early.
+With ``--topics N`` the jobs are spread over N topics (``burst0`` ...), all under a ``*`` entry: a
+burst over many topics, as when one schedule per tenant fires at the same minute.
 The machine's clock and Redis' clock are the same clock here, so lateness is meaningful to the ms.
 """
 
@@ -40,10 +42,13 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def run(jobs: int, concurrency: int, partitions: int, url: str) -> dict[str, Any]:
+def run(
+    jobs: int, concurrency: int, partitions: int, url: str, *, spread: int = 1, wait_s: float = 60
+) -> dict[str, Any]:
     _starts.clear()
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
-    topics = {"burst": {"target": "python:__main__:record", "concurrency": concurrency, "batch": 100}}
+    config = {"target": "python:__main__:record", "concurrency": concurrency, "batch": 100}
+    topics = {"burst" if spread == 1 else "*": config}
     settings = Settings(redis_url=url, namespace=namespace, partitions=partitions, topics=Topics.parse(topics))
     queue = Queue(settings)
     stop = threading.Event()
@@ -53,11 +58,12 @@ def run(jobs: int, concurrency: int, partitions: int, url: str) -> dict[str, Any
     ]
     try:
         run_at = time.time() + 2
-        results = queue.enqueue_many({"topic": "burst", "id": f"j{i}", "run_at": run_at} for i in range(jobs))
+        topic = (lambda i: "burst") if spread == 1 else (lambda i: f"burst{i % spread}")
+        results = queue.enqueue_many({"topic": topic(i), "id": f"j{i}", "run_at": run_at} for i in range(jobs))
         assert all(r.status == 201 for r in results), results[:3]
         for thread in loops:
             thread.start()
-        deadline = time.time() + 60
+        deadline = time.time() + wait_s
         while time.time() < deadline:
             with _lock:
                 if len(_starts) >= jobs:
@@ -91,13 +97,16 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--topics", type=int, default=1, help="spread the jobs over this many topics, under '*'")
+    parser.add_argument("--wait", type=float, default=60, help="s to wait for the last start (then: lost)")
     parser.add_argument("--redis-url", default=os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0"))
     args = parser.parse_args()
-    print(f"{args.jobs} jobs due at the same instant; lateness = handler start - run_at (ms)")
+    spread = f" in {args.topics} topics" if args.topics > 1 else ""
+    print(f"{args.jobs} jobs due at the same instant{spread}; lateness = handler start - run_at (ms)")
     print("| concurrency | min ms | p50 ms | p99 ms | max ms | lost | duplicated | early |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for concurrency in args.concurrency:
-        r = run(args.jobs, concurrency, args.partitions, args.redis_url)
+        r = run(args.jobs, concurrency, args.partitions, args.redis_url, spread=args.topics, wait_s=args.wait)
         print(
             f"| {r['concurrency']} | {r['min_ms']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
             f"| {r['lost']} | {r['duplicated']} | {r['early']} |"
