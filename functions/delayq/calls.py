@@ -561,13 +561,12 @@ def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
 # ------------------------------------------------------------------------------------ recent lateness
 
 
-def add_lateness(partition: Partition, topic: str, counts: Mapping[int, int], *, window_minutes: int) -> Call[int]:
-    """Adds ``counts`` (bucket -> deliveries) to ``topic``'s recent lateness, kept in ``partition``
-    (``Keyspace.for_topic``); how many old fields it forgot."""
-    args: list[Arg] = [window_minutes]
-    for bucket, deliveries in counts.items():
-        args += [bucket, deliveries]
-    return Call(Scripts.lateness_add, [partition.lateness(topic)], args, int)
+def add_lateness(partition: Partition, counted: Mapping[str, Mapping[int, int]], *, window_minutes: int) -> Call[int]:
+    """Adds each topic's counts (topic -> bucket -> deliveries) to its recent lateness, all kept in
+    ``partition`` (``Keyspace.for_topic``), in one call; how many old fields it forgot."""
+    keys = [partition.lateness(topic) for topic in counted]
+    counts = [",".join(f"{bucket}={n}" for bucket, n in buckets.items()) for buckets in counted.values()]
+    return Call(Scripts.lateness_add, keys, [window_minutes, *counts], int)
 
 
 def read_lateness(partition: Partition, topics: Sequence[str], *, window_minutes: int) -> Call[list[dict[int, int]]]:

@@ -57,6 +57,7 @@ sends the verdicts and undoes lost takes; ``calls.py`` packs each script call an
 
 from __future__ import annotations
 
+import heapq
 import logging
 import secrets
 import threading
@@ -74,7 +75,6 @@ from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
 from .lateness import FLUSH_S as LATENESS_FLUSH_S
-from .lateness import MAX_BUCKET as LATENESS_MAX_BUCKET
 from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from .lateness import bucket_of
 from .loop import Budget, pause
@@ -92,7 +92,8 @@ LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consu
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 TAKE_AHEAD_MS = 40  # a take brings the jobs due within this, each started at its run-at (_Topic.ahead_ms)
-PLAN_TOPICS = 1000  # topics named per partition by one read of its topic index
+LATENESS_CHUNK = 500  # topics' recent lateness added per call (one a pass while more wait)
+PLAN_TOPICS = 256  # topics named per partition by one read of its topic index (the first to have work)
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 LOOKS_PER_TICK = 20  # between those reads, plain looks at the index: every 50 ms at the default tick
 POLL_TOPICS = 64  # topics named per partition by one look
@@ -122,8 +123,9 @@ def _log_context(job: Job, lateness_ms: float, started: float) -> dict[str, Any]
     }
 
 
-def _no_lateness() -> list[int]:
-    return [0] * (LATENESS_MAX_BUCKET + 1)
+def _first_due(item: tuple[_Topic, list[_Lane]]) -> float:
+    """When the first of a topic's due lanes fell due: topics take in that order."""
+    return min(lane.next_check for lane in item[1])
 
 
 @dataclass(eq=False)
@@ -142,12 +144,17 @@ class _Topic:
     share: _Share
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
-    lateness: list[int] = field(default_factory=_no_lateness)  # deliveries per bucket since the last record
+    lateness: dict[int, int] = field(default_factory=dict)  # bucket -> deliveries since the last record
+    lanes: int = 0  # its lanes (one per partition where it has work)
     rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
 
     @property
     def free(self) -> int:
         return min(self.config.concurrency - self.running, self.share.size - self.share.running)
+
+    def count_lateness(self, bucket: int) -> None:
+        """One more delivery in ``bucket`` (with the consumer's lock held)."""
+        self.lateness[bucket] = self.lateness.get(bucket, 0) + 1
 
     @property
     def ahead_ms(self) -> int:
@@ -217,6 +224,10 @@ class Consumer:
         self._topics: dict[str, _Topic] = {}
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self._plans = [0.0] * len(queue.keys)  # per partition: when to read its topic index next
+        self._full_reads: set[int] = set()  # partitions whose last read named PLAN_TOPICS topics
+        self._backlog = False  # the last pass had more topics due than free workers
+        self._kept = set(self.settings.topics.named) | (self._only or set())  # topics never forgotten
+        self._unrecorded: dict[str, dict[int, int]] = {}  # lateness counted, not yet sent: topic -> counts
         self._polls = [0.0] * len(queue.keys)  # per partition: when to look at it next, between reads
         self._server_clock: tuple[int, float] | None = None  # Redis' ms at a monotonic time, from a reply
         self._shares: dict[str, _Share] = {}  # by configured topic name, or ``*``
@@ -315,12 +326,25 @@ class Consumer:
             waits += [d.deadline - now for d in self._running if not d.settled]
         waits.append(self._settlement.send_acks_by() - now)
         if taking:
-            waits += [lane.next_check - now for lane in self._lanes.values() if self._can_take(lane, budget, now)]
+            waits.append(self._next_take(budget, now) - now)
             waits += [at - now for at in self._plans]
             if self._server_clock is not None:
                 waits += [at - now for at in self._polls]
             waits.append(budget.left(now))
         return max(0.0, min(waits))
+
+    def _next_take(self, budget: Budget, now: float) -> float:
+        """When the first lane that can take is due (inf: none can). Nothing to look at while every
+        worker is busy; and the first lane found due ends the search."""
+        first = float("inf")
+        if all(share.running >= share.size for share in self._shares.values()):
+            return first
+        for lane in self._lanes.values():
+            if lane.next_check < first and self._can_take(lane, budget, now):
+                first = lane.next_check
+                if first <= now:
+                    break
+        return first
 
     def _pass(self, budget: Budget, *, take: bool) -> None:
         self.counts["passes"] += 1
@@ -360,21 +384,29 @@ class Consumer:
 
     def _lateness_records(self, now: float, *, due: bool = False) -> list[Call[int]]:
         """Every ``lateness.FLUSH_S`` (or now, if ``due``): the lateness counted since the last record,
-        added to each topic's recent lateness in Redis, one call per topic (``delayq.lateness``)."""
-        if not due and now - self._lateness_recorded < LATENESS_FLUSH_S:
-            return []
-        self._lateness_recorded = now
-        counted: dict[str, dict[int, int]] = {}
-        with self._lock:
-            for topic in self._topics.values():
-                if any(topic.lateness):
-                    counted[topic.name] = {bucket: n for bucket, n in enumerate(topic.lateness) if n}
-                    topic.lateness = _no_lateness()
-        keys = self.queue.keys
-        return [
-            calls.add_lateness(keys.for_topic(topic), topic, counts, window_minutes=LATENESS_WINDOW_MINUTES)
-            for topic, counts in counted.items()
-        ]
+        added to each topic's recent lateness in Redis (``delayq.lateness``), one call per partition
+        for up to ``LATENESS_CHUNK`` topics. A pass sends one such call, so that thousands of topics
+        spread their records over passes instead of holding one up; ``due`` sends them all."""
+        if due or now - self._lateness_recorded >= LATENESS_FLUSH_S:
+            self._lateness_recorded = now
+            with self._lock:
+                for topic in list(self._topics.values()):
+                    if topic.lateness:
+                        unsent = self._unrecorded.setdefault(topic.name, {})
+                        for bucket, deliveries in topic.lateness.items():
+                            unsent[bucket] = unsent.get(bucket, 0) + deliveries
+                        topic.lateness = {}
+                        self._forget_topic(topic)
+        records: list[Call[int]] = []
+        while self._unrecorded and (due or not records):
+            by_partition: dict[Partition, dict[str, dict[int, int]]] = {}
+            for name in list(self._unrecorded)[:LATENESS_CHUNK]:
+                by_partition.setdefault(self.queue.keys.for_topic(name), {})[name] = self._unrecorded.pop(name)
+            records += [
+                calls.add_lateness(partition, counted, window_minutes=LATENESS_WINDOW_MINUTES)
+                for partition, counted in by_partition.items()
+            ]
+        return records
 
     def _record_lateness_now(self) -> None:
         """At the end of a run: the lateness of its last deliveries, so that none is lost (best effort)."""
@@ -432,23 +464,26 @@ class Consumer:
         if lane is None:
             pending = self._settlement.lane(partition, topic.name, topic.config)
             lane = self._lanes[(topic.name, partition.index)] = _Lane(topic, partition, pending, float("inf"))
+            topic.lanes += 1
         return lane
 
     def _forget_idle(self) -> None:
         """Lanes with nothing due soon, nothing running and nothing to settle are forgotten; so are the
         topics ``*`` covers once they have no lane, nothing running and no lateness to record."""
         with self._lock:
-            idle = [key for key, lane in self._lanes.items() if lane.next_check == float("inf") and not lane.running]
-            idle = [key for key in idle if not self._lanes[key].pending]
-            for key in idle:
-                self._settlement.drop(self._lanes.pop(key).pending)
-            kept = {lane.topic.name for lane in self._lanes.values()} | set(self.settings.topics.named)
-            if self._only is not None:
-                kept |= self._only
-            for name in [name for name, topic in self._topics.items() if name not in kept]:
-                topic = self._topics[name]
-                if not topic.running and not any(topic.lateness):
-                    del self._topics[name]
+            idle = [lane for lane in self._lanes.values() if lane.next_check == float("inf") and not lane.running]
+            for lane in idle:
+                if not lane.pending:
+                    del self._lanes[(lane.topic.name, lane.partition.index)]
+                    self._settlement.drop(lane.pending)
+                    lane.topic.lanes -= 1
+                    self._forget_topic(lane.topic)
+
+    def _forget_topic(self, topic: _Topic) -> None:
+        """With the lock held: forgets a topic that ``*`` covers once it has no lane, nothing running
+        and no lateness to record (checked when its last lane goes, and when its lateness is recorded)."""
+        if not (topic.lanes or topic.running or topic.lateness or topic.name in self._kept):
+            self._topics.pop(topic.name, None)
 
     # --------------------------------------------------------------------------------- the topic index
 
@@ -456,6 +491,10 @@ class Consumer:
         """Reads the topic index of each partition whose time has come (once a tick), in one round trip
         before the pass's takes, so that a lane it makes takes in the same pass."""
         horizon_ms = int(self.tick * 1000) + PLAN_MARGIN_MS
+        if self._full_reads and len(self._lanes) < PLAN_TOPICS // 2:
+            for index in self._full_reads:
+                self._plans[index] = now
+            self._full_reads.clear()
         partitions = [p for p in self.queue.keys.partitions if self._plans[p.index] <= now]
         if not partitions:
             return
@@ -475,8 +514,9 @@ class Consumer:
 
     def _looks(self, now: float) -> list[tuple[Partition, tuple[Call[list[str]], Call[dict[str, int]]]]]:
         """The plain looks due now: per partition, its ready topics and those due before the next look,
-        by Redis' clock as the last reply gave it (none before a first read tells it)."""
-        if self._server_clock is None:
+        by Redis' clock as the last reply gave it (none before a first read tells it, nor while more
+        topics are due than there are free workers: what a look would find waits anyway)."""
+        if self._server_clock is None or self._backlog:
             return []
         server_ms, at = self._server_clock
         until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1
@@ -497,8 +537,8 @@ class Consumer:
             return
         self._server_clock = (reply.now_ms, now)
         self._due(partition, reply.due, now)
-        if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again soon
-            self._plans[partition.index] = now
+        if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again once most of these have taken
+            self._full_reads.add(partition.index)
 
     def _looked(
         self, partition: Partition, ready: list[str] | Exception, delayed: dict[str, int] | Exception, now: float
@@ -548,12 +588,18 @@ class Consumer:
         for lane in self._lanes.values():
             if lane.next_check <= now and self._can_take(lane, budget, now):
                 due.setdefault(lane.topic, []).append(lane)
+        # Each take needs a free worker: with more topics due than that (a burst over many topics),
+        # the pass takes for the ones due first, and the others wait for the next passes.
+        free_workers = sum(share.size - share.running for share in {id(t.share): t.share for t in due}.values())
+        self._backlog = len(due) > free_workers
+        if self._backlog:
+            due = dict(heapq.nsmallest(free_workers, due.items(), key=_first_due))
         # Never negative: take.lua reads a negative longest as "no limit".
         longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []
         planned: Counter[int] = Counter()  # per share (by id): jobs this pass's takes may bring
         sharing = Counter(id(topic.share) for topic in due)  # per share: its topics still to take
-        for topic, lanes in sorted(due.items(), key=lambda item: min(lane.next_check for lane in item[1])):
+        for topic, lanes in sorted(due.items(), key=_first_due):
             first = topic.turn % len(lanes)
             topic.turn += 1
             share = topic.share
@@ -710,7 +756,7 @@ class Consumer:
             lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
             bucket = bucket_of(lateness_ms)
             with self._lock:
-                delivery.lane.topic.lateness[bucket] += 1
+                delivery.lane.topic.count_lateness(bucket)
                 self._not_running(delivery)
                 late = delivery.settled
                 delivery.settled = True

@@ -3,10 +3,11 @@ run-at, on Redis' clock), as p50 and p99 over the last ``WINDOW_MINUTES`` minute
 the queue: ``lateness`` in ``GET /topics`` and ``GET /topics/{topic}``, and the web view.
 
 Each consumer (a Lambda, a process, the local stack) counts its deliveries into log-scale buckets in
-memory, four a doubling (``bucket_of``: one bisection, and a list increment under the lock its worker
+memory, four a doubling (``bucket_of``: one bisection, and a dict increment under the lock its worker
 takes anyway, about 0.15 us a delivery), and every ``FLUSH_S`` adds its counts to the topic's hash in
-Redis, in the current minute by Redis time (``lateness_add.lua``: one call per topic, joined to the
-round trip of a pass; 9 to 45 us of Redis' time, as the minute holds 1 to 30 buckets). A reader sums
+Redis, in the current minute by Redis time (``lateness_add.lua``: one call per partition for up to
+``consumer.LATENESS_CHUNK`` topics, one such call joined to the round trip of each pass while more
+wait). A reader sums
 the buckets of the window's minutes (``lateness_read.lua``) and reads the percentiles off them: each
 is the geometric middle of its bucket, within 9% of the true value. A hash holds at most
 ``WINDOW_MINUTES + 1`` minutes of at most ``MAX_BUCKET + 1`` buckets (usually a few dozen), and

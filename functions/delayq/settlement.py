@@ -96,17 +96,17 @@ class Settlement:
         self._counts = counts
         self._telemetry = telemetry
         self._redis_error = redis_error
-        self._pending: list[Pending] = []
+        self._pending: dict[Pending, None] = {}  # every lane's, in the order the lanes came (a set, ordered)
 
     def lane(self, partition: Partition, topic: str, rules: Rules) -> Pending:
         """A new lane's pending settlements."""
         pending = Pending(partition, topic, rules)
-        self._pending.append(pending)
+        self._pending[pending] = None
         return pending
 
     def drop(self, pending: Pending) -> None:
         """Forgets a lane that has nothing left to settle (with the consumer's lock held)."""
-        self._pending.remove(pending)
+        del self._pending[pending]
 
     def waiting(self) -> bool:
         """Whether anything waits to be sent."""
@@ -116,7 +116,7 @@ class Settlement:
     def send_acks_by(self) -> float:
         """When the first acks waiting for a take must go (inf: none waits)."""
         with self._lock:
-            return min((pending.send_acks_by() for pending in self._pending), default=float("inf"))
+            return min((pending.send_acks_by() for pending in self._pending if pending.acks), default=float("inf"))
 
     def ride(self, pending: Pending) -> list[tuple[str, str, int]]:
         """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
@@ -130,6 +130,8 @@ class Settlement:
         settle: list[Settle] = []
         with self._lock:
             for pending in self._pending:
+                if not pending:
+                    continue
                 partition, topic = pending.partition, pending.topic
                 if pending.untakes:
                     untakes, pending.untakes = pending.untakes, []

@@ -642,6 +642,44 @@ def test_topics_that_hold_nothing_cost_no_thread_and_are_forgotten(make_queue: M
     assert sorted(d.topic for d in recorder.of()) == sorted(f"one{n}" for n in range(60))
 
 
+def test_a_burst_over_many_topics_keeps_few_lanes_and_drains(make_queue: MakeQueue) -> None:
+    """1,500 topics with a job due at once, under ``*``: the consumer makes lanes for the first the
+    topic index names (``PLAN_TOPICS`` a read, and what its looks find), reads on as they are served,
+    and a pass's work stays that of a few hundred lanes, not of every topic with work."""
+    queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
+    topics = 1500
+    queue.enqueue_many([{"topic": f"b{n}", "id": "j", "delay": 0} for n in range(topics)])
+    consumer = Consumer(queue)
+    most = 0
+
+    def drained() -> bool:
+        nonlocal most
+        with consumer._lock:
+            most = max(most, len(consumer._lanes))
+        return len(recorder.of()) == topics
+
+    with running(consumer, budget_s=120):
+        assert wait_until(drained, timeout=100, interval=0.005)
+    assert sorted(d.topic for d in recorder.of()) == sorted(f"b{n}" for n in range(topics))
+    # At most two reads' worth (the lanes of the last one still settling as the next comes) and what
+    # the looks found; before, every topic with work had a lane.
+    assert most <= 2 * (consumer_module.PLAN_TOPICS + consumer_module.POLL_TOPICS) < topics, most
+
+
+def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_queue: MakeQueue) -> None:
+    """A pass with more due topics than free workers takes for those due first; the others wait."""
+    queue = make_queue(topics={"*": {"target": RECORDER, "concurrency": 2}}, tick=0.1)
+    consumer = Consumer(queue)
+    now = time.monotonic()
+    for n, late_s in enumerate((0.3, 0.1, 0.5, 0.2)):  # how long ago each topic's lane fell due
+        topic = consumer._add_topic(f"t{n}")
+        assert topic is not None
+        consumer._lane(topic, queue.keys.partitions[0]).next_check = now - late_s
+    takes = consumer._takes(Budget.forever(), now)
+    assert sorted(take.lane.topic.name for take in takes) == ["t0", "t2"]
+    assert [take.count for take in takes] == [1, 1]
+
+
 def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
     """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
     shared workers have free (none waits, leased, for a thread), and every job runs."""

@@ -3,11 +3,15 @@ is counted once, by whichever consumer made it, in the same round trips as its t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from delayq import Queue
-from delayq.consumer import Consumer
+from delayq.consumer import LATENESS_CHUNK, Consumer
+from delayq.lateness import FLUSH_S as LATENESS_FLUSH_S
+from delayq.lateness import bucket_of
 from delayq.loop import Budget
+from delayq.scripts import run_many
 
 from conftest import RECORDER
 from loops_support import running, wait_until
@@ -43,3 +47,28 @@ def test_a_one_pass_run_records_too(make_queue: MakeQueue) -> None:
     queue.enqueue_many({"topic": "fast", "delay": 0} for _ in range(5))
     Consumer(queue).run(Budget.of(0))
     assert queue.lateness(["fast"])["fast"].deliveries == 5
+
+
+def test_thousands_of_topics_record_a_chunk_a_pass(make_queue: MakeQueue) -> None:
+    """The lateness of 1,200 topics goes in calls of at most ``LATENESS_CHUNK`` topics, one partition
+    each, one chunk a pass (so that no pass waits for them all); a run's end sends what is left."""
+    queue = make_queue(topics={"*": {"target": RECORDER}}, partitions=2)
+    consumer = Consumer(queue)
+    names = [f"t{n}" for n in range(1200)]
+    for name in names:
+        topic = consumer._add_topic(name)
+        assert topic is not None
+        topic.count_lateness(bucket_of(3))
+    now = time.monotonic() + LATENESS_FLUSH_S
+    first = consumer._lateness_records(now)
+    assert len(first) == 2  # one call per partition
+    assert sum(len(call.keys) for call in first) == LATENESS_CHUNK
+    assert all({queue.keys.for_topic(t).lateness(t) for t in names} >= set(call.keys) for call in first)
+    assert consumer._lateness_records(now) != []  # the next chunk, at the next pass
+    run_many(queue.redis, first)
+    rest = consumer._lateness_records(now, due=True)  # the end of a run: all that is left
+    assert sum(len(call.keys) for call in rest) == len(names) - 2 * LATENESS_CHUNK
+    assert consumer._lateness_records(now + LATENESS_FLUSH_S, due=True) == []
+    lateness = queue.lateness(names[:LATENESS_CHUNK])
+    assert all(lateness[t].deliveries == 1 for t in names[:LATENESS_CHUNK])
+    assert not consumer._topics  # counted, recorded and without a lane: forgotten

@@ -13,7 +13,7 @@ from redis_support import server_ms
 
 def add(queue: Queue, topic: str, counts: dict[int, int]) -> int:
     partition = queue.keys.for_topic(topic)
-    return calls.add_lateness(partition, topic, counts, window_minutes=WINDOW_MINUTES).run(queue.redis)
+    return calls.add_lateness(partition, {topic: counts}, window_minutes=WINDOW_MINUTES).run(queue.redis)
 
 
 def test_counts_of_several_consumers_add_up(queue: Queue) -> None:
@@ -29,6 +29,18 @@ def test_counts_of_several_consumers_add_up(queue: Queue) -> None:
     assert lateness["payments"].p99_ms == bucket_ms(slow)
     assert lateness["reminders"].deliveries == 0
     assert lateness["reminders"].p50_ms is None
+
+
+def test_one_call_adds_to_each_of_its_topics(queue: Queue, redis_client: redis.Redis) -> None:
+    fast, slow = bucket_of(3), bucket_of(700)
+    partition = queue.keys.partitions[0]
+    counted = {"orders": {fast: 4}, "payments": {slow: 2, fast: 1}, "reminders": {slow: 1}}
+    add(queue, "payments", {fast: 5})  # already holds some this minute: the call adds to them
+    assert calls.add_lateness(partition, counted, window_minutes=WINDOW_MINUTES).run(queue.redis) == 0
+    lateness = queue.lateness(["orders", "payments", "reminders"])
+    assert [lateness[t].deliveries for t in ("orders", "payments", "reminders")] == [4, 8, 1]
+    assert lateness["payments"].p99_ms == bucket_ms(slow)
+    assert all(redis_client.pttl(partition.lateness(topic)) > 0 for topic in counted)
 
 
 def test_minutes_that_left_the_window_are_forgotten(queue: Queue, redis_client: redis.Redis) -> None:

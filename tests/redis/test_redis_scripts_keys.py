@@ -142,7 +142,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
-    assert restricted(calls.add_lateness(p, "orders", {3: 2, 40: 1}, window_minutes=5)) == 0
+    assert restricted(calls.add_lateness(p, {"orders": {3: 2, 40: 1}}, window_minutes=5)) == 0
     assert restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5)) == [{3: 2, 40: 1}, {}]
 
     # a schedule: written with a claimed outbox (due at once: a claim of 0 ms), read, listed, found due,

@@ -1,5 +1,5 @@
 --[[
-lateness_add: adds one consumer's counts of recent lateness of one topic to the topic's window (see
+lateness_add: adds one consumer's counts of recent lateness of some topics to each one's window (see
 lateness.py), in the current minute by Redis time; forgets the minutes that left the window, and the
 whole hash once the topic has been quiet for a window.
 
@@ -7,50 +7,55 @@ The hash holds one field per minute, "<minute>" -> "bucket=deliveries,bucket=del
 "kept" -> the first minute it may still hold. Only commands delayq's ACL already allows (no HINCRBY,
 no HKEYS): the minutes to forget are named from "kept" on; at most window + 2 of them.
 
-KEYS[1]  the topic's lateness hash (keys.py)
-ARGV[1]  the window, in whole minutes before the current one
-ARGV[2..] pairs: bucket, deliveries
-Returns the number of minutes forgotten.
+KEYS[1..n]     the topics' lateness hashes (keys.py), all of one partition
+ARGV[1]        the window, in whole minutes before the current one
+ARGV[2..n+1]   each topic's counts, in the order of KEYS: "bucket=deliveries,bucket=deliveries..."
+Returns the number of minutes forgotten, all topics together.
 ]]
 -- @include time
 
-local key = KEYS[1]
 local window = tonumber(ARGV[1])
 local minute = math.floor(now_ms() / 60000)
-
-local counts, order = {}, {}
-local function add(bucket, n)
-  if counts[bucket] == nil then
-    counts[bucket] = 0
-    order[#order + 1] = bucket
-  end
-  counts[bucket] = counts[bucket] + n
-end
-for bucket, n in string.gmatch(redis.call('HGET', key, minute) or '', '(%d+)=(%d+)') do
-  add(tonumber(bucket), tonumber(n))
-end
-for i = 2, #ARGV, 2 do
-  add(tonumber(ARGV[i]), tonumber(ARGV[i + 1]))
-end
-local parts = {}
-for i, bucket in ipairs(order) do
-  parts[i] = bucket .. '=' .. counts[bucket]
-end
-redis.call('HSET', key, minute, table.concat(parts, ','))
-
 local first = minute - window
 local forgotten = 0
-local kept = tonumber(redis.call('HGET', key, 'kept'))
-if kept == nil or kept < first then
-  local gone = {}
-  -- Older fields than first - window - 2 cannot be left: the hash expires a window after its last write.
-  for at = math.max(kept or first, first - window - 2), first - 1 do
-    gone[#gone + 1] = at
+
+local function add_counts(key, added)
+  local counts, order = {}, {}
+  local function add(bucket, n)
+    if counts[bucket] == nil then
+      counts[bucket] = 0
+      order[#order + 1] = bucket
+    end
+    counts[bucket] = counts[bucket] + n
   end
-  if #gone > 0 then
-    forgotten = redis.call('HDEL', key, unpack(gone))
+  for bucket, n in string.gmatch(redis.call('HGET', key, minute) or '', '(%d+)=(%d+)') do
+    add(tonumber(bucket), tonumber(n))
   end
-  redis.call('HSET', key, 'kept', first)
+  for bucket, n in string.gmatch(added, '(%d+)=(%d+)') do
+    add(tonumber(bucket), tonumber(n))
+  end
+  local parts = {}
+  for i, bucket in ipairs(order) do
+    parts[i] = bucket .. '=' .. counts[bucket]
+  end
+  redis.call('HSET', key, minute, table.concat(parts, ','))
+
+  local kept = tonumber(redis.call('HGET', key, 'kept'))
+  if kept == nil or kept < first then
+    local gone = {}
+    -- Older fields than first - window - 2 cannot be left: the hash expires a window after its last write.
+    for at = math.max(kept or first, first - window - 2), first - 1 do
+      gone[#gone + 1] = at
+    end
+    if #gone > 0 then
+      forgotten = forgotten + redis.call('HDEL', key, unpack(gone))
+    end
+    redis.call('HSET', key, 'kept', first)
+  end
+  redis.call('PEXPIRE', key, (window + 1) * 60000)
 end
-redis.call('PEXPIRE', key, (window + 1) * 60000)
+
+for i = 1, #KEYS do
+  add_counts(KEYS[i], ARGV[i + 1])
+end
 return forgotten
