@@ -225,7 +225,7 @@ class Consumer:
         self._lanes: dict[tuple[str, int], _Lane] = {}
         self._plans = [0.0] * len(queue.keys)  # per partition: when to read its topic index next
         self._full_reads: set[int] = set()  # partitions whose last read named PLAN_TOPICS topics
-        self._backlog = False  # the last pass had more topics due than free workers
+        self._backlogged: set[int] = set()  # shares (by id) that had more topics due than free workers
         self._kept = set(self.settings.topics.named) | (self._only or set())  # topics never forgotten
         self._unrecorded: dict[str, dict[int, int]] = {}  # lateness counted, not yet sent: topic -> counts
         self._polls = [0.0] * len(queue.keys)  # per partition: when to look at it next, between reads
@@ -429,8 +429,12 @@ class Consumer:
         configs = [topics.for_topic(name) for name in names]
         return max(1, sum(config.concurrency for config in configs if config is not None))
 
+    def _share_key(self, name: str) -> str:
+        """Whose workers the topic ``name`` runs on: its own (a configured topic), or ``*``'s."""
+        return name if name in self.settings.topics or self._only is not None else WILDCARD
+
     def _share(self, name: str, config: TopicConfig) -> _Share:
-        key = name if name in self.settings.topics or self._only is not None else WILDCARD
+        key = self._share_key(name)
         share = self._shares.get(key)
         if share is None:
             share = self._shares[key] = _Share(config.concurrency)
@@ -514,9 +518,9 @@ class Consumer:
 
     def _looks(self, now: float) -> list[tuple[Partition, tuple[Call[list[str]], Call[dict[str, int]]]]]:
         """The plain looks due now: per partition, its ready topics and those due before the next look,
-        by Redis' clock as the last reply gave it (none before a first read tells it, nor while more
-        topics are due than there are free workers: what a look would find waits anyway)."""
-        if self._server_clock is None or self._backlog:
+        by Redis' clock as the last reply gave it (none before a first read tells it, nor while every
+        share has more topics due than free workers: what a look would find waits anyway)."""
+        if self._server_clock is None or len(self._backlogged) == len(self._shares):
             return []
         server_ms, at = self._server_clock
         until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1
@@ -554,8 +558,14 @@ class Consumer:
             return
         server_ms, at = self._server_clock
         server_now = server_ms + (now - at) * 1000
-        due = {name: max(0, int(run_at - server_now)) for name, run_at in delayed.items()}
-        self._due(partition, due | dict.fromkeys(ready, 0), now)
+        due = {name: max(0, int(run_at - server_now)) for name, run_at in delayed.items()} | dict.fromkeys(ready, 0)
+        if self._backlogged:  # a backlogged share's topics wait for a read, behind those due before
+            due = {name: in_ms for name, in_ms in due.items() if not self._in_backlog(name)}
+        self._due(partition, due, now)
+
+    def _in_backlog(self, name: str) -> bool:
+        """Whether the topic ``name`` shares the workers of a share that is ``_backlogged``."""
+        return id(self._shares.get(self._share_key(name))) in self._backlogged
 
     def _due(self, partition: Partition, due: dict[str, int], now: float) -> None:
         """Each topic of ``due`` (name -> ms until it has a job due) takes then, unless held."""
@@ -579,6 +589,23 @@ class Consumer:
 
     # --------------------------------------------------------------------------------- take
 
+    def _first_of_each_share(self, due: dict[_Topic, list[_Lane]]) -> dict[_Topic, list[_Lane]]:
+        """Each take needs a free worker: of a share with more topics due than that (a burst over many
+        topics), the ones due first; the others wait for the next passes, and the share is
+        ``_backlogged`` until then."""
+        by_share: dict[int, list[tuple[_Topic, list[_Lane]]]] = {}
+        for item in due.items():
+            by_share.setdefault(id(item[0].share), []).append(item)
+        self._backlogged = set()
+        first: dict[_Topic, list[_Lane]] = {}
+        for key, items in by_share.items():
+            share = items[0][0].share
+            free = share.size - share.running
+            if len(items) > free:
+                self._backlogged.add(key)
+            first.update(heapq.nsmallest(free, items, key=_first_due) if len(items) > free else items)
+        return first
+
     def _takes(self, budget: Budget, now: float) -> list[_Take]:
         """Takes for the lanes that are due, each topic's free workers shared among its due lanes
         (partitions), the first of them in turn, so that no partition waits behind another. Topics
@@ -588,12 +615,7 @@ class Consumer:
         for lane in self._lanes.values():
             if lane.next_check <= now and self._can_take(lane, budget, now):
                 due.setdefault(lane.topic, []).append(lane)
-        # Each take needs a free worker: with more topics due than that (a burst over many topics),
-        # the pass takes for the ones due first, and the others wait for the next passes.
-        free_workers = sum(share.size - share.running for share in {id(t.share): t.share for t in due}.values())
-        self._backlog = len(due) > free_workers
-        if self._backlog:
-            due = dict(heapq.nsmallest(free_workers, due.items(), key=_first_due))
+        due = self._first_of_each_share(due)
         # Never negative: take.lua reads a negative longest as "no limit".
         longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
         takes = []

@@ -667,17 +667,26 @@ def test_a_burst_over_many_topics_keeps_few_lanes_and_drains(make_queue: MakeQue
 
 
 def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_queue: MakeQueue) -> None:
-    """A pass with more due topics than free workers takes for those due first; the others wait."""
-    queue = make_queue(topics={"*": {"target": RECORDER, "concurrency": 2}}, tick=0.1)
+    """A pass with more due topics than a share has free workers takes for those due first; the others
+    wait, and so do the share's topics a look finds. A topic with workers of its own takes all the same."""
+    queue = make_queue(topics={"*": {"target": RECORDER, "concurrency": 2}, "own": {"target": RECORDER}}, tick=0.1)
     consumer = Consumer(queue)
     now = time.monotonic()
-    for n, late_s in enumerate((0.3, 0.1, 0.5, 0.2)):  # how long ago each topic's lane fell due
-        topic = consumer._add_topic(f"t{n}")
+    partition = queue.keys.partitions[0]
+    for name, late_s in (("t0", 0.3), ("t1", 0.1), ("t2", 0.5), ("t3", 0.2), ("own", 0.01)):  # due that long ago
+        topic = consumer._add_topic(name)
         assert topic is not None
-        consumer._lane(topic, queue.keys.partitions[0]).next_check = now - late_s
+        consumer._lane(topic, partition).next_check = now - late_s
     takes = consumer._takes(Budget.forever(), now)
-    assert sorted(take.lane.topic.name for take in takes) == ["t0", "t2"]
-    assert [take.count for take in takes] == [1, 1]
+    assert sorted(take.lane.topic.name for take in takes) == ["own", "t0", "t2"]
+    assert [take.count for take in takes if take.lane.topic.name != "own"] == [1, 1]
+    assert consumer._backlogged == {id(consumer._topics["t0"].share)}
+    # A look finds t4 (under *) and own ready: own's lane takes, t4 waits for a read.
+    consumer._lanes[("own", 0)].next_check = float("inf")  # as once own's take found nothing more
+    consumer._server_clock = (0, now)
+    consumer._looked(partition, ["t4", "own"], {}, now)
+    assert ("t4", 0) not in consumer._lanes
+    assert consumer._lanes[("own", 0)].next_check == now
 
 
 def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
