@@ -642,6 +642,23 @@ def test_topics_that_hold_nothing_cost_no_thread_and_are_forgotten(make_queue: M
     assert sorted(d.topic for d in recorder.of()) == sorted(f"one{n}" for n in range(60))
 
 
+def _most_until(
+    consumer: Consumer, measure: Callable[[], int], done: Callable[[], bool], *, timeout: float, interval: float
+) -> int:
+    """Runs ``consumer`` until ``done()``: the most ``measure()`` gave meanwhile, read under its lock."""
+    most = 0
+
+    def finished() -> bool:
+        nonlocal most
+        with consumer._lock:
+            most = max(most, measure())
+        return done()
+
+    with running(consumer, budget_s=timeout + 20):
+        assert wait_until(finished, timeout=timeout, interval=interval)
+    return most
+
+
 def test_a_burst_over_many_topics_keeps_few_lanes_and_drains(make_queue: MakeQueue) -> None:
     """1,500 topics with a job due at once, under ``*``: the consumer makes lanes for the first the
     topic index names (``PLAN_TOPICS`` a read, and what its looks find), reads on as they are served,
@@ -650,16 +667,9 @@ def test_a_burst_over_many_topics_keeps_few_lanes_and_drains(make_queue: MakeQue
     topics = 1500
     queue.enqueue_many([{"topic": f"b{n}", "id": "j", "delay": 0} for n in range(topics)])
     consumer = Consumer(queue)
-    most = 0
-
-    def drained() -> bool:
-        nonlocal most
-        with consumer._lock:
-            most = max(most, len(consumer._lanes))
-        return len(recorder.of()) == topics
-
-    with running(consumer, budget_s=120):
-        assert wait_until(drained, timeout=100, interval=0.005)
+    most = _most_until(
+        consumer, lambda: len(consumer._lanes), lambda: len(recorder.of()) == topics, timeout=100, interval=0.005
+    )
     assert sorted(d.topic for d in recorder.of()) == sorted(f"b{n}" for n in range(topics))
     # At most two reads' worth (the lanes of the last one still settling as the next comes) and what
     # the looks found; before, every topic with work had a lane.
@@ -697,16 +707,9 @@ def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make
     )
     queue.enqueue_many([{"topic": f"many{n}", "id": "j", "body": {"sleep": 0.05}, "delay": 0} for n in range(20)])
     consumer = Consumer(queue)
-    most = 0
-
-    def all_ran() -> bool:
-        nonlocal most
-        with consumer._lock:
-            most = max(most, len(consumer._running))
-        return len(loops_targets.of()) == 20
-
-    with running(consumer):
-        assert wait_until(all_ran, timeout=20, interval=0.002)
+    most = _most_until(
+        consumer, lambda: len(consumer._running), lambda: len(loops_targets.of()) == 20, timeout=20, interval=0.002
+    )
     assert most <= 3
     assert loops_targets.max_active <= 3
 
