@@ -520,7 +520,7 @@ class Consumer:
         """The plain looks due now: per partition, its ready topics and those due before the next look,
         by Redis' clock as the last reply gave it (none before a first read tells it, nor while every
         share has more topics due than free workers: what a look would find waits anyway)."""
-        if self._server_clock is None or len(self._backlogged) == len(self._shares):
+        if self._server_clock is None or (self._backlogged and len(self._backlogged) == len(self._shares)):
             return []
         server_ms, at = self._server_clock
         until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1

@@ -699,6 +699,16 @@ def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_
     assert consumer._lanes[("own", 0)].next_check == now
 
 
+def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: MakeQueue) -> None:
+    """No topic yet, so no share: nothing is backlogged, and the looks go out (a job created due now
+    is found within a look, not a read)."""
+    queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
+    consumer = Consumer(queue)
+    consumer._server_clock = (0, time.monotonic())
+    assert not consumer._shares
+    assert len(consumer._looks(time.monotonic())) == len(queue.keys.partitions)
+
+
 def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
     """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
     shared workers have free (none waits, leased, for a thread), and every job runs."""
