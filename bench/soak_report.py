@@ -73,8 +73,8 @@ class TopicFigures:
     attempts: int = 0
     lateness: list[float] = field(default_factory=list)
     outside: list[float] = field(default_factory=list)  # attempts due outside every kill window
-    replayed: list[float] = field(default_factory=list)  # the first attempts after a replay
-    ordinary: list[float] = field(default_factory=list)  # outside the kill windows, not a replay's first
+    replayed: list[float] = field(default_factory=list)  # the attempts of the lives a replay began
+    ordinary: list[float] = field(default_factory=list)  # outside the kill windows, not of a replayed life
     early: int = 0
     lost: list[str] = field(default_factory=list)
     duplicated: int = 0  # an attempt of a job's life started a second time
@@ -182,7 +182,7 @@ def lateness_of(
         in_window = any(lo <= run_at <= hi for lo, hi in windows)
         if not in_window:
             figs.outside.append(late)
-        if replayed and not n:  # a replay's first attempt: due the instant of the replay, pushed ready at once
+        if replayed:  # a burst: due the instant of the replay, then its retries due together after the backoff
             figs.replayed.append(late)
         elif not in_window:
             figs.ordinary.append(late)
@@ -283,8 +283,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Lateness: every attempt's handler start minus that attempt's run-at (a retry's is its failure plus "
         f"the backoff). Kill windows: attempts due from a kill to {KILL_WINDOW_MS // 1000} s after it; "
-        '"... and replays" leaves out the kill windows and the first attempt after each replay too (a replayed job '
-        "is due the instant of the replay). "
+        '"... and replays" leaves out the kill windows and the attempts of replayed lives too (a replay makes every '
+        "dead letter due the instant of the replay, and as they fail again their retries fall due together: bursts "
+        "of more jobs than the topic's workers). "
         "Extra starts: starts beyond the plan (each job's planned failures and one success, per life: a replay "
         "starts a new one); in brackets, those of jobs that had an attempt start within "
         f"{AT_KILL_MS // 1000} s before a consumer was killed.",
@@ -301,7 +302,8 @@ def markdown(result: dict[str, Any]) -> str:
         payments = result["topics"]["payments"]
         lines.append(
             f"- Payments' dead letters replayed: {done}. A replayed job is due the instant of the replay and goes "
-            f"straight to the ready list; the first attempts after a replay ({payments['replayed_attempts']}): "
+            f"straight to the ready list; the attempts of replayed lives ({payments['replayed_attempts']}: the first after "
+            f"each replay and their retries): "
             f"lateness {_lateness(payments['lateness_replayed_ms'])} ms; payments' other attempts outside the kill "
             f"windows: {_lateness(payments['lateness_ordinary_ms'])} ms."
         )

@@ -13,8 +13,11 @@ will; the next call sweeps those. A tick with nothing due is one call per partit
 topics it has. Consumers take due jobs themselves the moment they fall due: the sweeper moves only what
 stayed due ``SWEEP_LAG_MS`` untaken (no consumer running, a paused topic, a backlog), and while work
 only comes due it passes at most every ``SWEEP_LAG_MS``, so that it does not wake for every job that
-consumers take anyway. A partition whose index was never built (a namespace written by an older
-version) is walked once, topic by topic, which builds it.
+consumers take anyway. Each time it wakes when the index said work would be its own and finds none
+(consumers took it), the partition's lag doubles, up to a tick; the first pass that finds work sets it
+back: in steady traffic that consumers keep up with, the sweeper passes about once a tick, not ten
+times. A partition whose index was never built (a namespace written by an older version) is walked
+once, topic by topic, which builds it.
 
 Each call does bounded work (``SWEEP_LIMIT`` jobs, ``TOPICS_PER_CALL`` topics). A pass makes one call
 per partition and, if one answers that more is due, comes back at once: partitions take turns, so a
@@ -33,8 +36,10 @@ the next pass.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,9 +70,11 @@ class _LockLost(Exception):
 @dataclass
 class _PartitionState:
     partition: Partition
+    lag_ms: int  # how long a due job stays the consumers' before it is the sweeper's to move
     held: bool = False
     due: list[str] = field(default_factory=list)  # the topics the last call said have work now
     busy: bool = False  # the last call said more is due now
+    work_at: float = math.inf  # monotonic time the last call said the sweeper's next work falls due
 
 
 class Sweeper:
@@ -83,13 +90,14 @@ class Sweeper:
     ) -> None:
         self.queue = queue
         self.tick = queue.settings.tick
-        self.lag_ms = lag_ms
+        self.lag_ms = lag_ms  # the lag while the sweeper finds work; it grows up to the tick while not
+        self.max_lag_ms = max(lag_ms, int(self.tick * 1000))
         self.lock_ttl_ms = int(max(5.0, 5 * self.tick) * 1000)
         self.limit = limit
         self.token = secrets.token_hex(16)
         self.stop = stop or threading.Event()
         self.counts: Counter[str] = Counter()
-        self._states = [_PartitionState(p) for p in queue.keys.partitions]
+        self._states = [_PartitionState(p, lag_ms) for p in queue.keys.partitions]
         self.scheduler = Scheduler(queue, counts=self.counts)  # recurring schedules' occurrences, each pass
 
     def run(self, budget: Budget) -> dict[str, Any]:
@@ -145,7 +153,7 @@ class Sweeper:
                     busy.append(state)
                 elif ms is not None:
                     # While work only comes due, at most a pass per lag: consumers take it meanwhile.
-                    next_in.append(max(ms, self.lag_ms))
+                    next_in.append(max(ms, state.lag_ms))
             if not busy:
                 return sleep_for(self.tick, *next_in)
             if not self._drains(budget):
@@ -181,12 +189,15 @@ class Sweeper:
             self.counts["locks_taken"] += 1
             log.info("sweeper %s holds partition %d", self.token[:8], state.partition.index)
         try:
+            woken_for_work = time.monotonic() >= state.work_at
             topics = state.due[:TOPICS_PER_CALL]
             swept = self._sweep_topics(state, topics)
+            found_work = bool(topics or swept.due) or not swept.indexed
             if not swept.indexed:
                 swept = self._walk(state)
             elif not topics and swept.due:  # the call only read what is due: sweep it now
                 swept = self._sweep_topics(state, swept.due[:TOPICS_PER_CALL])
+            self._adapt_lag(state, found_work=found_work, woken_for_work=woken_for_work)
         except _LockLost:
             state.held = False
             state.busy = False
@@ -196,7 +207,16 @@ class Sweeper:
             return None
         state.due = swept.due
         state.busy = bool(swept.due)
+        state.work_at = math.inf if swept.next_in_ms is None else time.monotonic() + swept.next_in_ms / 1000
         return swept.next_in_ms
+
+    def _adapt_lag(self, state: _PartitionState, *, found_work: bool, woken_for_work: bool) -> None:
+        """Sets the partition's lag back once the sweeper finds work; doubles it (up to a tick) when the
+        index said work was due for the sweeper by now and the consumers had already taken it."""
+        if found_work:
+            state.lag_ms = self.lag_ms
+        elif woken_for_work:
+            state.lag_ms = min(self.max_lag_ms, 2 * state.lag_ms)
 
     def _walk(self, state: _PartitionState) -> Swept:
         """Sweeps every topic of the partition's ``_topics``, a chunk per call, the last call marking
@@ -220,7 +240,7 @@ class Sweeper:
             token=self.token,
             ttl_ms=self.lock_ttl_ms,
             limit=self.limit,
-            lag_ms=self.lag_ms,
+            lag_ms=state.lag_ms,
             due_limit=TOPICS_PER_CALL,
             walked=walked,
         )

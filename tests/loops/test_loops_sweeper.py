@@ -215,6 +215,42 @@ def test_sweeper_wakes_at_the_due_time_not_the_next_tick(make_queue: MakeQueue, 
     assert moving_end >= run_at_ms + sweeper.lag_ms  # moved by Redis' time, at or after its run-at and lag
 
 
+def test_the_lag_grows_while_consumers_take_the_work_and_falls_back_once_the_sweeper_has_some(
+    make_queue: MakeQueue,
+) -> None:
+    """In steady traffic a consumer takes each job as it falls due, and the sweeper, woken for work that
+    was gone, doubles its lag up to the tick rather than pass every ``SWEEP_LAG_MS`` for nothing. Once
+    a due job stays untaken (no consumer), it is moved within the grown lag, and the lag falls back."""
+    queue = make_queue(topics={"lg": {"target": RECORDER}}, tick=1.0)
+    sweeper = Sweeper(queue)
+    partition = sweeper._states[0]
+    lags: list[int] = []
+    sweep_once = sweeper.sweep_once
+
+    def recorded(budget: Budget | None = None) -> float:
+        wait = sweep_once(budget)
+        lags.append(partition.lag_ms)
+        return wait
+
+    sweeper.sweep_once = recorded  # type: ignore[method-assign]
+    with running(sweeper) as sweeping:
+        with running(Consumer(queue)):
+            ends = time.monotonic() + 4.0
+            n = 0
+            while time.monotonic() < ends and max(lags, default=0) < sweeper.max_lag_ms:
+                queue.enqueue("lg", {}, id=f"s{n}", delay=0.2)
+                n += 1
+                time.sleep(0.02)
+            assert max(lags) == sweeper.max_lag_ms == 1000, lags
+            assert wait_until(lambda: len(recorder.of("lg")) == n, timeout=10)
+        passes = len(lags)
+        queue.enqueue("lg", {}, id="alone", delay=0.05)  # no consumer now: the sweeper's to move
+        assert wait_until(lambda: state(queue, "lg", "alone") == "ready", timeout=5)
+        assert wait_until(lambda: partition.lag_ms == SWEEP_LAG_MS)
+    assert sweeping.counts["moved"] >= 1
+    assert len(lags) > passes
+
+
 def test_many_jobs_over_three_partitions_delivered_once(make_queue: MakeQueue) -> None:
     queue = make_queue(topics={"pp": {"target": RECORDER}}, tick=0.1, partitions=3)
     jobs = [{"topic": "pp", "id": f"p{i}", "body": {"i": i}, "delay": (i % 10) / 20} for i in range(300)]
