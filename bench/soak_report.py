@@ -302,8 +302,8 @@ def markdown(result: dict[str, Any]) -> str:
         payments = result["topics"]["payments"]
         lines.append(
             f"- Payments' dead letters replayed: {done}. A replayed job is due the instant of the replay and goes "
-            f"straight to the ready list; the attempts of replayed lives ({payments['replayed_attempts']}: the first after "
-            f"each replay and their retries): "
+            f"straight to the ready list; the attempts of replayed lives ({payments['replayed_attempts']}: the first "
+            f"after each replay and their retries): "
             f"lateness {_lateness(payments['lateness_replayed_ms'])} ms; payments' other attempts outside the kill "
             f"windows: {_lateness(payments['lateness_ordinary_ms'])} ms."
         )

@@ -317,7 +317,7 @@ def create_topic_job(request: Request, topic: TopicPath, job: Annotated[TopicJob
 def create_batch(request: Request, batch: Annotated[Batch, Body()]) -> Response[Any]:
     if len(batch.jobs) > MAX_BATCH:
         raise TooLarge("jobs", f"{len(batch.jobs)} jobs; at most {MAX_BATCH} per batch")
-    return _json(200, {"results": [_batch_item(result) for result in _queue(request).enqueue_many(batch.as_sent())]})
+    return _json(200, {"results": [_batch_item(result) for result in _queue(request).create_batch(batch.as_sent())]})
 
 
 @router.put(

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 import secrets
-import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -84,18 +82,17 @@ from .models import (
 from .observability import Telemetry
 from .recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
 from .schedule import encode_backoff, seconds_to_ms
-from .scripts import Call, run_many
+from .scripts import Call, run_many, stream
 from .settings import ENV, Settings, TopicConfig, Topics
 
 if TYPE_CHECKING:
     from .scheduler import Schedules
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
-PIPELINE_CALLS = 16  # script calls per round trip
+STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
-WRITES_IN_FLIGHT = 2  # chunks of enqueue_many handed to the writer thread and not answered yet
 STATE_NAMES = {"l": "reserved", "x": "dead"}
 # Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
 _UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
@@ -274,7 +271,7 @@ class Queue:
         return self._create(self._prepare(job, job.topic, job.id or new_id()))
 
     def _create(self, write: JobWrite) -> Scheduled:
-        (code,), (run_at_ms,) = self._write([write])
+        code, run_at_ms = self._write(write)
         if code < 0:
             raise code_error(code, write.topic, write.id)
         self.telemetry.count("Enqueued", write.topic)
@@ -308,7 +305,7 @@ class Queue:
         same_as_path("topic", job.topic, topic)
         same_as_path("id", job.id, job_id)
         write = self._prepare(job, topic, job_id)
-        (code,), (run_at_ms,) = self._write([write], replace=True)
+        code, run_at_ms = self._write(write, replace=True)
         if code < 0:
             raise code_error(code, topic, job_id)
         self.telemetry.count("Enqueued", topic)
@@ -320,41 +317,39 @@ class Queue:
         (``status`` 201) for a job written, a ``Refused`` (``status`` 409 or 422, ``error`` the
         ``DelayqError`` that ``enqueue`` would raise) for one that was not.
 
-        Jobs are written 1000 per Lua call. With more than that, a writer thread sends each chunk while
-        the next is validated, so Redis runs one while Python prepares the other. If Redis fails,
-        ``RedisUnavailable`` is raised: the chunks before the one that failed are written, none after it,
-        and that one whole or not at all."""
-        chunks = _chunks(jobs, WRITE_CHUNK)
+        Jobs go ``STREAM_CHUNK`` (250) at a time, one Lua call per chunk and partition (each whole or not
+        at all): a chunk is sent as soon as it is validated, and its answers read once the next one is
+        sent, so Redis writes one chunk while Python validates the next. If Redis fails,
+        ``RedisUnavailable`` is raised: the chunks before the one whose answers were lost are written,
+        that one and the one after it may be, none later. Calling it again with the same ids is safe:
+        the jobs already written answer 409."""
+        return self._enqueue_chunks(jobs, STREAM_CHUNK)
+
+    def create_batch(self, jobs: Sequence[Any]) -> list[EnqueueResult]:
+        """``POST /jobs/batch``: at most ``WRITE_CHUNK`` jobs (the API refuses more), answered as
+        ``enqueue_many`` answers them, but written in one Lua call per partition: if Redis fails,
+        each partition's jobs are all written or none."""
+        return self._enqueue_chunks(jobs, WRITE_CHUNK)
+
+    def _enqueue_chunks(self, jobs: Iterable[Any], size: int) -> list[EnqueueResult]:
+        """``jobs`` validated and written ``size`` at a time, each chunk sent while the next is validated."""
+        chunks = _chunks(jobs, size)
         first = next(chunks, None)
         if first is None:
             return []
-        second = next(chunks, None)
-        if second is None:
-            batch = self._validate_chunk(first)
-            return self._answers(batch, self._write(batch.writes))
-        failed = threading.Event()
+        validated: deque[tuple[_Batch, list[_Send]]] = deque()
 
-        def write(writes: list[JobWrite]) -> calls.Enqueued:  # in the writer thread, in chunk order
-            if failed.is_set():
-                raise RedisUnavailable(f"{self._server()} is unavailable: an earlier chunk failed")
-            try:
-                return self._write(writes)
-            except BaseException:
-                failed.set()
-                raise
+        def sends() -> Iterator[list[Call[calls.Enqueued]]]:
+            for chunk in chain((first,), chunks):
+                batch = self._validate_chunk(chunk)
+                validated.append((batch, self._sends(batch.writes)))
+                yield [call for _, call in validated[-1][1]]
 
         results: list[EnqueueResult] = []
-        in_flight: deque[tuple[_Batch, Future[calls.Enqueued]]] = deque()
-        with ThreadPoolExecutor(1, thread_name_prefix="delayq-writer") as writer:
-            for chunk in chain((first, second), chunks):
-                batch = self._validate_chunk(chunk)
-                in_flight.append((batch, writer.submit(write, batch.writes)))
-                if len(in_flight) > WRITES_IN_FLIGHT or failed.is_set():
-                    batch, written = in_flight.popleft()
-                    results += self._answers(batch, written.result())
-            while in_flight:
-                batch, written = in_flight.popleft()
-                results += self._answers(batch, written.result())
+        with redis_errors(self._server):
+            for replies in stream(lambda: self.redis, sends()):
+                batch, parts = validated.popleft()
+                results += self._answers(batch, _merged(len(batch.writes), parts, replies))
         return results
 
     def _validate_chunk(self, items: list[Any]) -> _Batch:
@@ -401,9 +396,17 @@ class Queue:
         overrides = encode_overrides(job, config)
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
-    def _write(self, writes: Sequence[JobWrite], *, replace: bool = False) -> calls.Enqueued:
-        """Run the enqueue script for ``writes``: one call per partition and chunk. The code and run-at
-        ms of each, in order. ``replace``: create or replace, else create, refusing existing jobs."""
+    def _write(self, write: JobWrite, *, replace: bool = False) -> tuple[int, int]:
+        """Run the enqueue script for one job: its code and run-at ms. ``replace``: create or replace,
+        else create, refusing an existing job."""
+        call = calls.enqueue(self.keys.for_job(write.topic, write.id), [write], replace=replace)
+        with redis_errors(self._server):
+            written = call.run(self.redis)
+        return written.codes[0], written.run_at_ms[0]
+
+    def _sends(self, writes: Sequence[JobWrite]) -> list[_Send]:
+        """The enqueue calls that create ``writes``: one per partition and ``WRITE_CHUNK`` jobs, each
+        with the positions in ``writes`` of the jobs it creates."""
         partitions = self.keys.partitions
         by_partition: dict[int, Sequence[int]]
         if len(partitions) == 1:  # every job's (keys.for_job), without hashing each
@@ -412,23 +415,12 @@ class Queue:
             by_partition = defaultdict(list)
             for i, write in enumerate(writes):
                 cast(list[int], by_partition[self.keys.for_job(write.topic, write.id).index]).append(i)
-        sends: list[tuple[Sequence[int], Call[calls.Enqueued]]] = []
-        for index, indexes in by_partition.items():
-            for start in range(0, len(indexes), WRITE_CHUNK):
-                chunk = indexes[start : start + WRITE_CHUNK]
-                sends.append((chunk, calls.enqueue(partitions[index], [writes[i] for i in chunk], replace=replace)))
-        if len(sends) == 1 and len(sends[0][0]) == len(writes):  # one call, in the writes' order
-            with redis_errors(self._server):
-                return sends[0][1].run(self.redis)
-        codes, run_at_ms = [0] * len(writes), [0] * len(writes)
-        with redis_errors(self._server):
-            for start in range(0, len(sends), PIPELINE_CALLS):
-                batch = sends[start : start + PIPELINE_CALLS]
-                replies: list[calls.Enqueued] = run_many(self.redis, [call for _, call in batch])
-                for (indexes, _), reply in zip(batch, replies, strict=True):
-                    for n, i in enumerate(indexes):
-                        codes[i], run_at_ms[i] = reply.codes[n], reply.run_at_ms[n]
-        return calls.Enqueued(codes, run_at_ms)
+        return [
+            (chunk, calls.enqueue(partitions[index], [writes[i] for i in chunk]))
+            for index, indexes in by_partition.items()
+            if indexes
+            for chunk in (indexes[start : start + WRITE_CHUNK] for start in range(0, len(indexes), WRITE_CHUNK))
+        ]
 
     # ----------------------------------------------------------------------------------- one job
 
@@ -800,6 +792,20 @@ def _fields(**given: Any) -> dict[str, Any]:
         for name, value in given.items()
         if value is not None or name == "body"
     }
+
+
+_Send = tuple[Sequence[int], Call[calls.Enqueued]]  # an enqueue call, and the positions of its jobs
+
+
+def _merged(writes: int, sends: Sequence[_Send], replies: Sequence[calls.Enqueued]) -> calls.Enqueued:
+    """The answers of ``sends``' calls (one per partition and chunk), each job's in its position."""
+    if len(sends) == 1 and len(sends[0][0]) == writes:  # one call, in the writes' order
+        return replies[0]
+    codes, run_at_ms = [0] * writes, [0] * writes
+    for (positions, _), reply in zip(sends, replies, strict=True):
+        for n, i in enumerate(positions):
+            codes[i], run_at_ms[i] = reply.codes[n], reply.run_at_ms[n]
+    return calls.Enqueued(codes, run_at_ms)
 
 
 def _item_id(item: Any) -> Any:

@@ -3,7 +3,8 @@
 Each script is one atomic operation; its header documents KEYS, ARGV and what it returns. A line
 ``-- @include name`` pulls in ``lua/includes/name.lua`` (once, wherever it is first asked for).
 ``calls.py`` has one typed function per script that packs its arguments and reads its reply: callers
-use those, and this module sends what they build (``Call.run``, or ``run_many`` for one round trip).
+use those, and this module sends what they build (``Call.run``, ``run_many`` for one round trip, or
+``stream`` for calls built one batch after another while Redis runs the last).
 
 Calls go out as EVALSHA; when the server answers NOSCRIPT (a restart, a ``SCRIPT FLUSH``, another node
 behind a proxy) the same call is repeated as EVAL, which runs the script and caches it. Never
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
@@ -145,6 +147,64 @@ def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptio
         else:
             results[i] = call.decode(result)
     return results
+
+
+def stream(connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[Any]]]) -> Iterator[list[Any]]:
+    """Runs each batch of calls as ``run_many`` does, but sends it as soon as ``batches`` builds it and
+    reads its replies only once the next batch is sent (or ``batches`` ends): Redis runs one batch
+    while the caller builds the next. The decoded replies of each batch, in order, one batch at a time.
+
+    ``connect()`` gives the client once a batch has a call (empty batches alone never connect). One
+    connection of its pool carries the stream (at most two batches unanswered on it); a call answered
+    NOSCRIPT is sent again as EVAL on another, after the batch sent behind it, which may then have run
+    first (the script was cached meanwhile by another client). If the stream stops before every reply
+    is read (an error, a caller that stops reading), the connection is closed, not handed back with
+    replies on it. In cluster mode each batch is run alone with ``run_many``."""
+    client: Any = None
+    connection: Any = None  # None in cluster mode: each batch is run when its turn comes
+    sent: deque[Sequence[Call[Any]]] = deque()  # batches not answered yet, the oldest first
+    try:
+        for batch in batches:
+            if batch and client is None:
+                client = connect()
+                if not isinstance(client, RedisCluster):
+                    connection = client.connection_pool.get_connection()
+            if batch and connection is not None:
+                connection.send_packed_command(connection.pack_commands([call.sent() for call in batch]))
+            sent.append(batch)
+            while len(sent) > (connection is not None):  # one batch stays unanswered while the next is built
+                replies = _replies(client, connection, sent[0])
+                sent.popleft()
+                yield replies
+        while sent:
+            replies = _replies(client, connection, sent[0])
+            sent.popleft()
+            yield replies
+    finally:
+        if connection is not None:
+            if sent:
+                connection.disconnect()
+            client.connection_pool.release(connection)
+
+
+def _replies(client: Any, connection: Any, calls: Sequence[Call[Any]]) -> list[Any]:
+    """The decoded replies of ``calls``, sent on ``connection``, in order. As ``run_many``: a call
+    answered NOSCRIPT is sent again as EVAL (once every reply of the batch is read), any other error
+    is raised. In cluster mode (no ``connection``) the calls are sent now, with ``run_many``."""
+    if not calls:
+        return []
+    if connection is None:
+        return run_many(client, calls)
+    replies: list[Any] = []
+    for call in calls:
+        try:
+            replies.append(call.decode(client.parse_response(connection, call.sent()[0])))
+        except NoScriptError as exc:  # its reply was read whole: the connection goes on
+            replies.append(exc)
+    for i, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            replies[i] = _send_again(client, calls[i], reply)
+    return replies
 
 
 def _send_again(client: RedisClient, call: Call[R], refusal: Exception) -> R:

@@ -220,8 +220,8 @@ def test_enqueue_many_of_2500_jobs_over_4_partitions(
 
 
 def test_enqueue_many_over_several_chunks_answers_each_job_in_place(queue: Queue) -> None:
-    """Past 1000 jobs, a writer thread writes each chunk while the next is validated: the answers
-    stay in request order, with invalid jobs and duplicates (of a job in an earlier chunk) in place."""
+    """Each chunk of 250 is written while the next is validated: the answers stay in request order,
+    with invalid jobs and duplicates (of a job in an earlier chunk) in place."""
     jobs: list[dict[str, object]] = [{"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(3500)]
     jobs[1500] = {"topic": "orders", "id": "bad", "delay": -1}
     jobs[2999] = {"topic": "no spaces allowed", "id": "x"}

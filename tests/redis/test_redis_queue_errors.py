@@ -4,7 +4,6 @@ leaves the namespace exactly as it was."""
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,8 @@ from delayq import (
 )
 from delayq.consumer import Consumer
 from delayq.loop import Budget
+from delayq.queue import STREAM_CHUNK
+from delayq.scripts import Scripts
 from delayq.sweeper import Sweeper
 
 from conftest import refusal
@@ -294,39 +295,61 @@ def test_a_closed_port_writes_nothing_anywhere(
     assert dump(redis_client, namespace) == {}
 
 
-class _LosesRedisOnce:
-    """A Redis client that answers a connection error to its ``lost``-th script call, and works again
-    after: Redis lost for a moment in the middle of a bulk enqueue."""
+class _LosesRedisOnce(redis.Connection):
+    """A connection cut as it sends the ``lost``-th enqueue call (counted over every connection of the
+    class): Redis lost for a moment in the middle of a bulk enqueue."""
 
-    def __init__(self, real: redis.Redis, lost: int) -> None:
-        self._real = real
-        self._lost = lost
-        self.calls = 0
+    lost = 0
+    sent = 0
 
-    def evalsha(self, *args: Any) -> Any:
-        self.calls += 1
-        if self.calls == self._lost:
-            raise redis.ConnectionError("Connection reset by peer")
-        return self._real.evalsha(*args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        parts = command if isinstance(command, list) else [command]
+        if any(Scripts.enqueue.sha.encode() in bytes(part) for part in parts):
+            type(self).sent += 1
+            if type(self).sent == self.lost:
+                self.disconnect()
+                raise redis.ConnectionError("Connection reset by peer")
+        super().send_packed_command(command, check_health)
 
 
 def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
-    queue: Queue, redis_client: redis.Redis
+    queue: Queue, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The 1st script call checks the namespace's layout; then one call per chunk of 1000 (one partition).
-    client = _LosesRedisOnce(queue.redis, lost=4)
-    flaky = Queue(queue.settings, redis=client)  # type: ignore[arg-type]
+    """Chunks of 250 (``STREAM_CHUNK``) go one after the other on one connection: the 5th is lost as it
+    is sent, so the first 4 are written (the 4th's answer was never read), and nothing after."""
+    monkeypatch.setattr(_LosesRedisOnce, "lost", 5)
+    monkeypatch.setattr(_LosesRedisOnce, "sent", 0)
+    pool = redis.ConnectionPool.from_url(redis_url, connection_class=_LosesRedisOnce, decode_responses=True)
+    flaky = Queue(queue.settings, redis=redis.Redis(connection_pool=pool))
     with pytest.raises(RedisUnavailable):
         flaky.enqueue_many({"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(6000))
-    assert queue.stats("orders").delayed == 2000
-    assert queue.get("orders", "j1999").state == "delayed"
+    assert queue.stats("orders").delayed == 4 * STREAM_CHUNK
+    assert queue.get("orders", f"j{4 * STREAM_CHUNK - 1}").state == "delayed"
     with pytest.raises(JobNotFound):
-        queue.get("orders", "j2000")
-    assert client.calls == 4  # the chunks after the lost one were never sent
-    assert not [thread for thread in threading.enumerate() if thread.name.startswith("delayq-writer")]
+        queue.get("orders", f"j{4 * STREAM_CHUNK}")
+    assert _LosesRedisOnce.sent == 5  # the chunks after the lost one were never sent
+    results = flaky.enqueue_many({"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(6000))
+    assert [r.status for r in results] == [409] * 4 * STREAM_CHUNK + [201] * (6000 - 4 * STREAM_CHUNK)
+    flaky.redis.close()
+
+
+def test_create_batch_is_one_call_whole_or_nothing(
+    queue: Queue, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /jobs/batch`` (``Queue.create_batch``, at most 1,000 jobs) is one enqueue call per partition,
+    not chunks: a Redis lost as it is sent leaves nothing written."""
+    monkeypatch.setattr(_LosesRedisOnce, "lost", 1)
+    monkeypatch.setattr(_LosesRedisOnce, "sent", 0)
+    pool = redis.ConnectionPool.from_url(redis_url, connection_class=_LosesRedisOnce, decode_responses=True)
+    flaky = Queue(queue.settings, redis=redis.Redis(connection_pool=pool))
+    jobs = [{"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(1000)]
+    with pytest.raises(RedisUnavailable):
+        flaky.create_batch(jobs)
+    assert queue.stats("orders").delayed == 0
+    assert {r.status for r in flaky.create_batch(jobs)} == {201}
+    assert _LosesRedisOnce.sent == 2  # the lost call, then all 1,000 in one
+    assert queue.stats("orders").delayed == 1000
+    flaky.redis.close()
 
 
 def test_a_client_with_another_partition_count_is_refused(

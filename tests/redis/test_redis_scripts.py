@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 import redis
 
 from delayq import calls
 from delayq.calls import Inspected
 from delayq.job import Meta, TopicStats
-from delayq.scripts import Call, Scripts, run_many
+from delayq.scripts import Call, Scripts, run_many, stream
 
 from redis_support import Lua, dump, server_ms
 
@@ -260,3 +263,48 @@ def test_run_many_returns_errors_in_place_after_noscript_too(lua: Lua) -> None:
     replies = run_many(lua.r, [bad, take], return_exceptions=True)
     assert isinstance(replies[0], redis.ResponseError)
     assert replies[1].ids == ["a"]
+
+
+# ------------------------------------------------------------------------------------- stream
+
+
+def test_stream_sends_each_batch_before_reading_the_one_before(lua: Lua) -> None:
+    """Batch n+1 is built and sent before the replies of batch n are read: Redis runs one while the
+    caller builds the next. Replies come per batch, in order, an empty batch's empty; a call answered
+    NOSCRIPT is run again as EVAL; the connection goes back to the pool clean."""
+    lua.enqueue(T, "a")
+    lua.r.script_flush()
+    events: list[str] = []
+
+    def batches() -> Iterator[list[Call[Any]]]:
+        for n, batch in enumerate(
+            [[calls.stats(lua.p, T)], [], [calls.inspect(lua.p, T, "a"), calls.stats(lua.p, "x")]]
+        ):
+            events.append(f"built {n}")
+            yield batch
+
+    for n, replies in enumerate(stream(lambda: lua.r, batches())):
+        events.append(f"read {n}")
+        if n == 0:
+            assert [stats.delayed for stats in replies] == [1]
+        elif n == 1:
+            assert replies == []
+        else:
+            assert [replies[0].state, replies[1].delayed] == ["delayed", 0]
+    assert events == ["built 0", "built 1", "read 0", "built 2", "read 1", "read 2"]
+    assert lua.r.ping() is True
+    assert lua.stats(T).delayed == 1
+
+
+def test_a_stream_that_stops_with_replies_unread_closes_its_connection(lua: Lua) -> None:
+    """An error raised while batch n is read leaves batch n+1's reply on the connection: the stream
+    closes it rather than hand it back, so the next command does not read that reply as its own."""
+    lua.enqueue(T, "a")
+    good = calls.stats(lua.p, T)
+    run_many(lua.r, [good, good])  # the script is cached
+    bad = Call(Scripts.stats, [])  # KEYS[1] is nil: the script errors
+    with pytest.raises(redis.ResponseError):
+        for _ in stream(lambda: lua.r, iter([[bad], [good]])):
+            pass
+    assert lua.r.get("no such key") is None  # not the stats reply left behind
+    assert lua.stats(T).delayed == 1
