@@ -330,7 +330,7 @@ def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
     assert _LosesRedisOnce.sent == 5  # the chunks after the lost one were never sent
     results = flaky.enqueue_many({"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(6000))
     assert [r.status for r in results] == [409] * 4 * STREAM_CHUNK + [201] * (6000 - 4 * STREAM_CHUNK)
-    flaky.redis.close()
+    pool.disconnect()
 
 
 def test_create_batch_is_one_call_whole_or_nothing(
@@ -349,7 +349,7 @@ def test_create_batch_is_one_call_whole_or_nothing(
     assert {r.status for r in flaky.create_batch(jobs)} == {201}
     assert _LosesRedisOnce.sent == 2  # the lost call, then all 1,000 in one
     assert queue.stats("orders").delayed == 1000
-    flaky.redis.close()
+    pool.disconnect()
 
 
 def test_a_client_with_another_partition_count_is_refused(
