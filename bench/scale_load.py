@@ -22,7 +22,7 @@ from delayq import Queue
 
 BODY = "x" * 100  # a 100-character body, as in the rest of the benchmark
 BACKLOG_DELAY_S = 86_400  # far beyond any run: a backlog job never falls due
-FILL_CHUNK = 10_000  # jobs per enqueue_many call of the fill (it writes them 1000 per Lua call)
+FILL_CHUNK = 10_000  # jobs per enqueue_many call of the fill (it writes them 250 per Lua call)
 
 
 def topic(i: int, topics: int) -> str:
