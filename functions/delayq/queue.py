@@ -342,8 +342,9 @@ class Queue:
         def sends() -> Iterator[list[Call[calls.Enqueued]]]:
             for chunk in chain((first,), chunks):
                 batch = self._validate_chunk(chunk)
-                validated.append((batch, self._sends(batch.writes)))
-                yield [call for _, call in validated[-1][1]]
+                parts = self._sends(batch.writes)
+                validated.append((batch, parts))
+                yield [call for _, call in parts]
 
         results: list[EnqueueResult] = []
         with redis_errors(self._server):
