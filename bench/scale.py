@@ -34,6 +34,7 @@ from scale_report import faults_and_lateness, markdown
 from scale_stack import BENCH, REPO, TICK_S, Loops, Side, Store, answer, delta, load
 from systems import VENVS, ensure_venv, log
 
+from delayq.consumer import LATENESS_CHUNK, LOOKS_PER_TICK
 from delayq.lateness import FLUSH_S as LATENESS_FLUSH_S
 
 PRODUCER_BATCH = 20
@@ -101,10 +102,7 @@ def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path)
             started = {row["id"] for row in read_jsonl([stage.starts])}
             if len(started) < len(seeds):
                 raise RuntimeError(f"{len(started)} of the {len(seeds)} seeds started: every topic must be known")
-            # The seeds' acks land, and so does their recent lateness: the consumer adds it to each topic's
-            # hash at its first pass LATENESS_FLUSH_S after its last flush (within a tick), about 8 commands
-            # a topic, the seeds' delivery work. Once it is past, nothing is due and nothing is owed.
-            time.sleep(LATENESS_FLUSH_S + TICK_S + args.settle)
+            time.sleep(seed_work_s(point.topics) + args.settle)
             figures |= idle(stage, loops)
             figures |= steady(stage)
             loops.check()
@@ -114,6 +112,16 @@ def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path)
     if figures["lost"] or figures["duplicated"] or figures["early"]:
         stage.warnings.append("delayq must start every job once, never before it is due")
     return figures
+
+
+def seed_work_s(topics: int) -> float:
+    """How long the seeds' delivery work may go on once the last seed started: their acks land, and so
+    does their recent lateness, which the consumer adds to each topic's hash (about 8 commands a topic)
+    at its first pass ``LATENESS_FLUSH_S`` after its last flush (within a tick), ``LATENESS_CHUNK``
+    topics a pass while more wait, a pass at least every look (a tick / ``LOOKS_PER_TICK``), with half
+    again as long for passes that come late. Once it is past, nothing is due and nothing is owed."""
+    chunks = -(-topics // LATENESS_CHUNK)
+    return LATENESS_FLUSH_S + TICK_S + 1.5 * chunks * TICK_S / LOOKS_PER_TICK
 
 
 def fill(stage: Stage) -> dict[str, Any]:
