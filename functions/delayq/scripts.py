@@ -1,7 +1,8 @@
 """The Lua scripts in ``lua/``, and how they are sent.
 
 Each script is one atomic operation; its header documents KEYS, ARGV and what it returns. A line
-``-- @include name`` pulls in ``lua/includes/name.lua`` (once, wherever it is first asked for).
+``-- @include name`` pulls in ``lua/includes/name.lua`` (once, wherever it is first asked for), and of
+what it defines only the functions the script calls: each one left is a closure made at every call.
 ``calls.py`` has one typed function per script that packs its arguments and reads its reply: callers
 use those, and this module sends what they build (``Call.run``, ``run_many`` for one round trip, or
 ``stream`` for calls built one batch after another while Redis runs the last).
@@ -30,6 +31,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from .connection import RedisClient
 
 INCLUDE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
+FUNCTION = re.compile(r"local function (\w+)\(")
+COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 Arg = str | int | float | bytes
 R = TypeVar("R")
 
@@ -39,8 +42,9 @@ def _read(path: str) -> str:
 
 
 def build_source(name: str) -> str:
-    """The source of ``lua/<name>.lua`` with its includes (and theirs) pulled in, each once."""
-    return expand_includes(_read(f"{name}.lua"))
+    """The source of ``lua/<name>.lua`` with its includes (and theirs) pulled in, each once, less the
+    functions it never calls."""
+    return without_unused_functions(expand_includes(_read(f"{name}.lua")))
 
 
 def expand_includes(text: str) -> str:
@@ -58,6 +62,42 @@ def expand_includes(text: str) -> str:
         return INCLUDE.sub(include, text)
 
     return expand(text)
+
+
+def without_unused_functions(source: str) -> str:
+    """``source`` less its top-level functions that nothing else in it names outside comments (and then
+    those that only they named). Lua runs every ``local function`` line of a script at each call, making
+    a closure, so a script that includes a file pays for all it defines; what is never named can never
+    be called."""
+    lines = source.splitlines(keepends=True)
+    while True:
+        unused = [
+            (first, last)
+            for name, first, last in _top_functions(lines)
+            if not re.search(rf"\b{name}\b", COMMENT.sub("", "".join(lines[:first] + lines[last:])))
+        ]
+        if not unused:
+            return "".join(lines)
+        for first, last in reversed(unused):
+            del lines[first:last]
+
+
+def _top_functions(lines: list[str]) -> Iterator[tuple[str, int, int]]:
+    """Each top-level ``local function``: its name and its lines ``[first, last)``, the comment lines
+    just above it included. It ends on its own line when that ends with ``end``, else at the first line
+    that is ``end`` alone (the code inside a function is indented)."""
+    for at, line in enumerate(lines):
+        found = FUNCTION.match(line)
+        if not found:
+            continue
+        first = at
+        while first > 0 and lines[first - 1].startswith("--"):
+            first -= 1
+        last = at + 1
+        if not line.rstrip().endswith("end"):
+            while lines[last - 1].rstrip() != "end":
+                last += 1
+        yield found.group(1), first, last
 
 
 @dataclass(frozen=True)
