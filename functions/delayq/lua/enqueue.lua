@@ -19,9 +19,11 @@ Returns a flat array, two values per job: code, run_at_ms
          of an existing job, or of one whose receipt is kept: a dedupe window), -3 reserved (replace
          of a leased job); run_at_ms is 0 when the job was refused
 
-Creates are gathered and written with one command per key (HSET, ZADD, RPUSH of many): the
-per-call cost, not the per-job one, dominates a batch. A single create (the common call) checks and
-writes its meta in one HSETNX. A replace (PUT: one job per call) first writes what is gathered, then
+A single create (the common call: one job, refused if it exists) goes its own short way, no table
+of gathered writes made: at a steady low rate each call finds Redis' CPU cold, and what the script
+does then is most of a job's cost. It checks and writes its meta in one HSETNX. Other creates are
+gathered and written with one command per key (HSET, ZADD, RPUSH of many): the per-call cost, not the
+per-job one, dominates a batch. A replace (PUT: one job per call) first writes what is gathered, then
 reads the job's current state. A topic joins the partition's _topics when the call makes it known to
 the topic index (a topic in the index is in _topics: forget_topic_if_empty takes it out of both).
 ]]
@@ -37,6 +39,56 @@ local groups = tonumber(ARGV[1])
 local mode = ARGV[2]
 local first_job = groups + 3
 local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
+
+-- A job's run-at from its line's 'd<ms>' or 'a<ms>', as a number and as text.
+local function run_at_of(at)
+  local run_at_text = string.sub(at, 2)
+  local run_at = tonumber(run_at_text)
+  if string.byte(at) == 100 then -- 'd': a delay
+    run_at = now + run_at
+    return run_at, tostring(run_at)
+  elseif run_at < now then
+    return now, now_text
+  end
+  return run_at, run_at_text
+end
+
+-- The meta of a job created now.
+local function new_meta(run_at_text, overrides)
+  return 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. overrides
+end
+
+-- Queues a topic's new jobs: `delayed` (run-at, id pairs; `first` the earliest run-at) and `ready`
+-- (ids due now); the topic joins _topics if the index did not know it.
+local function place(K, delayed, first, ready)
+  local new_in_index = false
+  if #delayed > 0 then
+    redis.call('ZADD', K.delayed, unpack(delayed))
+    new_in_index = index_delayed(K, first)
+  end
+  if #ready > 0 then
+    new_in_index = push_ready(K, ready, now) or new_in_index
+  end
+  if new_in_index then
+    redis.call('SADD', KEYS[1], K.name)
+  end
+end
+
+if mode == 'c' and #ARGV == first_job then
+  local K = topic_keys(2)
+  local _, at, overrides, id, body = string.match(ARGV[first_job], LINE)
+  local run_at, run_at_text = run_at_of(at)
+  if redis.call('HSETNX', K.meta, id, new_meta(run_at_text, overrides)) == 0 then
+    return {-1, 0}
+  end
+  redis.call('HSET', K.bodies, id, body)
+  if run_at <= now then
+    place(K, {}, nil, {id})
+  else
+    place(K, {run_at_text, id}, run_at, {})
+  end
+  return {1, run_at}
+end
 
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
@@ -54,13 +106,12 @@ for n = 1, #ARGV - first_job + 1 do
   ids[#ids + 1] = id
 end
 
--- Which ids already exist, per group, in one HMGET each (a single create asks with its HSETNX).
-local single = mode == 'c' and #J_id == 1
+-- Which ids already exist, per group, in one HMGET each.
 local exists = {}
 for g = 1, groups do
   exists[g] = {}
   local ids = G[g].ids
-  if #ids > 0 and not single then
+  if #ids > 0 then
     local metas = redis.call('HMGET', G[g].K.meta, unpack(ids))
     for n, id in ipairs(ids) do
       if metas[n] then
@@ -80,38 +131,20 @@ local function flush(g)
     redis.call('HSET', w.K.meta, unpack(w.metas))
     w.metas = {}
   end
-  local new_in_index = false
-  if #w.delayed > 0 then
-    redis.call('ZADD', w.K.delayed, unpack(w.delayed))
-    local first = tonumber(w.delayed[1])
-    for d = 3, #w.delayed, 2 do
-      first = math.min(first, tonumber(w.delayed[d]))
-    end
-    new_in_index = index_delayed(w.K, first)
-    w.delayed = {}
+  local first = math.huge
+  for d = 1, #w.delayed, 2 do
+    first = math.min(first, tonumber(w.delayed[d]))
   end
-  if #w.ready > 0 then
-    new_in_index = push_ready(w.K, w.ready, now) or new_in_index
-    w.ready = {}
-  end
-  if new_in_index then
-    redis.call('SADD', KEYS[1], w.K.name)
-  end
+  place(w.K, w.delayed, first, w.ready)
+  w.delayed, w.ready = {}, {}
 end
 
 local out = {}
 for n = 1, #J_id do
   local gi = J_group[n]
   local w = G[gi]
-  local id, at = J_id[n], J_at[n]
-  local run_at_text = string.sub(at, 2)
-  local run_at = tonumber(run_at_text)
-  if string.byte(at) == 100 then -- 'd': a delay
-    run_at = now + run_at
-    run_at_text = tostring(run_at)
-  elseif run_at < now then
-    run_at, run_at_text = now, now_text
-  end
+  local id = J_id[n]
+  local run_at, run_at_text = run_at_of(J_at[n])
 
   local code = 1
   local old = exists[gi][id] or w.seen[id]
@@ -138,13 +171,8 @@ for n = 1, #J_id do
     end
   end
 
-  local meta = 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. J_overrides[n]
-  if single and redis.call('HSETNX', w.K.meta, id, meta) == 0 then
-    code = -1
-  elseif code > 0 and not single then
-    w.metas[#w.metas + 1], w.metas[#w.metas + 2] = id, meta
-  end
   if code > 0 then
+    w.metas[#w.metas + 1], w.metas[#w.metas + 2] = id, new_meta(run_at_text, J_overrides[n])
     w.bodies[#w.bodies + 1], w.bodies[#w.bodies + 2] = id, J_body[n]
     if run_at <= now then
       w.ready[#w.ready + 1] = id
