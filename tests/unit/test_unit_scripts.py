@@ -31,7 +31,9 @@ return used(ARGV[1])
 
 
 def test_functions_nothing_names_go_with_their_comments_and_what_only_they_named() -> None:
-    assert without_unused_functions(SOURCE) == """\
+    assert (
+        without_unused_functions(SOURCE)
+        == """\
 -- the header stays
 local LIMIT = 10
 
@@ -49,6 +51,7 @@ end
 
 return used(ARGV[1])
 """
+    )
 
 
 def test_a_source_whose_functions_are_all_named_is_unchanged() -> None:
