@@ -57,8 +57,8 @@ class Rules(Retrying, Keeping, Protocol):
 
 @dataclass(slots=True)
 class JobWrite:
-    """One validated job, as enqueue.lua writes it (not frozen: a frozen dataclass is slower to make,
-    and one is made per job)."""
+    """One validated job, as enqueue.lua and enqueue_one.lua write it (not frozen: a frozen dataclass is
+    slower to make, and one is made per job)."""
 
     topic: str
     id: str
@@ -77,7 +77,11 @@ class Enqueued(NamedTuple):
 
 def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool = False) -> Call[Enqueued]:
     """Creates ``writes`` (all of ``partition``) in one atomic step, refusing jobs that exist; with
-    ``replace``, replaces them instead, unless leased."""
+    ``replace``, replaces them instead, unless leased. A single create has its own short script."""
+    if len(writes) == 1 and not replace:
+        (write,) = writes
+        args = [write.at, write.overrides, write.id, write.body]
+        return Call(Scripts.enqueue_one, partition.key_group(write.topic), args, _enqueued)
     groups: dict[str, str] = {}
     keys = [partition.topics]
     lines: list[Arg] = []

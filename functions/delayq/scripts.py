@@ -290,6 +290,7 @@ class Scripts:
     """Every script, loaded once per process."""
 
     enqueue = Script.load("enqueue")
+    enqueue_one = Script.load("enqueue_one")
     take = Script.load("take")
     untake = Script.load("untake")
     ack = Script.load("ack")

@@ -152,7 +152,7 @@ def test_noscript_through_twemproxy_falls_back_to_eval(proxy: Twemproxy, backend
     finally:
         queue.close()
     # The EVAL fallback cached the scripts again on the backends (never SCRIPT LOAD).
-    used = {Scripts.enqueue.sha, Scripts.stats.sha, Scripts.take.sha, Scripts.ack.sha}
+    used = {Scripts.enqueue.sha, Scripts.enqueue_one.sha, Scripts.stats.sha, Scripts.take.sha, Scripts.ack.sha}
     cached = {s.sha for s in all_scripts() if any(c.script_exists(s.sha)[0] for c in backend_clients)}
     assert used <= cached
 

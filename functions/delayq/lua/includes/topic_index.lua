@@ -76,7 +76,7 @@ local function forget_topic_if_empty(K)
   end
   redis.call('SREM', K.topics, K.name)
   for _, index in ipairs({K.delayed_index, K.leased_index, K.ready_index, K.receipts_index}) do
-    redis.call('ZREM', index, K.name)  -- early entries: a topic in the index is in _topics (enqueue.lua)
+    redis.call('ZREM', index, K.name)  -- early entries: a topic in the index is in _topics (create.lua)
   end
   local now, now_us = now_ms_us()
   local refilling = control[2] and tonumber(control[2]) > now_us
