@@ -709,6 +709,22 @@ def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: Ma
     assert len(consumer._looks(time.monotonic())) == len(queue.keys.partitions)
 
 
+def test_a_look_due_soon_rides_early_in_a_round_trip_the_pass_makes_anyway(make_queue: MakeQueue) -> None:
+    """Alone, a look waits for its time; with takes or settles going to Redis anyway it comes up to half
+    a look's interval early (``LOOK_EARLY``), and the next one is a whole interval after it."""
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=1.0)
+    consumer = Consumer(queue)
+    now = time.monotonic()
+    consumer._server_clock = (0, now)
+    soon, later = now + 0.3 * consumer.look_every, now + 0.7 * consumer.look_every
+    consumer._polls = [soon]
+    assert consumer._looks(now) == []
+    assert len(consumer._looks(now, riding=True)) == 1
+    assert consumer._polls == [now + consumer.look_every]
+    consumer._polls = [later]
+    assert consumer._looks(now, riding=True) == []
+
+
 def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
     """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
     shared workers have free (none waits, leased, for a thread), and every job runs."""
