@@ -83,7 +83,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
         args = [write.at, write.overrides, write.id, write.body]
         return Call(Scripts.enqueue_one, partition.key_group(write.topic), args, _enqueued)
     groups: dict[str, str] = {}
-    keys = [partition.topics]
+    keys: list[str] = []
     lines: list[Arg] = []
     for write in writes:
         group = groups.get(write.topic)
@@ -91,7 +91,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
             group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.key_group(write.topic))
         lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
-    return Call(Scripts.enqueue, keys, [len(groups), "r" if replace else "c", *groups, *lines], _enqueued)
+    return Call(Scripts.enqueue, keys, ["r" if replace else "c", *lines], _enqueued)
 
 
 def _enqueued(reply: list[int]) -> Enqueued:

@@ -2,14 +2,11 @@
 enqueue: create or replace jobs of one partition, all in one atomic step (a single create, the
 common call, is enqueue_one.lua's).
 
-KEYS[1]         the partition's _topics set
-KEYS[2 ...]     a key group per topic named in ARGV (keys.py Partition.key_group: its keys, and the
+KEYS            a key group per topic of the jobs (keys.py Partition.key_group: its keys, and the
                 partition's topic index, which learns when each topic next has work)
-ARGV[1]         G, the number of topic groups
-ARGV[2]         mode: 'c' create, refusing an existing job; 'r' create or replace
-ARGV[3 .. G+2]  the topic names, in the order of their key groups
-then one line per job, 'group|at|overrides|id|body':
-  group         1-based index of the job's topic group
+ARGV[1]         mode: 'c' create, refusing an existing job; 'r' create or replace
+ARGV[2 ...]     one line per job, 'group|at|overrides|id|body':
+  group         1-based index of the job's key group
   at            'd<ms>': a delay in ms from now; 'a<ms>': epoch ms (the past means now)
   overrides     'retries|timeout_ms|backoff_csv', the per-job overrides as the meta stores them,
                 each '' for the topic's ('||' for none)
@@ -33,15 +30,15 @@ gathered, then reads the job's current state.
 
 local now = now_ms()
 local now_text = tostring(now)
-local groups = tonumber(ARGV[1])
-local mode = ARGV[2]
-local first_job = groups + 3
+local groups = #KEYS / KEY_GROUP_SIZE
+local mode = ARGV[1]
+local first_job = 2
 local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
 
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
 for g = 1, groups do
-  G[g] = {K = topic_keys(2 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
+  G[g] = {K = topic_keys(1 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
 end
 
 -- Each job's fields, from its line (job n is ARGV[first_job + n - 1]).
