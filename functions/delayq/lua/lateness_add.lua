@@ -28,7 +28,8 @@ local function add_counts(key, added)
     end
     counts[bucket] = counts[bucket] + n
   end
-  for bucket, n in string.gmatch(redis.call('HGET', key, minute) or '', '(%d+)=(%d+)') do
+  local stored = redis.call('HMGET', key, minute, 'kept')
+  for bucket, n in string.gmatch(stored[1] or '', '(%d+)=(%d+)') do
     add(tonumber(bucket), tonumber(n))
   end
   for bucket, n in string.gmatch(added, '(%d+)=(%d+)') do
@@ -38,9 +39,8 @@ local function add_counts(key, added)
   for i, bucket in ipairs(order) do
     parts[i] = bucket .. '=' .. counts[bucket]
   end
-  redis.call('HSET', key, minute, table.concat(parts, ','))
 
-  local kept = tonumber(redis.call('HGET', key, 'kept'))
+  local kept = tonumber(stored[2])
   if kept == nil or kept < first then
     local gone = {}
     -- Older fields than first - window - 2 cannot be left: the hash expires a window after its last write.
@@ -50,7 +50,9 @@ local function add_counts(key, added)
     if #gone > 0 then
       forgotten = forgotten + redis.call('HDEL', key, unpack(gone))
     end
-    redis.call('HSET', key, 'kept', first)
+    redis.call('HSET', key, minute, table.concat(parts, ','), 'kept', first)
+  else
+    redis.call('HSET', key, minute, table.concat(parts, ','))
   end
   redis.call('PEXPIRE', key, (window + 1) * 60000)
 end
