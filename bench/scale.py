@@ -116,7 +116,7 @@ def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path)
 
 def seed_work_s(topics: int) -> float:
     """How long the seeds' delivery work may go on once the last seed started: their acks land, and so
-    does their recent lateness, which the consumer adds to each topic's hash (about 8 commands a topic)
+    does their recent lateness, which the consumer adds to each topic's hash (3 commands a topic)
     at its first pass ``LATENESS_FLUSH_S`` after its last flush (within a tick), ``LATENESS_CHUNK``
     topics a pass while more wait, a pass at least every look (a tick / ``LOOKS_PER_TICK``), with half
     again as long for passes that come late. Once it is past, nothing is due and nothing is owed."""
