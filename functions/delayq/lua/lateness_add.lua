@@ -39,6 +39,7 @@ local function add_counts(key, added)
   for i, bucket in ipairs(order) do
     parts[i] = bucket .. '=' .. counts[bucket]
   end
+  local merged = table.concat(parts, ',')
 
   local kept = tonumber(stored[2])
   if kept == nil or kept < first then
@@ -50,9 +51,9 @@ local function add_counts(key, added)
     if #gone > 0 then
       forgotten = forgotten + redis.call('HDEL', key, unpack(gone))
     end
-    redis.call('HSET', key, minute, table.concat(parts, ','), 'kept', first)
+    redis.call('HSET', key, minute, merged, 'kept', first)
   else
-    redis.call('HSET', key, minute, table.concat(parts, ','))
+    redis.call('HSET', key, minute, merged)
   end
   redis.call('PEXPIRE', key, (window + 1) * 60000)
 end
