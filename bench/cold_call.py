@@ -5,7 +5,7 @@ rate of calls: the floor under what a job costs at that rate when its producer m
     .venv/bin/python bench/cold_call.py                      # the default gaps: 0, 0.5, 2, 5 and 20 ms
     .venv/bin/python bench/cold_call.py --calls 200 --gaps 0,5 --rate 200
 
-The calls: ``PING`` (no script), ``return 1`` (a script call alone), the five commands a create
+The calls: ``PING`` (no script; the steady rate only), ``return 1`` (a script call alone), the five commands a create
 writes (``TIME``, ``HSETNX``, ``HSET``, ``ZADD``, ``ZADD LT``), and delayq's enqueue of one delayed job
 (``Queue.enqueue``). Between two calls the process sleeps the gap: on an idle or shared machine Redis'
 CPU caches go cold meanwhile, and what a call costs then, not in a tight loop, is what a job costs at a
