@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from .connection import RedisClient
 INCLUDE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
 FUNCTION = re.compile(r"local function (\w+)\(")
 COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
+WORD = re.compile(r"\w+")
 Arg = str | int | float | bytes
 R = TypeVar("R")
 
@@ -71,15 +72,21 @@ def without_unused_functions(source: str) -> str:
     be called."""
     lines = source.splitlines(keepends=True)
     while True:
+        named = Counter(_names(lines))
         unused = [
             (first, last)
             for name, first, last in _top_functions(lines)
-            if not re.search(rf"\b{name}\b", COMMENT.sub("", "".join(lines[:first] + lines[last:])))
+            if named[name] == _names(lines[first:last]).count(name)
         ]
         if not unused:
             return "".join(lines)
         for first, last in reversed(unused):
             del lines[first:last]
+
+
+def _names(lines: list[str]) -> list[str]:
+    """Every word of ``lines`` outside comments, each time it occurs."""
+    return WORD.findall(COMMENT.sub("", "".join(lines)))
 
 
 def _top_functions(lines: list[str]) -> Iterator[tuple[str, int, int]]:
