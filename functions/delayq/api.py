@@ -220,6 +220,10 @@ NO_ROUTE = "No route for the path (a path parameter with characters no route tak
 NO_JOB = "No such job; or " + NO_ROUTE.lower()
 NO_TOPIC = "No such topic: neither configured (nor covered by *) nor holding jobs; or " + NO_ROUTE.lower()
 NO_SCHEDULE = "No such schedule; or " + NO_ROUTE.lower()
+RETRY_AFTER_HEADER = {
+    "description": "Seconds to wait before trying again (Redis down, failing over, loading or full)",
+    "schema": {"type": "integer"},
+}
 _ERROR_TEXT = {
     400: "Malformed JSON",
     404: NO_ROUTE,
@@ -242,6 +246,7 @@ def _responses(ok: int, model: type[BaseModel] | None, *errors: int, words: Mapp
             "description": words.get(code, _ERROR_TEXT[code]),
             "content": {"application/json": {"model": ErrorOut}},
         }
+    out[503]["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
     return out
 
 
@@ -515,6 +520,7 @@ def openapi(request: Request) -> Response[Any]:
 def delayq_error(exc: DelayqError) -> Response[Any]:
     if isinstance(exc, RedisUnavailable):
         log.warning("answering 503: %s", exc.message)
+        return _json(exc.status, exc.to_dict(), {"Retry-After": str(exc.retry_after_s)})
     return _json(exc.status, exc.to_dict())
 
 

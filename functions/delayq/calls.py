@@ -338,7 +338,7 @@ def _topics_due(reply: list[Any]) -> TopicsDue:
 def ready_topics(partition: Partition, *, limit: int) -> Call[list[str]]:
     """The partition's topics with ready jobs, the longest ready first, at most ``limit``: a plain read
     of its topic index (no script, no clock), cheap enough for a consumer to look often."""
-    return Call.read("ZRANGE", partition.ready_index, [0, limit - 1], _names)
+    return Call.plain("ZRANGE", partition.ready_index, [0, limit - 1], _names)
 
 
 def delayed_topics(partition: Partition, *, until_ms: int, limit: int) -> Call[dict[str, int]]:
@@ -346,7 +346,7 @@ def delayed_topics(partition: Partition, *, until_ms: int, limit: int) -> Call[d
     caller reckons it: a look, never a decision), each with that run-at, soonest first, at most
     ``limit``: a plain read of its topic index."""
     args: list[Arg] = ["-inf", until_ms, "WITHSCORES", "LIMIT", 0, limit]
-    return Call.read("ZRANGEBYSCORE", partition.delayed_index, args, _run_ats)
+    return Call.plain("ZRANGEBYSCORE", partition.delayed_index, args, _run_ats)
 
 
 def _names(reply: list[Any]) -> list[str]:

@@ -38,8 +38,11 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeAlias
 
 import redis
@@ -47,7 +50,18 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.connection import AbstractConnection
 from redis.credentials import CredentialProvider
-from redis.exceptions import AuthenticationError
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterDownError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -72,6 +86,97 @@ HEALTH_CHECK_S = 30.0  # a connection idle this long is sent a PING before its n
 SECRET_REFRESH_S = 10.0  # refused credentials re-read the secret at most this often
 
 log = logging.getLogger("delayq.connection")
+
+# Replies that mean "not now": a failover, a restart, slots moving, a full or busy server. Redis and
+# Valkey send the same codes; redis-py makes classes of some (``_UNAVAILABLE_CLASSES``) and strips
+# the code from their message, so a reply is known by its class, else by its code.
+UNAVAILABLE_CODES = frozenset(
+    ("CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "LOADING", "MOVED", "ASK", "NOREPLICAS", "OOM", "BUSY")
+)
+_UNAVAILABLE_CLASSES = (
+    RedisConnectionError,  # refused, reset, LOADING (BusyLoadingError), WRONGPASS while a password rotates
+    RedisTimeoutError,
+    RedisClusterException,  # no node answers, a slot no node serves
+    ClusterDownError,  # CLUSTERDOWN, MASTERDOWN
+    TryAgainError,
+    AskError,  # ASK, MOVED: followed where they can be; left over, slots are moving
+    ReadOnlyError,
+    OutOfMemoryError,
+)
+# Redis 6.2 wraps an error a script's redis.call met: "ERR Error running script (call to f_...):
+# @user_script:5: -READONLY You can't write ...". Later servers pass the reply on as it came.
+_CODE_IN_SCRIPT = re.compile(r"@user_script:\s*\d+:\s*-([A-Z]+) ")
+# The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
+_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
+# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
+# any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
+# failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
+_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script can't|no permissions to", re.I)
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The code of a Redis error reply (``READONLY``, ``CLUSTERDOWN``, ``ERR``): as redis-py kept it
+    (``status_code``, redis-py >= 8), as the message starts, or, for an error a script's
+    ``redis.call`` met on Redis 6.2, inside the message; None for an error that is not a reply."""
+    code = getattr(exc, "status_code", None)
+    if not isinstance(exc, ResponseError):
+        return str(code) if code else None
+    text = str(exc)
+    found = _CODE_IN_SCRIPT.search(text)
+    if found:
+        return found.group(1)
+    if code:
+        return str(code)
+    first = text.split(" ", 1)[0]
+    return first if first.isupper() and first.isalpha() else None
+
+
+def unavailable(exc: BaseException) -> str | None:
+    """Why ``exc`` means Redis cannot answer now, for a while (a failover, a restart, a full server):
+    its reply's code (``CLUSTERDOWN``) or its class (``ConnectionError``); None for an error waiting
+    cannot mend (a script's error, a refused command: ``refused``)."""
+    code = error_code(exc)
+    if code in UNAVAILABLE_CODES:
+        return code
+    if isinstance(exc, _UNAVAILABLE_CLASSES):
+        return code or type(exc).__name__
+    return None
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a command or a key to delayq's user (its ACL)."""
+    return isinstance(exc, NoPermissionError) or (
+        isinstance(exc, ResponseError) and bool(_REFUSED_IN_SCRIPT.search(str(exc)))
+    )
+
+
+def as_unavailable(exc: BaseException, server: str = "Redis") -> RedisUnavailable | None:
+    """``exc`` as the ``RedisUnavailable`` it means (its message starting with ``server``, its
+    ``reason`` the code or class), or None for an error that is neither an outage nor a refusal."""
+    reason = unavailable(exc)
+    if reason is not None:
+        return RedisUnavailable(f"{server} is unavailable: {reason}", reason=reason)
+    if refused(exc):
+        return RedisUnavailable(f"{server} {_REFUSED}", reason="NOPERM")
+    if isinstance(exc, RedisError) and not isinstance(exc, ResponseError):
+        return RedisUnavailable(f"{server} is unavailable: {type(exc).__name__}", reason=type(exc).__name__)
+    return None
+
+
+@contextmanager
+def redis_errors(server: Callable[[], str] = lambda: "Redis") -> Iterator[None]:
+    """Turns Redis being down, loading, out of memory, failing over or refusing delayq's user into
+    ``RedisUnavailable``, whose message starts with ``server()``: which Redis (``Queue`` names its
+    host and port). Any other error (a script's) goes on as it is."""
+    try:
+        yield
+    except RedisUnavailable:
+        raise
+    except (RedisError, RedisClusterException) as exc:
+        translated = as_unavailable(exc, server())
+        if translated is None:
+            raise
+        raise translated from exc
 
 
 def client_options() -> dict[str, Any]:

@@ -73,6 +73,7 @@ from redis.exceptions import RedisError
 
 from . import calls
 from .calls import Failure, Taken
+from .connection import redis_errors
 from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
@@ -80,7 +81,7 @@ from .lateness import FLUSH_S as LATENESS_FLUSH_S
 from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from .lateness import bucket_of
 from .loop import Budget, pause
-from .queue import Queue, redis_errors
+from .queue import Queue
 from .scripts import Call, run_many
 from .settings import WILDCARD, TopicConfig
 from .settlement import Pending, Settlement

@@ -151,13 +151,17 @@ class JobDone(DelayqError):
 
 
 class RedisUnavailable(DelayqError):
-    """Redis did not answer (503). Nothing was written, or the write is safe to retry."""
+    """Redis did not answer, or answered "not now" (503): down, failing over, loading, full. Nothing
+    was written, or the write is safe to retry. ``reason``: the reply's code (``CLUSTERDOWN``) or the
+    error's class (``ConnectionError``); ``retry_after_s``: the API's ``Retry-After``."""
 
     status = 503
     error = "unavailable"
+    retry_after_s = 1
 
-    def __init__(self, message: str = "Redis is unavailable") -> None:
+    def __init__(self, message: str = "Redis is unavailable", *, reason: str = "") -> None:
         super().__init__(message)
+        self.reason = reason
 
 
 MAX_RETRY_AFTER_S = 86_400  # the longest a Retry-After can hold a retry back: a day

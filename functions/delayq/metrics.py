@@ -38,10 +38,11 @@ from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
 from . import calls
+from .connection import redis_errors
 from .errors import DelayqError
 from .job import TopicStats
 from .listing import STATES
-from .queue import Queue, redis_errors
+from .queue import Queue
 from .scripts import run_many
 
 if TYPE_CHECKING:

@@ -7,12 +7,10 @@ Every write is one Lua call per partition, so it is whole or absent.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain, islice
@@ -20,20 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoPermissionError, RedisClusterException, RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from . import calls
 from .calls import JobWrite
-from .connection import RedisClient, connect, redact
+from .connection import RedisClient, connect, redact, redis_errors
 from .errors import (
     Code,
     ConfigError,
     DelayqError,
     InvalidField,
     JobNotFound,
-    RedisUnavailable,
     TopicNotFound,
     UnknownTopic,
     code_error,
@@ -94,14 +88,6 @@ STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
 NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 STATE_NAMES = {"l": "reserved", "x": "dead"}
-# Redis answers that mean "not now", not "never": the caller gets a 503 and may retry.
-_UNAVAILABLE_PREFIXES = ("OOM", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "READONLY")
-# The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
-_REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
-# How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
-# any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
-# failure in script: No permissions to access a key" or "... has no permissions to run the 'hset' command".
-_REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script can't|no permissions to", re.I)
 
 
 def new_ids(count: int) -> list[str]:
@@ -119,26 +105,6 @@ def _lazy_ids(count: int) -> Iterator[str]:
 def new_id() -> str:
     """A random job id: 24 hex characters, 96 bits."""
     return new_ids(1)[0]
-
-
-@contextmanager
-def redis_errors(server: Callable[[], str] = lambda: "Redis") -> Iterator[None]:
-    """Turns Redis being down, loading, out of memory or failing over into ``RedisUnavailable``, whose
-    message starts with ``server()``: which Redis (``Queue`` names its host and port)."""
-    try:
-        yield
-    except (RedisConnectionError, RedisTimeoutError, RedisClusterException) as exc:
-        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
-    except NoPermissionError as exc:
-        raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
-    except ResponseError as exc:
-        if str(exc).startswith(_UNAVAILABLE_PREFIXES):
-            raise RedisUnavailable(f"{server()} is unavailable: {str(exc).split(' ', 1)[0]}") from exc
-        if _REFUSED_IN_SCRIPT.search(str(exc)):
-            raise RedisUnavailable(f"{server()} {_REFUSED}") from exc
-        raise
-    except RedisError as exc:
-        raise RedisUnavailable(f"{server()} is unavailable: {type(exc).__name__}") from exc
 
 
 def server_address(client: RedisClient) -> str:

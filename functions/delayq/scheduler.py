@@ -64,11 +64,12 @@ from pydantic import ValidationError
 from . import calls
 from .calendar import Calendar
 from .calls import CLAIM, JobWrite, Move, Stored
+from .connection import redis_errors
 from .errors import Code, RedisUnavailable, ScheduleNotFound
 from .keys import Partition
 from .loop import pause
 from .models import body_json
-from .queue import encode_overrides, redis_errors
+from .queue import encode_overrides
 from .recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
 from .scripts import Call, run_many
 

@@ -8,23 +8,42 @@ use those, and this module sends what they build (``Call.run``, ``run_many`` for
 ``stream`` for calls built one batch after another while Redis runs the last).
 
 Calls go out as EVALSHA; when the server answers NOSCRIPT (a restart, a ``SCRIPT FLUSH``, another node
-behind a proxy) the same call is repeated as EVAL, which runs the script and caches it. Never
-``SCRIPT LOAD``: Codis and twemproxy refuse it.
+behind a proxy, a replica just promoted) the same call is repeated as EVAL, which runs the script and
+caches it. Never ``SCRIPT LOAD``: Codis and twemproxy refuse it.
+
+On a cluster every call goes to its node on a plain connection of that node (``_run_per_node``), all
+nodes' pipelines sent before any reply is read: a node that fails or hangs fails its own calls, and
+holds up the others' at most ``NODE_REPLY_S``. redis-py's cluster client is used for its slot table,
+and to follow a MOVED or ASK; never for its retries, which sleep and send again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
+import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Generic, TypeVar
+from weakref import WeakKeyDictionary
 
+from redis import Redis
 from redis.cluster import RedisCluster
-from redis.exceptions import AskError, NoScriptError, RedisClusterException, RedisError, ResponseError, TryAgainError
+from redis.connection import Connection
+from redis.exceptions import (
+    AskError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -36,6 +55,8 @@ COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 WORD = re.compile(r"\w+")
 Arg = str | int | float | bytes
 R = TypeVar("R")
+NODE_REPLY_S = 1.0  # on a cluster, how long a round trip waits for a node's replies before failing its calls
+SLOTS_REFRESH_S = 0.25  # on a cluster, the slot table is read again at most this often after a node failed
 
 
 def _read(path: str) -> str:
@@ -136,8 +157,8 @@ class Call(Generic[R]):
     sends several in one round trip. Built by the functions of ``calls.py``; not changed after (not
     frozen only because a frozen dataclass takes three times as long to make, and every pass makes some).
 
-    A call without a script is the plain read ``command`` of its one key (``Call.read``): what a
-    consumer's frequent look at the topic index needs, for a fraction of a script call's cost."""
+    A call without a script is the plain ``command`` of its one key (``Call.plain``): what a consumer's
+    frequent look at the topic index needs, for a fraction of a script call's cost, or the sweep lock."""
 
     script: Script | None
     keys: Sequence[str]
@@ -146,8 +167,8 @@ class Call(Generic[R]):
     command: str = ""
 
     @classmethod
-    def read(cls, command: str, key: str, args: Sequence[Arg], decode: Callable[[Any], R]) -> Call[R]:
-        """A plain read of ``key``: ``command key *args``."""
+    def plain(cls, command: str, key: str, args: Sequence[Arg], decode: Callable[[Any], R]) -> Call[R]:
+        """A plain command on ``key``: ``command key *args``."""
         return cls(None, [key], args, decode, command)
 
     def sent(self) -> tuple[Arg, ...]:
@@ -157,38 +178,61 @@ class Call(Generic[R]):
         return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
     def run(self, client: RedisClient) -> R:
+        """Sends the call alone; its decoded reply."""
+        result: R = run_many(client, [self])[0]
+        return result
+
+    def _run_alone(self, client: RedisClient) -> R:
+        """Sends the call through ``client`` itself (standalone: its pool; a cluster client follows a
+        redirect), as EVAL if the server answers NOSCRIPT."""
         if self.script is None:
             return self.decode(client.execute_command(*self.sent()))  # type: ignore[no-untyped-call]
         return self.decode(self.script(client, self.keys, self.args))
 
 
 def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
-    """Run several script calls in one round trip (a pipeline without MULTI); their decoded replies
-    in call order.
+    """Run several script calls in one round trip (a pipeline without MULTI; on a cluster, one per
+    node, sent together); their decoded replies in call order.
 
     Calls answered NOSCRIPT are repeated one by one as EVAL; in cluster mode, calls answered MOVED,
     ASK or TRYAGAIN (refused, not run) are repeated one by one through the cluster client, which
     follows the redirect. Nothing else is ever sent again. Any other error is raised, or, with
-    ``return_exceptions``, returned in its call's place (an error of the connection itself is raised).
+    ``return_exceptions``, returned in its call's place: on a cluster, a node that fails or does not
+    answer within ``NODE_REPLY_S`` fails its own calls, the others' replies are read; on one server,
+    an error of the connection itself is raised. A READONLY answer (the server became a replica)
+    sends the next calls on new connections, which find the primary if its name moved there.
     """
-    if len(calls) == 1 and not return_exceptions:
-        return [calls[0].run(client)]
     if isinstance(client, RedisCluster):
         results = _run_per_node(client, calls)
+    elif len(calls) == 1 and not return_exceptions:
+        try:
+            return [calls[0]._run_alone(client)]
+        except ReadOnlyError:
+            _reconnect_later(client)
+            raise
     else:
         pipe: Any = client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*call.sent())
         results = pipe.execute(raise_on_error=False)
+    return _decoded(client, calls, results, return_exceptions=return_exceptions)
+
+
+def _decoded(
+    client: RedisClient, calls: Sequence[Call[Any]], results: list[Any], *, return_exceptions: bool
+) -> list[Any]:
+    """``run_many``'s replies of ``calls``, each decoded, or sent again, or an error raised or kept."""
     for i, (call, result) in enumerate(zip(calls, results, strict=True)):
         if isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
             try:
                 results[i] = _send_again(client, call, result)
-            except ResponseError as exc:
+            except (RedisError, RedisClusterException) as exc:
                 if not return_exceptions:
                     raise
                 results[i] = exc
         elif isinstance(result, Exception):
+            if isinstance(result, ReadOnlyError) and not isinstance(client, RedisCluster):
+                _reconnect_later(client)
             if not return_exceptions:
                 raise result
         else:
@@ -258,39 +302,113 @@ def _send_again(client: RedisClient, call: Call[R], refusal: Exception) -> R:
     """A call refused without being run, sent again alone: as EVAL after NOSCRIPT (which caches the
     script), through the cluster client after a redirect (which follows it)."""
     if isinstance(refusal, NoScriptError) and call.script is not None:
-        return call.decode(client.eval(call.script.source, len(call.keys), *call.keys, *call.args))
-    return call.run(client)
+        command = ("EVAL", call.script.source, len(call.keys), *call.keys, *call.args)
+        if isinstance(client, RedisCluster):
+            reply = _run_per_node(client, [Call(None, call.keys, (), _as_sent, "")], sent=[command])[0]
+            if isinstance(reply, Exception):
+                raise reply
+            return call.decode(reply)
+        return call.decode(client.execute_command(*command))  # type: ignore[no-untyped-call]
+    return call._run_alone(client)
 
 
-def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]]) -> list[Any]:
-    """Cluster mode: each node's calls in one plain pipeline on that node's connection, nodes one
-    after the other. Not redis-py's cluster pipeline: when a connection fails while the answers are
-    read, it sends the unanswered calls again one by one, and a script that did run would run twice.
-    Calls are routed by their first key from the client's slot table, so no server is asked where
-    each goes (COMMAND GETKEYS); a stale table shows as MOVED, which ``run_many`` follows."""
+def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Sequence[Any] = ()) -> list[Any]:
+    """Cluster mode: each node's calls in one plain pipeline on a connection of that node, every
+    node's sent before any reply is read; each call's reply (an error reply, or the error of its
+    node's connection, as an exception). Not redis-py's cluster pipeline: when a connection fails
+    while the answers are read, it sends the unanswered calls again one by one, and a script that
+    did run would run twice. Calls are routed by their first key from the client's slot table, so no
+    server is asked where each goes (COMMAND GETKEYS); a stale table shows as MOVED, which
+    ``run_many`` follows, or as a node that fails, after which the table is read again
+    (``refresh_slots``). ``sent``: the commands as sent, where not ``call.sent()``."""
+    results: list[Any] = [None] * len(calls)
     by_node: dict[str, tuple[Any, list[int]]] = {}
     for i, call in enumerate(calls):
-        node = client.get_node_from_key(call.keys[0]) if call.keys else client.get_default_node()  # type: ignore[no-untyped-call]
-        by_node.setdefault(node.name, (node, []))[1].append(i)
-    results: list[Any] = [None] * len(calls)
-    for node, indexes in by_node.values():
-        pipe: Any = client.get_redis_connection(node).pipeline(transaction=False)
-        for i in indexes:
-            pipe.execute_command(*calls[i].sent())
         try:
-            replies = pipe.execute(raise_on_error=False)
-        except (RedisConnectionError, RedisTimeoutError):
-            _forget_topology(client)  # the node may have failed over: learn the new layout, then raise
-            raise
-        for i, reply in zip(indexes, replies, strict=True):
-            results[i] = reply
+            node = client.get_node_from_key(call.keys[0]) if call.keys else client.get_default_node()  # type: ignore[no-untyped-call]
+        except RedisClusterException as exc:  # no node serves the slot (yet)
+            results[i] = exc
+            continue
+        by_node.setdefault(node.name, (node, []))[1].append(i)
+    commands = list(sent) or [call.sent() for call in calls]
+    pending: list[tuple[Any, Any, list[int]]] = []  # (pool, connection, indexes) with replies to read
+    for node, indexes in by_node.values():
+        pool = client.get_redis_connection(node).connection_pool
+        connection: Any = None
+        try:
+            connection = pool.get_connection()
+            connection.send_packed_command(connection.pack_commands([commands[i] for i in indexes]))
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            if connection is not None:
+                connection.disconnect()
+                pool.release(connection)
+            _node_failed(client, indexes, exc, results)
+            continue
+        pending.append((pool, connection, indexes))
+    deadline = time.monotonic() + NODE_REPLY_S
+    for pool, connection, indexes in pending:
+        read = 0
+        try:
+            for i in indexes:
+                try:
+                    results[i] = _read_by(connection, deadline)
+                except ResponseError as exc:  # an error reply, read whole: the connection goes on
+                    results[i] = exc
+                read += 1
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            connection.disconnect()  # replies may still come on it: never reused
+            _node_failed(client, indexes[read:], exc, results)
+        finally:
+            pool.release(connection)
     return results
 
 
-def _forget_topology(client: RedisCluster) -> None:
-    """After a node failed: reload the slot table, as the cluster client does after its own calls."""
-    with suppress(RedisError, RedisClusterException):  # no node answers: the next call tries again
+def _read_by(connection: Any, deadline: float) -> Any:
+    """The next reply on ``connection``, waited for until ``deadline`` (monotonic) at most, where
+    redis-py can be told (>= 5.1); else for its socket timeout."""
+    if not _READ_TAKES_TIMEOUT:
+        return connection.read_response()
+    return connection.read_response(timeout=max(0.001, deadline - time.monotonic()))
+
+
+def _node_failed(client: RedisCluster, indexes: Sequence[int], exc: Exception, results: list[Any]) -> None:
+    """A node's connection failed: its calls fail with ``exc``, and the slot table is read again
+    (the node may have failed over)."""
+    for i in indexes:
+        results[i] = exc
+    refresh_slots(client)
+
+
+_READ_TAKES_TIMEOUT = "timeout" in inspect.signature(Connection.read_response).parameters
+_refreshed: WeakKeyDictionary[RedisCluster, float] = WeakKeyDictionary()  # client -> monotonic time of its last refresh
+_refresh_lock = threading.Lock()
+
+
+def refresh_slots(client: RedisCluster, *, every_s: float = SLOTS_REFRESH_S) -> bool:
+    """Reads the cluster's slot table again, as the cluster client does after its own calls fail,
+    but at most once per ``every_s`` per client (a node that fails does not make every call ask
+    every node); whether it was read. No node answering is not an error: the next call tries again."""
+    now = time.monotonic()
+    with _refresh_lock:
+        if now - _refreshed.get(client, -every_s) < every_s:
+            return False
+        _refreshed[client] = now
+    with suppress(RedisError, RedisClusterException):
         client.nodes_manager.initialize()
+        return True
+    return False
+
+
+def _reconnect_later(client: Redis) -> None:
+    """A server answered READONLY: it is a replica now (a failover). The pool's connections are
+    closed (idle ones now, busy ones when handed back), so the next calls connect again and reach
+    the primary where its name (DNS) now points."""
+    pool: Any = client.connection_pool
+    if hasattr(pool, "update_active_connections_for_reconnect"):  # redis-py >= 6
+        pool.update_active_connections_for_reconnect()
+        pool.disconnect_free_connections()
+    else:
+        pool.disconnect(inuse_connections=False)
 
 
 class Scripts:

@@ -48,10 +48,11 @@ from redis.exceptions import RedisError
 
 from . import calls
 from .calls import Swept
+from .connection import redis_errors
 from .errors import RedisUnavailable
 from .keys import Partition
 from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
-from .queue import Queue, redis_errors
+from .queue import Queue
 from .schedule import sleep_for
 from .scheduler import Scheduler
 from .scripts import run_many

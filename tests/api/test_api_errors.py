@@ -201,6 +201,7 @@ def test_every_route_answers_503_json_quickly_when_redis_is_down(
         pytest.fail(f"a batch with Redis down answered 200: {reply}")
     assert reply.status == 503, reply
     assert reply.json["error"] == "unavailable"
+    assert {name.lower(): value for name, value in reply.headers.items()}["retry-after"] == "1", reply.headers
     assert connection_attempts == [("127.0.0.1", 1)]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.connection import AbstractConnection
 from redis.crc import key_slot
 
 from delayq import JobExists, JobInfo, JobNotFound, Queue, Settings, Topics, calls
@@ -375,23 +376,35 @@ def direct_client(port: int) -> redis.Redis:
 
 
 class ScriptCalls:
-    """Every EVAL/EVALSHA a client of ``classes`` was asked to send: (command, numkeys, keys)."""
+    """Every EVAL/EVALSHA a connection was asked to send, alone or in a pipeline: (command, numkeys,
+    keys). Spied where every command is packed for the wire (``AbstractConnection.pack_command`` and
+    ``pack_commands``), so no path of redis-py's or delayq's (cluster client, pipelines, a node's own
+    connection) goes unseen."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int, tuple[str, ...]]] = []
 
-    def install(self, monkeypatch: pytest.MonkeyPatch, *classes: type) -> ScriptCalls:
-        for cls in classes:
-            original = cls.__dict__["execute_command"]
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> ScriptCalls:
+        pack_command, pack_commands = AbstractConnection.pack_command, AbstractConnection.pack_commands
 
-            def execute_command(client: Any, *args: Any, _original: Any = original, **options: Any) -> Any:
-                if args and str(args[0]).upper() in ("EVAL", "EVALSHA"):
-                    numkeys = int(args[2])
-                    self.calls.append((str(args[0]).upper(), numkeys, tuple(str(k) for k in args[3 : 3 + numkeys])))
-                return _original(client, *args, **options)
+        def one(connection: Any, *args: Any) -> Any:
+            self._seen(args)
+            return pack_command(connection, *args)
 
-            monkeypatch.setattr(cls, "execute_command", execute_command)
+        def many(connection: Any, commands: Any) -> Any:
+            commands = list(commands)
+            for args in commands:
+                self._seen(args)
+            return pack_commands(connection, commands)
+
+        monkeypatch.setattr(AbstractConnection, "pack_command", one)
+        monkeypatch.setattr(AbstractConnection, "pack_commands", many)
         return self
+
+    def _seen(self, args: Any) -> None:
+        if args and str(args[0]).upper() in ("EVAL", "EVALSHA"):
+            numkeys = int(args[2])
+            self.calls.append((str(args[0]).upper(), numkeys, tuple(str(k) for k in args[3 : 3 + numkeys])))
 
     def slots(self) -> list[set[int]]:
         return [{key_slot(key.encode()) for key in keys} for _, _, keys in self.calls]

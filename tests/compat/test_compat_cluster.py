@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis.client import Pipeline
-from redis.cluster import ClusterPipeline, RedisCluster
+from redis.cluster import RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from delayq import Queue, RedisUnavailable
@@ -77,9 +76,9 @@ def slot_owner(cluster: RedisClusterServers) -> dict[int, int]:
 
 @pytest.fixture
 def script_calls(monkeypatch: pytest.MonkeyPatch) -> ScriptCalls:
-    """Every EVAL/EVALSHA the cluster client and its pipelines are asked to send (delayq's are plain
-    pipelines on each node's client: redis-py's cluster pipeline would send failed calls again)."""
-    return ScriptCalls().install(monkeypatch, RedisCluster, ClusterPipeline, Pipeline)
+    """Every EVAL/EVALSHA delayq's connections are asked to send (plain pipelines on each node's own
+    connections: redis-py's cluster pipeline would send failed calls again)."""
+    return ScriptCalls().install(monkeypatch)
 
 
 def reset_stats(nodes: dict[int, redis.Redis]) -> None:

@@ -18,8 +18,8 @@ from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable, calls
 from delayq.calls import Failure
+from delayq.connection import redis_errors
 from delayq.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
-from delayq.queue import redis_errors
 from delayq.scripts import Call, Script, all_scripts
 
 from redis_support import Lua, Rules
