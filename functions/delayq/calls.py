@@ -358,6 +358,15 @@ def _run_ats(reply: list[Any]) -> dict[str, int]:
     return {str(name): int(float(score)) for name, score in pairs}
 
 
+def lock(partition: Partition, token: str, *, ttl_ms: int) -> Call[bool]:
+    """Takes the partition's sweep lock with ``token`` for ``ttl_ms`` if nobody holds it; whether it did."""
+    return Call.plain("SET", partition.lock, [token, "NX", "PX", ttl_ms], _set)
+
+
+def _set(reply: Any) -> bool:
+    return reply is True or reply == "OK"
+
+
 def unlock(partition: Partition, token: str) -> Call[bool]:
     """Releases the partition's sweep lock if it still holds ``token``; whether it did."""
     return Call(Scripts.unlock, [partition.lock], [token], bool)

@@ -53,7 +53,7 @@ from redis.credentials import CredentialProvider
 from redis.exceptions import (
     AskError,
     AuthenticationError,
-    ClusterDownError,
+    ClusterError,
     NoPermissionError,
     OutOfMemoryError,
     ReadOnlyError,
@@ -97,7 +97,7 @@ _UNAVAILABLE_CLASSES = (
     RedisConnectionError,  # refused, reset, LOADING (BusyLoadingError), WRONGPASS while a password rotates
     RedisTimeoutError,
     RedisClusterException,  # no node answers, a slot no node serves
-    ClusterDownError,  # CLUSTERDOWN, MASTERDOWN
+    ClusterError,  # CLUSTERDOWN, MASTERDOWN; redirects that never ended ("TTL exhausted")
     TryAgainError,
     AskError,  # ASK, MOVED: followed where they can be; left over, slots are moving
     ReadOnlyError,
@@ -106,7 +106,9 @@ _UNAVAILABLE_CLASSES = (
 # Redis 6.2 wraps an error a script's redis.call met: "ERR Error running script (call to f_...):
 # @user_script:5: -READONLY You can't write ...". Later servers pass the reply on as it came.
 _CODE_IN_SCRIPT = re.compile(r"@user_script:\s*\d+:\s*-([A-Z]+) ")
-# The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug.
+# The Redis user may not run a command or reach a key delayq needs: a deployment's mistake, not a bug,
+# and not an outage either (``RedisUnavailable.reason``).
+REFUSED = "NOPERM"
 _REFUSED = "refused a command (NOPERM): the Redis user's ACL lacks what delayq needs (see docs/redis.md)"
 # How Redis and Valkey word an ACL refusal from inside a script (not always with the NOPERM code), in
 # any case: Redis 7.0 "The user executing the script can't access ..."; Redis 7.2 and Valkey 8 "ACL
@@ -157,7 +159,7 @@ def as_unavailable(exc: BaseException, server: str = "Redis") -> RedisUnavailabl
     if reason is not None:
         return RedisUnavailable(f"{server} is unavailable: {reason}", reason=reason)
     if refused(exc):
-        return RedisUnavailable(f"{server} {_REFUSED}", reason="NOPERM")
+        return RedisUnavailable(f"{server} {_REFUSED}", reason=REFUSED)
     if isinstance(exc, RedisError) and not isinstance(exc, ResponseError):
         return RedisUnavailable(f"{server} is unavailable: {type(exc).__name__}", reason=type(exc).__name__)
     return None

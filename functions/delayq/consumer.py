@@ -45,11 +45,14 @@ without a deadline (the CLI, the local stack) takes any job.
 Every ``lateness.FLUSH_S`` a pass also adds the lateness of the deliveries since the last one to
 each topic's recent lateness in Redis (``delayq.lateness``), in the same round trip.
 
-A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
-a later pass. A take whose reply never came may have run, or may still run when Redis reads it: each
-take carries an id of its own, and the next passes undo it (``untake.lua``: the jobs it leased go back
-to the head of the ready list, their attempt not counted), rather than leave them leased to nobody
-until the leases expire as failed attempts.
+A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
+pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
+at each failed try up to a tick (its settlements wait, its lanes take nothing, its index is not read),
+while the other partitions' jobs are taken, delivered and settled as usual; one line is logged when its
+server stops answering and one when it answers again. A take whose reply never came may have run, or
+may still run when Redis reads it: each take carries an id of its own, and the next passes undo it
+(``untake.lua``: the jobs it leased go back to the head of the ready list, their attempt not counted),
+rather than leave them leased to nobody until the leases expire as failed attempts.
 
 Its rooms: this module is the loop (what to take and when, and the verdicts of the handlers);
 ``workers.py`` runs the handlers, one pool for the process, sized by the topics' concurrency (each
@@ -67,6 +70,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -81,6 +85,7 @@ from .lateness import FLUSH_S as LATENESS_FLUSH_S
 from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from .lateness import bucket_of
 from .loop import Budget, pause
+from .outages import Outages
 from .queue import Queue
 from .scripts import Call, run_many
 from .settings import WILDCARD, TopicConfig
@@ -244,7 +249,10 @@ class Consumer:
         self._reporting = 0  # settled deliveries whose metrics and log lines are still being written
         self._reported = threading.Event()  # set while none is
         self._reported.set()
-        self._settlement = Settlement(self._lock, self.counts, queue.telemetry, self._redis_error)
+        self.outages = Outages(queue, tick=self.tick, name="consume")
+        self._settlement = Settlement(
+            self._lock, self.counts, queue.telemetry, self._redis_error, resting=self.outages.until
+        )
         self._lateness_recorded = time.monotonic()
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
         for name in self.settings.topics.named if self._only is None else sorted(self._only):
@@ -329,11 +337,14 @@ class Consumer:
         with self._lock:
             waits += [d.deadline - now for d in self._running if not d.settled]
         waits.append(self._settlement.send_acks_by() - now)
+        waits.append(self.outages.next_at(now) - now)
         if taking:
             waits.append(self._next_take(budget, now) - now)
-            waits += [at - now for at in self._plans]
+            # A resting partition is read and looked at once its rest ends (``outages``), not before.
+            rests = [self.outages.until(partition) for partition in self.queue.keys.partitions]
+            waits += [max(at, rest) - now for at, rest in zip(self._plans, rests, strict=True)]
             if self._server_clock is not None:
-                waits += [at - now for at in self._polls]
+                waits += [max(at, rest) - now for at, rest in zip(self._polls, rests, strict=True)]
             waits.append(budget.left(now))
         return max(0.0, min(waits))
 
@@ -344,8 +355,9 @@ class Consumer:
         if all(share.running >= share.size for share in self._shares.values()):
             return first
         for lane in self._lanes.values():
-            if lane.next_check < first and self._can_take(lane, budget, now):
-                first = lane.next_check
+            at = max(lane.next_check, self.outages.until(lane.partition))
+            if at < first and self._can_take(lane, budget, now):
+                first = at
                 if first <= now:
                     break
         return first
@@ -355,25 +367,24 @@ class Consumer:
         self.queue.telemetry.flush_due()
         now = time.monotonic()
         self._expire(now)
+        self.outages.watch(now)
         if take:
             self._read_index(now)
         takes = self._takes(budget, now) if take else []  # first: the lanes' acks ride with them
-        settles = self._settlement.calls(hold=self._acks_can_wait if take else None)
+        settles = self._settlement.calls(now, hold=self._acks_can_wait if take else None)
         # In the same round trip (a lane they make takes next pass); early, rather than a wake of their own.
         looks = self._looks(now, riding=bool(takes or settles)) if take else []
         records = self._lateness_records(now)
         sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes]
-        sends += [call for _, pair in looks for call in pair] + records
+        sends += [call for _, pair in looks for call in pair] + [call for _, call in records]
         if not sends:
             self._forget_idle()
+            self.outages.report(now)
             return
-        try:
-            with redis_errors():
-                replies = run_many(self.queue.redis, sends, return_exceptions=True)
-        except ConfigError:  # another partition count than the namespace's: nothing here can help
-            raise
-        except DelayqError as exc:
-            replies = [exc] * len(sends)
+        partitions = [settle.pending.partition for settle in settles] + [sent.lane.partition for sent in takes]
+        partitions += [partition for partition, _ in looks for _ in range(2)] + [partition for partition, _ in records]
+        replies = self._send(sends)
+        self.outages.saw(partitions, replies, now)
         for settle, reply in zip(settles, replies[: len(settles)], strict=True):
             self._settlement.settled(settle, reply)
         for sent, reply in zip(takes, replies[len(settles) : len(settles) + len(takes)], strict=True):
@@ -382,16 +393,29 @@ class Consumer:
         for (partition, _), ready, delayed in zip(looks, looked[0::2], looked[1::2], strict=True):
             self._looked(partition, ready, delayed, now)
         self._forget_idle()
+        self.outages.report(time.monotonic())
         # The records' replies say nothing the pass needs: counts a failed call held are lost, and the
         # failure, the pass's own, is reported by its settles and takes.
 
+    def _send(self, sends: list[Call[Any]]) -> list[Any]:
+        """The replies of ``sends``, in one round trip: each call's, or its error; all the same error
+        when Redis could not be reached at all."""
+        try:
+            with redis_errors():
+                return run_many(self.queue.redis, sends, return_exceptions=True)
+        except ConfigError:  # another partition count than the namespace's: nothing here can help
+            raise
+        except DelayqError as exc:
+            return [exc] * len(sends)
+
     # --------------------------------------------------------------------------------- recent lateness
 
-    def _lateness_records(self, now: float, *, due: bool = False) -> list[Call[int]]:
+    def _lateness_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
         """Every ``lateness.FLUSH_S`` (or now, if ``due``): the lateness counted since the last record,
         added to each topic's recent lateness in Redis (``delayq.lateness``), one call per partition
         for up to ``LATENESS_CHUNK`` topics. A pass sends one such call, so that thousands of topics
-        spread their records over passes instead of holding one up; ``due`` sends them all."""
+        spread their records over passes instead of holding one up; ``due`` sends them all. A topic
+        whose partition rests (``outages``) waits for it."""
         if due or now - self._lateness_recorded >= LATENESS_FLUSH_S:
             self._lateness_recorded = now
             with self._lock:
@@ -402,13 +426,18 @@ class Consumer:
                             unsent[bucket] = unsent.get(bucket, 0) + deliveries
                         topic.lateness = {}
                         self._forget_topic(topic)
-        records: list[Call[int]] = []
-        while self._unrecorded and (due or not records):
+        records: list[tuple[Partition, Call[int]]] = []
+        names = iter(list(self._unrecorded))
+        if self.outages:
+            names = (name for name in names if not self.outages.resting(self.queue.keys.for_topic(name), now))
+        while due or not records:
             by_partition: dict[Partition, dict[str, dict[int, int]]] = {}
-            for name in list(self._unrecorded)[:LATENESS_CHUNK]:
+            for name in islice(names, LATENESS_CHUNK):
                 by_partition.setdefault(self.queue.keys.for_topic(name), {})[name] = self._unrecorded.pop(name)
+            if not by_partition:
+                break
             records += [
-                calls.add_lateness(partition, counted, window_minutes=LATENESS_WINDOW_MINUTES)
+                (partition, calls.add_lateness(partition, counted, window_minutes=LATENESS_WINDOW_MINUTES))
                 for partition, counted in by_partition.items()
             ]
         return records
@@ -416,13 +445,8 @@ class Consumer:
     def _record_lateness_now(self) -> None:
         """At the end of a run: the lateness of its last deliveries, so that none is lost (best effort)."""
         records = self._lateness_records(time.monotonic(), due=True)
-        if not records:
-            return
-        try:
-            with redis_errors():
-                run_many(self.queue.redis, records, return_exceptions=True)
-        except DelayqError as exc:
-            log.debug("recent lateness not recorded: %s", exc.message)
+        if records:
+            self._send([call for _, call in records])
 
     # --------------------------------------------------------------------------------- topics
 
@@ -504,20 +528,17 @@ class Consumer:
             for index in self._full_reads:
                 self._plans[index] = now
             self._full_reads.clear()
-        partitions = [p for p in self.queue.keys.partitions if self._plans[p.index] <= now]
+        partitions = [
+            p for p in self.queue.keys.partitions if self._plans[p.index] <= now and not self.outages.resting(p, now)
+        ]
         if not partitions:
             return
         for partition in partitions:
             self._plans[partition.index] = now + self.tick
             self._polls[partition.index] = now + self.look_every
         reads = [calls.topics_due(partition, limit=PLAN_TOPICS, horizon_ms=horizon_ms) for partition in partitions]
-        try:
-            with redis_errors():
-                replies = run_many(self.queue.redis, reads, return_exceptions=True)
-        except ConfigError:
-            raise
-        except DelayqError as exc:
-            replies = [exc] * len(reads)
+        replies = self._send(reads)
+        self.outages.saw(partitions, replies, now)
         for partition, reply in zip(partitions, replies, strict=True):
             self._planned(partition, reply, now)
 
@@ -536,7 +557,7 @@ class Consumer:
         due_by = now + (self.look_every * LOOK_EARLY if riding else 0)
         looks = []
         for partition in self.queue.keys.partitions:
-            if self._polls[partition.index] <= due_by:
+            if self._polls[partition.index] <= due_by and not self.outages.resting(partition, now):
                 self._polls[partition.index] = now + self.look_every
                 ready = calls.ready_topics(partition, limit=POLL_TOPICS)
                 looks.append(
@@ -548,6 +569,8 @@ class Consumer:
         """The topics with work in ``partition``: each lane takes when its next job falls due."""
         if isinstance(reply, Exception):
             self._redis_error("reading the topic index", partition, None, reply)
+            if self.outages.resting(partition, now):  # read again once its rest ends
+                self._plans[partition.index] = self.outages.until(partition)
             return
         self._server_clock = (reply.now_ms, now)
         self._due(partition, reply.due, now)
@@ -623,7 +646,11 @@ class Consumer:
         all than their share has free."""
         due: dict[_Topic, list[_Lane]] = {}
         for lane in self._lanes.values():
-            if lane.next_check <= now and self._can_take(lane, budget, now):
+            if (
+                lane.next_check <= now
+                and self._can_take(lane, budget, now)
+                and not self.outages.resting(lane.partition, now)
+            ):
                 due.setdefault(lane.topic, []).append(lane)
         due = self._first_of_each_share(due)
         # Never negative: take.lua reads a negative longest as "no limit".
@@ -670,7 +697,8 @@ class Consumer:
         self._settlement.rode(lane.pending, take.acks, reply if isinstance(reply, Exception) else reply.acked)
         if isinstance(reply, Exception):
             self._redis_error("take", lane.partition, lane.topic.name, reply)
-            lane.next_check = now + self.tick
+            resting = self.outages.resting(lane.partition, now)  # then take again once its rest ends
+            lane.next_check = self.outages.until(lane.partition) if resting else now + self.tick
             # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
             with self._lock:
                 lane.pending.undo_later([take.take_id])
@@ -867,11 +895,13 @@ class Consumer:
 
     def _redis_error(self, what: str, partition: Partition, topic: str | None, exc: Exception) -> None:
         """A take, settle or index read that failed: counted (per topic, or for the service when the call
-        is the partition's) and logged; anything but Redis failing is raised."""
+        is the partition's) and logged, but for Redis not answering, which ``outages`` logs once; anything
+        but Redis failing is raised."""
         self.counts["redis_errors"] += 1
         self.queue.telemetry.count("RedisErrors", topic)
         message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
         where = f"{topic} (partition {partition.index})" if topic else f"partition {partition.index}"
-        log.warning("%s on %s failed: %s", what, where, message)
+        level = logging.DEBUG if self.outages.resting(partition, time.monotonic()) else logging.WARNING
+        log.log(level, "%s on %s failed: %s", what, where, message)
         if not isinstance(exc, (RedisError, DelayqError)):
             raise exc

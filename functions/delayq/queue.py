@@ -11,6 +11,7 @@ import secrets
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain, islice
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from . import calls
 from .calls import JobWrite
@@ -200,7 +202,16 @@ class Queue:
 
     def _server(self) -> str:
         """Which Redis this queue uses, for error messages: its host and port, never a password."""
+        return self.server()
+
+    def server(self, partition: Partition | None = None) -> str:
+        """Which Redis this queue uses, or holds ``partition`` (on a cluster: its slot's master, as the
+        client's slot table has it), for messages: its host and port, never a password."""
         if self._redis is not None:
+            if partition is not None and isinstance(self._redis, RedisCluster):
+                with suppress(RedisClusterException):
+                    node = self._redis.get_node_from_key(partition.lock)  # type: ignore[no-untyped-call]
+                    return f"Redis at {node.host}:{node.port}"
             return f"Redis at {server_address(self._redis)}"
         if self.settings.redis_secret:
             return f"Redis (the URL in {ENV.REDIS_SECRET})"

@@ -64,11 +64,12 @@ from pydantic import ValidationError
 from . import calls
 from .calendar import Calendar
 from .calls import CLAIM, JobWrite, Move, Stored
-from .connection import redis_errors
+from .connection import redis_errors, unavailable
 from .errors import Code, RedisUnavailable, ScheduleNotFound
 from .keys import Partition
 from .loop import pause
 from .models import body_json
+from .outages import Outages
 from .queue import encode_overrides
 from .recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
 from .scripts import Call, run_many
@@ -390,7 +391,11 @@ class Schedules:
             outbox = outboxes[i]
             if isinstance(reply, Exception):
                 done[i] = False
-                log.warning("schedule %s/%s: a job write failed, retried later: %s", outbox.topic, outbox.name, reply)
+                # Redis down or failing over is logged once, by the sweep (outages.py): not once a write.
+                level = logging.DEBUG if unavailable(reply) else logging.WARNING
+                log.log(
+                    level, "schedule %s/%s: a job write failed, retried later: %s", outbox.topic, outbox.name, reply
+                )
             elif step.kind in (CREATE, REPLACE) and reply.codes[0] == Code.CREATED:
                 self.counts["occurrences"] += 1
                 self.queue.telemetry.count("Enqueued", outbox.topic)
@@ -422,9 +427,16 @@ class Scheduler:
     one read per partition when nothing is due, whatever the number of schedules."""
 
     def __init__(
-        self, queue: Queue, *, counts: Counter[str] | None = None, claim_ms: int = CLAIM_MS, limit: int = DUE_LIMIT
+        self,
+        queue: Queue,
+        *,
+        counts: Counter[str] | None = None,
+        claim_ms: int = CLAIM_MS,
+        limit: int = DUE_LIMIT,
+        outages: Outages | None = None,
     ) -> None:
         self.queue = queue
+        self.outages = outages or Outages(queue, tick=queue.settings.tick, name="schedules")
         self.store = Schedules(queue, claim_ms=claim_ms)
         if counts is not None:
             self.store.counts = counts
@@ -440,13 +452,19 @@ class Scheduler:
         None: none). A partition whose Redis fails is logged, counted and tried again next pass."""
         next_in: list[int | None] = []
         for partition in self.queue.keys.partitions:
+            now = time.monotonic()
+            if self.outages.resting(partition, now):
+                continue
             try:
                 with redis_errors():
                     next_in.append(self._advance(partition))
             except RedisUnavailable as exc:
                 self.counts["redis_errors"] += 1
                 self.queue.telemetry.count("RedisErrors", None)
-                log.warning("schedules of partition %d: %s", partition.index, exc.message)
+                if not self.outages.failed(partition, exc, now):  # refused by an ACL: not an outage
+                    log.warning("schedules of partition %d: %s", partition.index, exc.message)
+                continue
+            self.outages.answered(partition)
         known = [ms for ms in next_in if ms is not None]
         return min(known) if known else None
 

@@ -90,12 +90,19 @@ class Settlement:
     items of a failed call put back."""
 
     def __init__(
-        self, lock: threading.Lock, counts: Counter[str], telemetry: Telemetry, redis_error: RedisErrorReport
+        self,
+        lock: threading.Lock,
+        counts: Counter[str],
+        telemetry: Telemetry,
+        redis_error: RedisErrorReport,
+        *,
+        resting: Callable[[Partition], float] = lambda partition: 0.0,
     ) -> None:
         self._lock = lock
         self._counts = counts
         self._telemetry = telemetry
         self._redis_error = redis_error
+        self._resting = resting  # when a partition's calls may go again (``Outages.until``)
         self._pending: dict[Pending, None] = {}  # every lane's, in the order the lanes came (a set, ordered)
 
     def lane(self, partition: Partition, topic: str, rules: Rules) -> Pending:
@@ -114,9 +121,17 @@ class Settlement:
             return any(self._pending)
 
     def send_acks_by(self) -> float:
-        """When the first acks waiting for a take must go (inf: none waits)."""
+        """When the first acks waiting for a take must go (inf: none waits); a resting partition's, once
+        its rest ends."""
         with self._lock:
-            return min((pending.send_acks_by() for pending in self._pending if pending.acks), default=float("inf"))
+            return min(
+                (
+                    max(pending.send_acks_by(), self._resting(pending.partition))
+                    for pending in self._pending
+                    if pending.acks
+                ),
+                default=float("inf"),
+            )
 
     def ride(self, pending: Pending) -> list[tuple[str, str, int]]:
         """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
@@ -124,13 +139,14 @@ class Settlement:
             acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
             return acks
 
-    def calls(self, hold: Callable[[Pending], bool] | None = None) -> list[Settle]:
+    def calls(self, now: float, hold: Callable[[Pending], bool] | None = None) -> list[Settle]:
         """The calls for everything pending, taken off the lanes: undo first, then acks, then fails;
-        the acks of lanes that ``hold`` says may wait for a take stay."""
+        the acks of lanes that ``hold`` says may wait for a take stay, and so does everything of a
+        partition that rests (``Outages``)."""
         settle: list[Settle] = []
         with self._lock:
             for pending in self._pending:
-                if not pending:
+                if not pending or self._resting(pending.partition) > now:
                     continue
                 partition, topic = pending.partition, pending.topic
                 if pending.untakes:

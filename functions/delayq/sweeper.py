@@ -29,8 +29,10 @@ Topics whose receipts of done jobs expire are due too (the index knows when): th
 forgotten in the same round trip (``forget.lua``), so they expire on time where no ack comes to
 forget them.
 
-A Redis call that fails is logged, counted (``redis_errors``, metric ``RedisErrors``) and retried at
-the next pass.
+A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
+pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
+at each failed try up to a tick, while the other partitions are swept as usual; one line is logged when
+its server stops answering and one when it answers again.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from .connection import redis_errors
 from .errors import RedisUnavailable
 from .keys import Partition
 from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
+from .outages import Outages
 from .queue import Queue
 from .schedule import sleep_for
 from .scheduler import Scheduler
@@ -99,7 +102,9 @@ class Sweeper:
         self.stop = stop or threading.Event()
         self.counts: Counter[str] = Counter()
         self._states = [_PartitionState(p, lag_ms) for p in queue.keys.partitions]
-        self.scheduler = Scheduler(queue, counts=self.counts)  # recurring schedules' occurrences, each pass
+        self.outages = Outages(queue, tick=self.tick, name="sweep")
+        # recurring schedules' occurrences, each pass
+        self.scheduler = Scheduler(queue, counts=self.counts, outages=self.outages)
 
     def run(self, budget: Budget) -> dict[str, Any]:
         """Sweep until the budget's stop time (one pass if it asks for one); release the locks."""
@@ -134,30 +139,43 @@ class Sweeper:
         """
         self.counts["passes"] += 1
         self.queue.telemetry.flush_due()
+        outages = self.outages
+        outages.watch(time.monotonic())
         next_in: list[int | None] = [self.scheduler.pass_once()]
         states = self._states
         while True:
             busy = []
             for state in states:
+                now = time.monotonic()
+                if outages.resting(state.partition, now):
+                    continue
                 try:
                     with redis_errors():
                         ms = self._sweep_partition(state)
                 except RedisUnavailable as exc:
                     state.busy = False
                     self._redis_error()
-                    log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
+                    if not outages.failed(state.partition, exc, now):  # refused by an ACL: not an outage
+                        log.warning("sweep of partition %d failed: %s", state.partition.index, exc.message)
                     continue
                 except RedisError:  # not a Redis outage (a refused command, a script error): the run fails
                     self._redis_error()
                     raise
+                outages.answered(state.partition)
                 if state.busy:
                     busy.append(state)
                 elif ms is not None:
                     # While work only comes due, at most a pass per lag: consumers take it meanwhile.
                     next_in.append(max(ms, state.lag_ms))
             if not busy:
+                now = time.monotonic()
+                outages.report(now)
+                rest_ends = outages.next_at(now)  # a partition's rest, or the next read of the slot table
+                if rest_ends < math.inf:
+                    next_in.append(max(0, int((rest_ends - now) * 1000)))
                 return sleep_for(self.tick, *next_in)
             if not self._drains(budget):
+                outages.report(time.monotonic())
                 return 0.0
             states = busy
 
@@ -180,11 +198,10 @@ class Sweeper:
         renews the lock and reads the index, and a second call sweeps what it names), and, the first
         time, every topic if the partition's index was never built. Sets ``state.busy`` if more is due
         now; returns the ms until the partition's next work (None: unknown)."""
-        redis = self.queue.redis
         if not state.held:
             state.busy = False
             state.due = []
-            state.held = bool(redis.set(state.partition.lock, self.token, nx=True, px=self.lock_ttl_ms))
+            state.held = calls.lock(state.partition, self.token, ttl_ms=self.lock_ttl_ms).run(self.queue.redis)
             if not state.held:
                 return None
             self.counts["locks_taken"] += 1

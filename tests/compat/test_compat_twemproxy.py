@@ -151,8 +151,9 @@ def test_noscript_through_twemproxy_falls_back_to_eval(proxy: Twemproxy, backend
         assert len(recorder.of(TOPIC)) == 14
     finally:
         queue.close()
-    # The EVAL fallback cached the scripts again on the backends (never SCRIPT LOAD).
-    used = {Scripts.enqueue.sha, Scripts.enqueue_one.sha, Scripts.stats.sha, Scripts.take.sha, Scripts.ack.sha}
+    # The EVAL fallback cached the scripts again on the backends (never SCRIPT LOAD). Not ack.lua: on a
+    # busy machine every ack may ride with a take (take.lua) and ack.lua never run.
+    used = {Scripts.enqueue.sha, Scripts.enqueue_one.sha, Scripts.stats.sha, Scripts.take.sha}
     cached = {s.sha for s in all_scripts() if any(c.script_exists(s.sha)[0] for c in backend_clients)}
     assert used <= cached
 

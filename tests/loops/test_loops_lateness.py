@@ -60,13 +60,13 @@ def test_thousands_of_topics_record_a_chunk_a_pass(make_queue: MakeQueue) -> Non
         assert topic is not None
         topic.count_lateness(bucket_of(3))
     now = time.monotonic() + LATENESS_FLUSH_S
-    first = consumer._lateness_records(now)
+    first = [call for _, call in consumer._lateness_records(now)]
     assert len(first) == 2  # one call per partition
     assert sum(len(call.keys) for call in first) == LATENESS_CHUNK
     assert all({queue.keys.for_topic(t).lateness(t) for t in names} >= set(call.keys) for call in first)
     assert consumer._lateness_records(now) != []  # the next chunk, at the next pass
     run_many(queue.redis, first)
-    rest = consumer._lateness_records(now, due=True)  # the end of a run: all that is left
+    rest = [call for _, call in consumer._lateness_records(now, due=True)]  # the end of a run: all that is left
     assert sum(len(call.keys) for call in rest) == len(names) - 2 * LATENESS_CHUNK
     assert consumer._lateness_records(now + LATENESS_FLUSH_S, due=True) == []
     lateness = queue.lateness(names[:LATENESS_CHUNK])

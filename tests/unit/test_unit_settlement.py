@@ -26,24 +26,24 @@ def test_acks_that_may_wait_stay_for_a_take_and_failures_go_at_once() -> None:
     made, pending, _ = settlement()
     pending.ack("a", "t1", 5)
     pending.fails.append(Failure("b", "t1", "boom"))
-    sent = made.calls(hold=lambda lane: True)
+    sent = made.calls(0.0, hold=lambda lane: True)
     assert [s.kind for s in sent] == [FAIL]
     assert [a[0] for a in pending.acks] == ["a"]
-    assert [s.kind for s in made.calls(hold=lambda lane: False)] == [ACK]
+    assert [s.kind for s in made.calls(0.0, hold=lambda lane: False)] == [ACK]
     assert pending.acks == []
 
 
 def test_without_a_hold_every_ack_goes() -> None:
     made, pending, _ = settlement()
     pending.ack("a", "t1", 5)
-    assert [(s.kind, s.items) for s in made.calls()] == [(ACK, [("a", "t1", 5)])]
+    assert [(s.kind, s.items) for s in made.calls(0.0)] == [(ACK, [("a", "t1", 5)])]
 
 
 def test_a_full_chunk_of_acks_never_waits() -> None:
     made, pending, _ = settlement()
     for i in range(SETTLE_CHUNK):
         pending.ack(f"j{i}", "t1", 5)
-    assert [s.kind for s in made.calls(hold=lambda lane: True)] == [ACK]
+    assert [s.kind for s in made.calls(0.0, hold=lambda lane: True)] == [ACK]
 
 
 def test_acks_must_go_within_the_ride_window_of_the_first() -> None:
