@@ -79,10 +79,14 @@ class ErrorOut(BaseModel):
     status: int
     error: str = Field(
         description="malformed, invalid, too_large, not_found, method_not_allowed, exists, reserved, dead, done, "
-        "unavailable"
+        "unavailable, not_replicated"
     )
     field: str | None = Field(description="The request field at fault, when there is one")
     message: str
+    replicas: int | None = Field(
+        default=None, description="not_replicated: how many replicas said they hold the write in time"
+    )
+    wanted: int | None = Field(default=None, description="not_replicated: how many were wanted (DELAYQ_MIN_REPLICAS)")
 
 
 class ScheduledOut(BaseModel):

@@ -81,7 +81,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
     if len(writes) == 1 and not replace:
         (write,) = writes
         args = [write.at, write.overrides, write.id, write.body]
-        return Call(Scripts.enqueue_one, partition.key_group(write.topic), args, _enqueued)
+        return Call(Scripts.enqueue_one, partition.key_group(write.topic), args, _enqueued, wrote=_wrote)
     groups: dict[str, str] = {}
     keys: list[str] = []
     lines: list[Arg] = []
@@ -91,11 +91,16 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
             group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.key_group(write.topic))
         lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
-    return Call(Scripts.enqueue, keys, ["r" if replace else "c", *lines], _enqueued)
+    return Call(Scripts.enqueue, keys, ["r" if replace else "c", *lines], _enqueued, wrote=_wrote)
 
 
 def _enqueued(reply: list[int]) -> Enqueued:
     return Enqueued(reply[0::2], reply[1::2])
+
+
+def _wrote(enqueued: Enqueued) -> bool:
+    """Whether an enqueue wrote a job (a create refused as existing writes nothing)."""
+    return any(code > 0 for code in enqueued.codes)
 
 
 # ------------------------------------------------------------------------------------ take and settle

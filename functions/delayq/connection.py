@@ -119,7 +119,10 @@ _REFUSED_IN_SCRIPT = re.compile(r"^NOPERM|acl failure|user executing the script 
 def error_code(exc: BaseException) -> str | None:
     """The code of a Redis error reply (``READONLY``, ``CLUSTERDOWN``, ``ERR``): as redis-py kept it
     (``status_code``, redis-py >= 8), as the message starts, or, for an error a script's
-    ``redis.call`` met on Redis 6.2, inside the message; None for an error that is not a reply."""
+    ``redis.call`` met on Redis 6.2, inside the message; None for an error that is not a reply. A
+    ``RedisUnavailable`` has the code of the error it stands for."""
+    if isinstance(exc, RedisUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__
     code = getattr(exc, "status_code", None)
     if not isinstance(exc, ResponseError):
         return str(code) if code else None
@@ -141,8 +144,14 @@ def unavailable(exc: BaseException) -> str | None:
     if code in UNAVAILABLE_CODES:
         return code
     if isinstance(exc, _UNAVAILABLE_CLASSES):
-        return code or type(exc).__name__
+        return code if code and code != "ERR" else type(exc).__name__  # "ERR max number of clients reached"
     return None
+
+
+def refused_unrun(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a call before it changed anything: a redirect, a cluster or a
+    server that cannot serve now, or a script's first write refused (a replica, a full server)."""
+    return error_code(exc) in UNAVAILABLE_CODES
 
 
 def refused(exc: BaseException) -> bool:

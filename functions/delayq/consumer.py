@@ -77,7 +77,7 @@ from redis.exceptions import RedisError
 
 from . import calls
 from .calls import Failure, Taken
-from .connection import redis_errors
+from .connection import redis_errors, refused_unrun
 from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
 from .job import Job
 from .keys import Partition
@@ -699,9 +699,10 @@ class Consumer:
             self._redis_error("take", lane.partition, lane.topic.name, reply)
             resting = self.outages.resting(lane.partition, now)  # then take again once its rest ends
             lane.next_check = self.outages.until(lane.partition) if resting else now + self.tick
-            # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
-            with self._lock:
-                lane.pending.undo_later([take.take_id])
+            if not refused_unrun(reply):
+                # It may have run, its reply lost: undo it at the next passes (a take never sent is harmless).
+                with self._lock:
+                    lane.pending.undo_later([take.take_id])
             return
         self._server_clock = (reply.now_ms, now)
         if reply.paused:  # nothing taken: look again in a tick (a pause lasts minutes, not milliseconds)

@@ -164,6 +164,25 @@ class RedisUnavailable(DelayqError):
         self.reason = reason
 
 
+class NotReplicated(RedisUnavailable):
+    """A create was written, but fewer replicas than ``DELAYQ_MIN_REPLICAS`` said they hold it within
+    ``DELAYQ_MIN_REPLICAS_WAIT_MS`` (503): a failover now could lose it. Creating it again is safe."""
+
+    error = "not_replicated"
+
+    def __init__(self, replicas: int, wanted: int, wait_ms: int) -> None:
+        super().__init__(
+            f"the write reached {replicas} of the {wanted} replicas wanted within {wait_ms} ms: a failover now "
+            "could lose it; creating the same job again is safe (409 exists: it is there)",
+            reason="NOREPLICAS",
+        )
+        self.replicas = replicas
+        self.wanted = wanted
+
+    def to_dict(self) -> dict[str, object]:
+        return super().to_dict() | {"replicas": self.replicas, "wanted": self.wanted}
+
+
 MAX_RETRY_AFTER_S = 86_400  # the longest a Retry-After can hold a retry back: a day
 
 

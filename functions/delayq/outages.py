@@ -82,7 +82,7 @@ class Outages:
         partitions rest (inf: none)."""
         ends = [rest.until for rest in self._rests.values() if rest.until > now]
         if self._rests and self.queue.settings.redis_mode == "cluster":
-            ends.append(self._watched_at + SLOTS_REFRESH_S)
+            ends.append(max(now, self._watched_at + SLOTS_REFRESH_S))
         return min(ends, default=math.inf)
 
     def saw(self, partitions: list[Partition], replies: list[Any], now: float) -> None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, ResponseError
 
 from . import calls
 from .calls import JobWrite
@@ -78,7 +79,7 @@ from .models import (
 from .observability import Telemetry
 from .recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
 from .schedule import encode_backoff, seconds_to_ms
-from .scripts import Call, run_many, stream
+from .scripts import Call, Replicas, run_many, stream
 from .settings import ENV, Settings, TopicConfig, Topics
 
 if TYPE_CHECKING:
@@ -168,6 +169,9 @@ class Queue:
         base = settings or Settings.from_env()
         self.settings = base.with_(**explicit) if explicit else base
         self.keys = Keyspace(self.settings.namespace, self.settings.partitions)
+        wanted, wait_ms = self.settings.min_replicas, self.settings.min_replicas_wait_ms
+        # What a create waits for before it is answered (DELAYQ_MIN_REPLICAS): None, nothing.
+        self.replicas = Replicas(wanted, wait_ms) if wanted else None
         self._redis = redis
         self._layout_checked = False
         self.telemetry = telemetry or Telemetry.disabled()
@@ -188,10 +192,13 @@ class Queue:
 
     def _check_layout(self, client: RedisClient) -> None:
         """Records the partition count at the namespace's first use, and refuses another one after:
-        jobs written with one count are found only by clients with the same count."""
+        jobs written with one count are found only by clients with the same count. With min replicas,
+        refuses a server that refuses ``WAIT``."""
         partitions = self.settings.partitions
         with redis_errors(self._server):
             recorded = calls.layout(self.keys).run(client)
+            if self.replicas is not None:
+                self._check_wait(client)
         if recorded != partitions:
             raise ConfigError(
                 f"{ENV.PARTITIONS} is {partitions}, but namespace {self.settings.namespace!r} has {recorded} "
@@ -199,6 +206,20 @@ class Queue:
                 "is fixed; use a new namespace for another)"
             )
         self._layout_checked = True
+
+    def _check_wait(self, client: RedisClient) -> None:
+        """``ConfigError`` naming ``DELAYQ_MIN_REPLICAS`` if the server refuses ``WAIT``: an error reply,
+        or, as twemproxy does, a hang-up on a server that answers a PING."""
+        try:
+            client.execute_command("WAIT", 0, 0)  # type: ignore[no-untyped-call]
+        except (RedisConnectionError, ResponseError) as exc:
+            if isinstance(exc, RedisConnectionError):
+                client.ping()  # Redis answers (else RedisUnavailable): it was WAIT that was refused
+            raise ConfigError(
+                f"{ENV.MIN_REPLICAS} is {self.settings.min_replicas}, but {self._server()} refuses WAIT "
+                f"({type(exc).__name__}), which it needs (a proxy such as twemproxy does): unset it, or connect "
+                "to the primary itself"
+            ) from None
 
     def _server(self) -> str:
         """Which Redis this queue uses, for error messages: its host and port, never a password."""
@@ -325,7 +346,7 @@ class Queue:
 
         results: list[EnqueueResult] = []
         with redis_errors(self._server):
-            for replies in stream(lambda: self.redis, sends()):
+            for replies in stream(lambda: self.redis, sends(), replicas=self.replicas):
                 batch, parts = validated.popleft()
                 results += self._answers(batch, _merged(len(batch.writes), parts, replies))
         return results
@@ -379,7 +400,7 @@ class Queue:
         else create, refusing an existing job."""
         call = calls.enqueue(self.keys.for_job(write.topic, write.id), [write], replace=replace)
         with redis_errors(self._server):
-            written = call.run(self.redis)
+            written: calls.Enqueued = run_many(self.redis, [call], replicas=self.replicas)[0]
         return written.codes[0], written.run_at_ms[0]
 
     def _sends(self, writes: Sequence[JobWrite]) -> list[_Send]:

@@ -386,7 +386,8 @@ class Schedules:
         done = [True] * len(outboxes)
         if not sends:
             return done
-        replies = run_many(self.queue.redis, [call for _, _, call in sends], return_exceptions=True)
+        writes = [call for _, _, call in sends]
+        replies = run_many(self.queue.redis, writes, return_exceptions=True, replicas=self.queue.replicas)
         for (i, step, _), reply in zip(sends, replies, strict=True):
             outbox = outboxes[i]
             if isinstance(reply, Exception):

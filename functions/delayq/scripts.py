@@ -11,6 +11,11 @@ Calls go out as EVALSHA; when the server answers NOSCRIPT (a restart, a ``SCRIPT
 behind a proxy, a replica just promoted) the same call is repeated as EVAL, which runs the script and
 caches it. Never ``SCRIPT LOAD``: Codis and twemproxy refuse it.
 
+A write may wait for replicas (``Replicas``, ``DELAYQ_MIN_REPLICAS``): a ``WAIT`` goes after it on the
+same connection, in the same round trip (on a cluster, after each node's calls, on that node's
+connection), and the calls it covers that wrote something (``Call.wrote``) fail with ``NotReplicated``
+if too few replicas hold them.
+
 On a cluster every call goes to its node on a plain connection of that node (``_run_per_node``), all
 nodes' pipelines sent before any reply is read: a node that fails or hangs fails its own calls, and
 holds up the others' at most ``NODE_REPLY_S``. redis-py's cluster client is used for its slot table,
@@ -29,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from weakref import WeakKeyDictionary
 
 from redis import Redis
@@ -48,6 +53,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .connection import RedisClient
+from .errors import NotReplicated
 
 INCLUDE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
 FUNCTION = re.compile(r"local function (\w+)\(")
@@ -146,6 +152,42 @@ class Script:
             return client.eval(self.source, len(keys), *keys, *args)
 
 
+class Replicas(NamedTuple):
+    """What a write waits for before it is answered: ``wanted`` replicas that hold it (Redis ``WAIT`` on
+    the connection that wrote it), ``wait_ms`` at most."""
+
+    wanted: int
+    wait_ms: int
+
+    @property
+    def command(self) -> tuple[Arg, ...]:
+        return ("WAIT", self.wanted, self.wait_ms)
+
+    def apply(self, results: list[Any], indexes: Iterable[int], acked: Any) -> None:
+        """``WAIT``'s reply ``acked`` for the calls at ``indexes`` of ``results``: when it is short (or
+        failed), those answered become ``_Unreplicated``, which fail if they wrote (``_decoded``)."""
+        if isinstance(acked, int) and acked >= self.wanted:
+            return
+        error = acked if isinstance(acked, Exception) else NotReplicated(int(acked), self.wanted, self.wait_ms)
+        for i in indexes:
+            if not isinstance(results[i], Exception):
+                results[i] = _Unreplicated(results[i], error)
+
+
+class _Unreplicated(NamedTuple):
+    """A call's reply that too few replicas may hold: ``error`` if the call wrote something."""
+
+    reply: Any
+    error: Exception
+
+    def decoded(self, call: Call[R]) -> R:
+        """The reply decoded, if the call wrote nothing (a create refused as 409); else the error."""
+        value = call.decode(self.reply)
+        if call.wrote is None or call.wrote(value):
+            raise self.error
+        return value
+
+
 def _as_sent(reply: Any) -> Any:
     """A reply as Redis sent it: the decoder of a call built without one (tests of the sending)."""
     return reply
@@ -165,6 +207,7 @@ class Call(Generic[R]):
     args: Sequence[Arg] = ()
     decode: Callable[[Any], R] = _as_sent
     command: str = ""
+    wrote: Callable[[R], bool] | None = None  # whether a decoded reply says the call wrote (None: always)
 
     @classmethod
     def plain(cls, command: str, key: str, args: Sequence[Arg], decode: Callable[[Any], R]) -> Call[R]:
@@ -190,7 +233,13 @@ class Call(Generic[R]):
         return self.decode(self.script(client, self.keys, self.args))
 
 
-def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptions: bool = False) -> list[Any]:
+def run_many(
+    client: RedisClient,
+    calls: Sequence[Call[Any]],
+    *,
+    return_exceptions: bool = False,
+    replicas: Replicas | None = None,
+) -> list[Any]:
     """Run several script calls in one round trip (a pipeline without MULTI; on a cluster, one per
     node, sent together); their decoded replies in call order.
 
@@ -200,11 +249,12 @@ def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptio
     ``return_exceptions``, returned in its call's place: on a cluster, a node that fails or does not
     answer within ``NODE_REPLY_S`` fails its own calls, the others' replies are read; on one server,
     an error of the connection itself is raised. A READONLY answer (the server became a replica)
-    sends the next calls on new connections, which find the primary if its name moved there.
+    sends the next calls on new connections, which find the primary if its name moved there. With
+    ``replicas``, the calls are writes that wait for them (``Replicas``).
     """
     if isinstance(client, RedisCluster):
-        results = _run_per_node(client, calls)
-    elif len(calls) == 1 and not return_exceptions:
+        results = _run_per_node(client, calls, replicas=replicas)
+    elif len(calls) == 1 and not return_exceptions and replicas is None:
         try:
             return [calls[0]._run_alone(client)]
         except ReadOnlyError:
@@ -214,19 +264,35 @@ def run_many(client: RedisClient, calls: Sequence[Call[Any]], *, return_exceptio
         pipe: Any = client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*call.sent())
+        if replicas is not None:
+            pipe.execute_command(*replicas.command)
         results = pipe.execute(raise_on_error=False)
-    return _decoded(client, calls, results, return_exceptions=return_exceptions)
+        if replicas is not None:
+            replicas.apply(results, range(len(calls)), results.pop())
+    return _decoded(client, calls, results, return_exceptions=return_exceptions, replicas=replicas)
 
 
 def _decoded(
-    client: RedisClient, calls: Sequence[Call[Any]], results: list[Any], *, return_exceptions: bool
+    client: RedisClient,
+    calls: Sequence[Call[Any]],
+    results: list[Any],
+    *,
+    return_exceptions: bool,
+    replicas: Replicas | None = None,
 ) -> list[Any]:
     """``run_many``'s replies of ``calls``, each decoded, or sent again, or an error raised or kept."""
     for i, (call, result) in enumerate(zip(calls, results, strict=True)):
-        if isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
+        if isinstance(result, _Unreplicated):
             try:
-                results[i] = _send_again(client, call, result)
-            except (RedisError, RedisClusterException) as exc:
+                results[i] = result.decoded(call)
+            except Exception as exc:
+                if not return_exceptions:
+                    raise
+                results[i] = exc
+        elif isinstance(result, NoScriptError | AskError | TryAgainError):  # MovedError is an AskError
+            try:
+                results[i] = _send_again(client, call, result, replicas)
+            except (RedisError, RedisClusterException, NotReplicated) as exc:
                 if not return_exceptions:
                     raise
                 results[i] = exc
@@ -240,7 +306,9 @@ def _decoded(
     return results
 
 
-def stream(connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[Any]]]) -> Iterator[list[Any]]:
+def stream(
+    connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[Any]]], *, replicas: Replicas | None = None
+) -> Iterator[list[Any]]:
     """Runs each batch of calls as ``run_many`` does, but sends it as soon as ``batches`` builds it and
     reads its replies only once the next batch is sent (or ``batches`` ends): Redis runs one batch
     while the caller builds the next. The decoded replies of each batch, in order, one batch at a time.
@@ -250,7 +318,8 @@ def stream(connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[A
     NOSCRIPT is sent again as EVAL on another, after the batch sent behind it, which may then have run
     first (the script was cached meanwhile by another client). If the stream stops before every reply
     is read (an error, a caller that stops reading), the connection is closed, not handed back with
-    replies on it. In cluster mode each batch is run alone with ``run_many``."""
+    replies on it. In cluster mode each batch is run alone with ``run_many``. With ``replicas``, each
+    batch is followed by its ``WAIT``, and a batch that too few replicas hold raises ``NotReplicated``."""
     client: Any = None
     connection: Any = None  # None in cluster mode: each batch is run when its turn comes
     sent: deque[Sequence[Call[Any]]] = deque()  # batches not answered yet, the oldest first
@@ -261,14 +330,15 @@ def stream(connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[A
                 if not isinstance(client, RedisCluster):
                     connection = client.connection_pool.get_connection()
             if batch and connection is not None:
-                connection.send_packed_command(connection.pack_commands([call.sent() for call in batch]))
+                commands = [call.sent() for call in batch] + ([replicas.command] if replicas else [])
+                connection.send_packed_command(connection.pack_commands(commands))
             sent.append(batch)
             while len(sent) > (connection is not None):  # one batch stays unanswered while the next is built
-                replies = _replies(client, connection, sent[0])
+                replies = _replies(client, connection, sent[0], replicas)
                 sent.popleft()
                 yield replies
         while sent:
-            replies = _replies(client, connection, sent[0])
+            replies = _replies(client, connection, sent[0], replicas)
             sent.popleft()
             yield replies
     finally:
@@ -278,41 +348,63 @@ def stream(connect: Callable[[], RedisClient], batches: Iterable[Sequence[Call[A
             client.connection_pool.release(connection)
 
 
-def _replies(client: Any, connection: Any, calls: Sequence[Call[Any]]) -> list[Any]:
-    """The decoded replies of ``calls``, sent on ``connection``, in order. As ``run_many``: a call
-    answered NOSCRIPT is sent again as EVAL (once every reply of the batch is read), any other error
-    is raised. In cluster mode (no ``connection``) the calls are sent now, with ``run_many``."""
+def _replies(client: Any, connection: Any, calls: Sequence[Call[Any]], replicas: Replicas | None) -> list[Any]:
+    """The decoded replies of ``calls``, sent on ``connection``, in order, and of the ``WAIT`` after
+    them with ``replicas``. As ``run_many``: a call answered NOSCRIPT is sent again as EVAL (once every
+    reply of the batch is read), any other error is raised. In cluster mode (no ``connection``) the
+    calls are sent now, with ``run_many``."""
     if not calls:
         return []
     if connection is None:
-        return run_many(client, calls)
+        return run_many(client, calls, replicas=replicas)
     replies: list[Any] = []
     for call in calls:
         try:
-            replies.append(call.decode(client.parse_response(connection, call.sent()[0])))
+            replies.append(client.parse_response(connection, call.sent()[0]))
         except NoScriptError as exc:  # its reply was read whole: the connection goes on
             replies.append(exc)
-    for i, reply in enumerate(replies):
+    if replicas is not None:
+        acked = _reply_or_error(client.parse_response, connection, "WAIT")
+        replicas.apply(replies, range(len(calls)), acked)
+    for i, (call, reply) in enumerate(zip(calls, replies, strict=True)):
         if isinstance(reply, NoScriptError):
-            replies[i] = _send_again(client, calls[i], reply)
+            replies[i] = _send_again(client, call, reply, replicas)
+        else:
+            replies[i] = reply.decoded(call) if isinstance(reply, _Unreplicated) else call.decode(reply)
     return replies
 
 
-def _send_again(client: RedisClient, call: Call[R], refusal: Exception) -> R:
+def _send_again(client: RedisClient, call: Call[R], refusal: Exception, replicas: Replicas | None = None) -> R:
     """A call refused without being run, sent again alone: as EVAL after NOSCRIPT (which caches the
-    script), through the cluster client after a redirect (which follows it)."""
+    script), through the cluster client after a redirect (which follows it). A write that waits for
+    ``replicas`` goes with its ``WAIT`` on one connection: after a redirect, once the slot table is
+    read again, to the node it names."""
     if isinstance(refusal, NoScriptError) and call.script is not None:
-        command = ("EVAL", call.script.source, len(call.keys), *call.keys, *call.args)
-        if isinstance(client, RedisCluster):
-            reply = _run_per_node(client, [Call(None, call.keys, (), _as_sent, "")], sent=[command])[0]
-            if isinstance(reply, Exception):
-                raise reply
-            return call.decode(reply)
-        return call.decode(client.execute_command(*command))  # type: ignore[no-untyped-call]
-    return call._run_alone(client)
+        command: tuple[Arg, ...] = ("EVAL", call.script.source, len(call.keys), *call.keys, *call.args)
+    elif replicas is not None and isinstance(client, RedisCluster):
+        refresh_slots(client, every_s=0)
+        command = call.sent()
+    else:
+        return call._run_alone(client)
+    if isinstance(client, RedisCluster):
+        reply = _run_per_node(client, [call], sent=[command], replicas=replicas)[0]
+    elif replicas is not None:
+        pipe: Any = client.pipeline(transaction=False)
+        pipe.execute_command(*command)
+        pipe.execute_command(*replicas.command)
+        replies = pipe.execute(raise_on_error=False)
+        replicas.apply(replies, [0], replies.pop())
+        reply = replies[0]
+    else:
+        reply = client.execute_command(*command)  # type: ignore[no-untyped-call]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply.decoded(call) if isinstance(reply, _Unreplicated) else call.decode(reply)
 
 
-def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Sequence[Any] = ()) -> list[Any]:
+def _run_per_node(
+    client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Sequence[Any] = (), replicas: Replicas | None = None
+) -> list[Any]:
     """Cluster mode: each node's calls in one plain pipeline on a connection of that node, every
     node's sent before any reply is read; each call's reply (an error reply, or the error of its
     node's connection, as an exception). Not redis-py's cluster pipeline: when a connection fails
@@ -320,7 +412,8 @@ def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Seq
     did run would run twice. Calls are routed by their first key from the client's slot table, so no
     server is asked where each goes (COMMAND GETKEYS); a stale table shows as MOVED, which
     ``run_many`` follows, or as a node that fails, after which the table is read again
-    (``refresh_slots``). ``sent``: the commands as sent, where not ``call.sent()``."""
+    (``refresh_slots``). ``sent``: the commands as sent, where not ``call.sent()``. With ``replicas``,
+    each node's calls are followed by a ``WAIT`` on its connection (``Replicas.apply``)."""
     results: list[Any] = [None] * len(calls)
     by_node: dict[str, tuple[Any, list[int]]] = {}
     for i, call in enumerate(calls):
@@ -337,7 +430,8 @@ def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Seq
         connection: Any = None
         try:
             connection = pool.get_connection()
-            connection.send_packed_command(connection.pack_commands([commands[i] for i in indexes]))
+            packed = [commands[i] for i in indexes] + ([replicas.command] if replicas else [])
+            connection.send_packed_command(connection.pack_commands(packed))
         except (RedisConnectionError, RedisTimeoutError) as exc:
             if connection is not None:
                 connection.disconnect()
@@ -355,12 +449,23 @@ def _run_per_node(client: RedisCluster, calls: Sequence[Call[Any]], *, sent: Seq
                 except ResponseError as exc:  # an error reply, read whole: the connection goes on
                     results[i] = exc
                 read += 1
+            if replicas is not None:
+                replicas.apply(results, indexes, _reply_or_error(_read_by, connection, deadline))
         except (RedisConnectionError, RedisTimeoutError) as exc:
             connection.disconnect()  # replies may still come on it: never reused
-            _node_failed(client, indexes[read:], exc, results)
+            # Calls whose reply was read are not known to be replicated without the WAIT's.
+            _node_failed(client, indexes if replicas else indexes[read:], exc, results)
         finally:
             pool.release(connection)
     return results
+
+
+def _reply_or_error(read: Callable[..., Any], *args: Any) -> Any:
+    """``read(*args)``'s reply, or the error reply it raised."""
+    try:
+        return read(*args)
+    except ResponseError as exc:
+        return exc
 
 
 def _read_by(connection: Any, deadline: float) -> Any:

@@ -31,6 +31,8 @@ NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 # A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
 MAX_RATE = 100_000  # starts per second of one topic: far beyond what one Redis partition takes
 MAX_METRICS_TOPICS = 10_000  # series per metric stay in the tens of thousands at most
+MAX_REPLICAS = 100  # replicas a create may wait for: far beyond any deployment
+MAX_REPLICAS_WAIT_MS = 60_000  # how long a create may wait for them: within any caller's patience
 BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
 
@@ -50,6 +52,8 @@ class ENV:
     UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
     API_BASE_PATH = "DELAYQ_API_BASE_PATH"
     METRICS_TOPICS = "DELAYQ_METRICS_TOPICS"
+    MIN_REPLICAS = "DELAYQ_MIN_REPLICAS"
+    MIN_REPLICAS_WAIT_MS = "DELAYQ_MIN_REPLICAS_WAIT_MS"
 
 
 def is_webhook(target: str) -> bool:
@@ -219,6 +223,8 @@ class Settings:
     ui_token: str | None = field(default=None, repr=False)
     api_base_path: str = ""  # stripped from request paths before routing: "/delayq" for a custom domain's mapping
     metrics_topics: int = 100  # topics named in Prometheus metrics, the busiest; the rest summed as "_other"
+    min_replicas: int = 0  # replicas that must hold a create before it is answered (Redis WAIT); 0: none
+    min_replicas_wait_ms: int = 1000  # how long a create waits for them before answering 503
 
     def __post_init__(self) -> None:
         parse_redis_url(self.redis_url, ENV.REDIS_URL)  # refused here, before redis-py quotes a piece of it
@@ -236,6 +242,10 @@ class Settings:
             raise ConfigError(f"{ENV.LOOP_SECONDS} must be between 0 and 900 seconds")
         if not 1 <= self.metrics_topics <= MAX_METRICS_TOPICS:
             raise ConfigError(f"{ENV.METRICS_TOPICS} must be between 1 and {MAX_METRICS_TOPICS}")
+        if not 0 <= self.min_replicas <= MAX_REPLICAS:
+            raise ConfigError(f"{ENV.MIN_REPLICAS} must be between 0 and {MAX_REPLICAS}")
+        if not 1 <= self.min_replicas_wait_ms <= MAX_REPLICAS_WAIT_MS:
+            raise ConfigError(f"{ENV.MIN_REPLICAS_WAIT_MS} must be between 1 and {MAX_REPLICAS_WAIT_MS}")
         if not BASE_PATH_RE.fullmatch(self.api_base_path):
             raise ConfigError(f"{ENV.API_BASE_PATH} must be a path such as /delayq, not {self.api_base_path!r}")
 
@@ -271,6 +281,10 @@ class Settings:
             values["api_base_path"] = base_path(env[ENV.API_BASE_PATH])
         if env.get(ENV.METRICS_TOPICS):
             values["metrics_topics"] = _number(env, ENV.METRICS_TOPICS, int)
+        if env.get(ENV.MIN_REPLICAS):
+            values["min_replicas"] = _number(env, ENV.MIN_REPLICAS, int)
+        if env.get(ENV.MIN_REPLICAS_WAIT_MS):
+            values["min_replicas_wait_ms"] = _number(env, ENV.MIN_REPLICAS_WAIT_MS, int)
         if isinstance(overrides.get("topics"), (str, dict)):
             overrides["topics"] = Topics.parse(overrides["topics"])
         values.update(overrides)

@@ -28,6 +28,7 @@ from conftest import FakeContext, api_event
 from redis_support import Rules
 
 ERROR_KEYS = {"status", "error", "field", "message"}
+NOT_REPLICATED_KEYS = {"replicas", "wanted"}  # a 503 not_replicated also says how many replicas
 TRACEBACK_MARKERS = ("Traceback", 'File "')
 _ABSENT: Any = object()
 NO_BODY: Any = _ABSENT  # pass as ``body`` for a request without one
@@ -69,7 +70,8 @@ def check_reply(response: dict[str, Any], *, error_shape: bool = True, head: boo
             raise AssertionError(f"a response that is not JSON: {status} {text[:500]!r}") from None
     if status >= 400 and error_shape:
         assert isinstance(data, dict), f"error {status} without a JSON object body: {text!r}"
-        assert set(data) == ERROR_KEYS, f"error keys {sorted(data)}: {text}"
+        extra = NOT_REPLICATED_KEYS if data.get("error") == "not_replicated" else set()
+        assert set(data) == ERROR_KEYS | extra, f"error keys {sorted(data)}: {text}"
         assert data["status"] == status, text
         assert isinstance(data["error"], str), text
         assert data["error"], text
