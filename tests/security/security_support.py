@@ -45,7 +45,8 @@ LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "lua"
 # What delayq sends itself: scripts (EVALSHA, and EVAL on NOSCRIPT), PING (health, the client's
 # health check), SET NX PX (the sweeper's lock), SMEMBERS (the topics of a namespace: listing, and
 # the sweeper's one walk of a partition whose topic index is not built yet). AUTH needs no permission.
-CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers")
+CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers", "wait")
+WITH_MIN_REPLICAS = ("wait",)  # sent only with DELAYQ_MIN_REPLICAS
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
     "del", "get", "hdel", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos",

@@ -18,13 +18,14 @@ import pytest
 import redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
-from delayq import Queue, RedisUnavailable
+from delayq import NotReplicated, Queue, RedisUnavailable
 
 from security_support import (
     ACL_COMMANDS,
     CLIENT_COMMANDS,
     SCRIPT_COMMANDS,
     USER,
+    WITH_MIN_REPLICAS,
     Monitor,
     acl_line,
     acl_rules,
@@ -103,13 +104,29 @@ def test_the_whole_lifecycle_runs_as_the_acl_user_and_needs_every_command(
         queue.close()
     assert admin.execute_command("ACL", "LOG") == [], "a command of the lifecycle was refused"
     # AUTH (each connection's first command, arguments redacted) is every user's, outside ACL rules.
-    assert monitor.commands("client") - {"auth"} == set(CLIENT_COMMANDS), monitor.commands("client")
+    assert monitor.commands("client") - {"auth"} == set(CLIENT_COMMANDS) - set(WITH_MIN_REPLICAS), monitor.commands(
+        "client"
+    )
     assert "auth" in monitor.commands("client")
     assert monitor.commands("lua") == set(SCRIPT_COMMANDS), monitor.commands("lua")
     # Every key delayq wrote is the namespace's.
     keys = set(admin.scan_iter(count=1000))
     assert keys, "the lifecycle wrote nothing"
     assert all(key.startswith(f"{acl_namespace}:") for key in keys), sorted(keys)
+
+
+def test_min_replicas_runs_as_the_acl_user(monkeypatch: pytest.MonkeyPatch, server: RedisServer, acl_namespace: str):
+    """WAIT is in the list: with ``DELAYQ_MIN_REPLICAS`` (and no replica here), a create is answered
+    ``not_replicated`` by WAIT, not refused by the ACL."""
+    use_redis(monkeypatch, user_url(server), acl_namespace)
+    monkeypatch.setenv("DELAYQ_MIN_REPLICAS", "1")
+    monkeypatch.setenv("DELAYQ_MIN_REPLICAS_WAIT_MS", "10")
+    queue = Queue.from_env()
+    try:
+        with pytest.raises(NotReplicated):
+            queue.enqueue("orders", {}, id="w1")
+    finally:
+        queue.close()
 
 
 @pytest.mark.parametrize(
