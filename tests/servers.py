@@ -1,15 +1,19 @@
 """Private servers for the tests that need their own: a redis-server (with AOF, TLS or ACL users), a
-3-master Redis Cluster, twemproxy (nutcracker) in front of a Redis, and a TCP proxy that breaks
-connections on purpose. Each starts on free ports in a temporary directory and is stopped by its pid
-(the proxy: its threads) when the ``with`` block ends, whatever happened. A start that fails (no such
-program, a server that never answers) leaves nothing behind either: no process, no directory.
+Redis Cluster (3 masters, with or without replicas), a primary and its replica, twemproxy (nutcracker)
+in front of a Redis, a TCP proxy that breaks connections on purpose and a TCP forwarder that moves to
+another backend or delays what it relays. Each starts on free ports in a temporary directory and is
+stopped by its pid (the proxies: their threads) when the ``with`` block ends, whatever happened. A
+start that fails (no such program, a server that never answers) leaves nothing behind either: no
+process, no directory.
 
 ``DELAYQ_TEST_SERVER`` chooses the server program: ``redis`` (redis-server, the default) or ``valkey``
 (valkey-server, and valkey-cli to make a cluster)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import selectors
 import shutil
 import signal
@@ -18,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -148,6 +152,8 @@ class RedisServer:
         """SIGTERM (Redis writes its AOF and exits), then SIGKILL if it lingers."""
         if self.process and self.process.poll() is None:
             self.process.terminate()
+            # A frozen server (SIGSTOP, a failover test) acts on its SIGTERM only once continued.
+            os.kill(self.process.pid, signal.SIGCONT)
             try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
@@ -177,16 +183,35 @@ class RedisServer:
 
 
 class RedisClusterServers:
-    """A Redis Cluster of ``masters`` masters, no replicas, made with ``redis-cli --cluster create``
-    (valkey-cli for valkey-server)."""
+    """A Redis Cluster of ``masters`` masters, each with ``replicas`` replicas, made with ``redis-cli
+    --cluster create`` (valkey-cli for valkey-server). ``node_timeout_ms`` is ``cluster-node-timeout``
+    (how long a master may not answer before its replica takes over); ``args`` are extra options for
+    every node (``--appendonly yes``, ``--cluster-require-full-coverage no``).
 
-    def __init__(self, masters: int = 3, *, program: str | None = None) -> None:
+    Each node has a directory of its own: a replica writes the RDB it syncs from as ``dump.rdb`` and
+    an AOF node its ``appendonlydir``, names that nodes sharing a directory would overwrite."""
+
+    def __init__(
+        self,
+        masters: int = 3,
+        *,
+        replicas: int = 0,
+        node_timeout_ms: int = 5000,
+        args: Sequence[str] = (),
+        program: str | None = None,
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-cluster-")
         self.dir = Path(self._tmp.name)
-        self.nodes = [RedisServer(directory=self.dir, program=program) for _ in range(masters)]
-        for node in self.nodes:
+        self.replicas = replicas
+        self.nodes: list[RedisServer] = []
+        for n in range(masters * (1 + replicas)):
+            directory = self.dir / f"node-{n}"
+            directory.mkdir()
+            node = RedisServer(directory=directory, program=program)
             node.args = ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
-                         "--cluster-node-timeout", "5000", "--appendonly", "no"]  # fmt: skip
+                         "--cluster-node-timeout", str(node_timeout_ms), "--appendonly", "no",
+                         *args]  # fmt: skip
+            self.nodes.append(node)
 
     @property
     def url(self) -> str:
@@ -204,18 +229,74 @@ class RedisClusterServers:
         for node in self.nodes:
             node.start()
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
-        create = [server_program("cli"), "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
+        create = [server_program("cli"), "--cluster", "create", *addresses,
+                  "--cluster-replicas", str(self.replicas), "--cluster-yes"]  # fmt: skip
         subprocess.run(create, check=True, capture_output=True, timeout=60)
         for node in self.nodes:
-            _wait(lambda node=node: "cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"),
-                  f"cluster node {node.port}", node.log, node.process)  # fmt: skip
+            _wait(lambda node=node: self._joined(node), f"cluster node {node.port}", node.log, node.process)
+        # A replica takes over only once it has synced: else its master's death is an outage for good.
+        for node in self.nodes:
+            _wait(lambda node=node: _replica_synced(node), f"replica {node.port}", node.log, node.process, 30)
 
-    def master_of_slot(self, slot: int) -> int:
-        """The port of the master owning ``slot``."""
-        for start, end, master, *_ in self.nodes[0].client().execute_command("CLUSTER", "SLOTS"):
-            if int(start) <= slot <= int(end):
-                return int(master[1])
+    def _joined(self, node: RedisServer) -> bool:
+        """The node says ``cluster_state:ok`` and knows every other node."""
+        with node.client() as client:
+            info = client.execute_command("CLUSTER", "INFO")
+        return "cluster_state:ok" in info and f"cluster_known_nodes:{len(self.nodes)}" in info
+
+    def node(self, port: int) -> RedisServer:
+        """The node listening on ``port``."""
+        return next(node for node in self.nodes if node.port == port)
+
+    def answering(self, *, excluding: Sequence[RedisServer] = ()) -> RedisServer:
+        """A node that is running and not one of ``excluding`` (a dead or frozen one)."""
+        for node in self.nodes:
+            if node not in excluding and node.process is not None and node.process.poll() is None:
+                return node
+        raise LookupError("no node left to ask")
+
+    def master_of_slot(self, slot: int, *, ask: RedisServer | None = None) -> int:
+        """The port of the master owning ``slot``, as ``ask`` (by default the first node running) sees it."""
+        with (ask or self.answering()).client() as client:
+            for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if int(start) <= slot <= int(end):
+                    return int(master[1])
         raise LookupError(slot)
+
+    def master_process_of_slot(self, slot: int) -> RedisServer:
+        """The master owning ``slot``: its process, to kill or freeze."""
+        return self.node(self.master_of_slot(slot))
+
+    def replica_of(self, master: RedisServer) -> RedisServer:
+        """A replica of ``master`` (the first ``CLUSTER REPLICAS`` lists)."""
+        with master.client() as client:
+            node_id = client.execute_command("CLUSTER", "MYID")
+            lines = client.execute_command("CLUSTER", "REPLICAS", node_id)
+        if not lines:
+            raise LookupError(f"master {master.port} has no replica")
+        address = lines[0].split()[1]  # 127.0.0.1:port@cport
+        return self.node(int(address.split("@")[0].rsplit(":", 1)[1]))
+
+    def serving(self, slot: int, *, ask: RedisServer, instead_of: RedisServer) -> bool:
+        """Whether ``ask`` says ``cluster_state:ok`` and gives ``slot`` to a master other than
+        ``instead_of`` (the failover is over, as that node sees it)."""
+        try:
+            with ask.client(socket_timeout=1) as client:
+                ok = "cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
+            return ok and self.master_of_slot(slot, ask=ask) != instead_of.port
+        except (redis.RedisError, OSError):
+            return False
+
+    def wait_serving(
+        self, slot: int, *, ask: RedisServer, instead_of: RedisServer, timeout: float = 30.0
+    ) -> float | None:
+        """Until ``serving``; the ``time.monotonic()`` it was seen so, or None after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.serving(slot, ask=ask, instead_of=instead_of):
+                return time.monotonic()
+            time.sleep(0.02)
+        return None
 
     def close(self) -> None:
         for node in self.nodes:
@@ -223,6 +304,62 @@ class RedisClusterServers:
         self._tmp.cleanup()
 
     def __enter__(self) -> RedisClusterServers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _replica_synced(node: RedisServer) -> bool:
+    """A master, or a replica whose link to its master is up (its first sync done)."""
+    with node.client() as client:
+        info = client.info("replication")
+    return info["role"] == "master" or info.get("master_link_status") == "up"
+
+
+class ReplicaPair:
+    """A primary and its replica (``--replicaof``), both with ``args``: what ElastiCache runs, to fail
+    over by hand (``promote``). With ``link_delay_s``, the replica's replication link runs through a
+    ``Forwarder`` that holds every byte that long, both ways: the replica lags that far behind."""
+
+    def __init__(self, *args: str, link_delay_s: float = 0.0, program: str | None = None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="delayq-test-pair-")
+        self.dir = Path(self._tmp.name)
+        (self.dir / "primary").mkdir()
+        (self.dir / "replica").mkdir()
+        self.primary = RedisServer(*args, directory=self.dir / "primary", program=program)
+        self.replica = RedisServer(*args, directory=self.dir / "replica", program=program)
+        self.link_delay_s = link_delay_s
+        self.link: Forwarder | None = None
+
+    def start(self) -> ReplicaPair:
+        """Starts both and waits until the replica's link is up (its first sync done)."""
+        try:
+            self.primary.start()
+            source = self.primary.port
+            if self.link_delay_s:
+                self.link = Forwarder(self.primary.port, delay_s=self.link_delay_s).start()
+                source = self.link.port
+            self.replica.args += ["--replicaof", "127.0.0.1", str(source)]
+            self.replica.start(ready=lambda: _replica_synced(self.replica), timeout=30)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def promote(self) -> None:
+        """``REPLICAOF NO ONE`` on the replica: it becomes a primary, with what it holds."""
+        with self.replica.client() as client:
+            client.execute_command("REPLICAOF", "NO", "ONE")
+
+    def close(self) -> None:
+        for server in (self.replica, self.primary):
+            server.stop()
+        if self.link is not None:
+            self.link.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> ReplicaPair:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -406,3 +543,143 @@ class BreakingProxy:
         backend.recv(65536)
         with self._lock:
             self.dropped += 1
+
+
+class Forwarder:
+    """A TCP forwarder (threads in this process) to ``127.0.0.1:backend_port``, for the failover tests:
+
+    - ``switch(port)``: a DNS name that moves. New connections go to ``port``; those open now are
+      closed (their backend is the one that went away).
+    - ``delay_s``: a slow link. Every byte is held that long, each way, before it is passed on. When
+      either side closes or fails, the connection is closed at once, both ways, and what it still
+      held is dropped: a primary that dies loses what its replica had not received yet.
+
+    A connection whose backend refuses is closed at once, as a client of a dead server sees it.
+    """
+
+    def __init__(self, backend_port: int, *, delay_s: float = 0.0) -> None:
+        self.backend_port = backend_port
+        self.delay_s = delay_s
+        self.port = free_port()
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._open: set[_Link] = set()
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._acceptor = threading.Thread(target=self._accept, daemon=True, name=f"forwarder-{self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Forwarder:
+        self._acceptor.start()
+        return self
+
+    def switch(self, backend_port: int) -> None:
+        with self._lock:
+            self.backend_port = backend_port
+            links, self._open = self._open, set()
+        for link in links:
+            link.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        if self._acceptor.is_alive():
+            self._acceptor.join(5)
+        self.switch(self.backend_port)
+
+    def __enter__(self) -> Forwarder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        self._listener.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                port = self.backend_port
+            try:
+                backend = socket.create_connection(("127.0.0.1", port), timeout=2)
+            except OSError:
+                client.close()
+                continue
+            backend.settimeout(None)
+            link = _Link(client, backend, self._forget)
+            with self._lock:
+                self.connections += 1
+                self._open.add(link)
+            link.start(self.delay_s)
+
+    def _forget(self, link: _Link) -> None:
+        with self._lock:
+            self._open.discard(link)
+
+
+class _Link:
+    """One forwarded connection: a pump each way (and, delayed, a sender each way)."""
+
+    def __init__(self, client: socket.socket, backend: socket.socket, closed: Callable[[_Link], None]) -> None:
+        self.client, self.backend = client, backend
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._on_close = closed
+        for sock in (client, backend):
+            # Nagle's wait against delayed ACKs would add up to 40 ms a reply: Redis and redis-py turn it off too.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def start(self, delay_s: float) -> None:
+        for source, sink in ((self.client, self.backend), (self.backend, self.client)):
+            threading.Thread(target=self._pump, args=(source, sink, delay_s), daemon=True).start()
+
+    def close(self) -> None:
+        with self._lock:  # both pumps may see the end at once: close once
+            if self._closed.is_set():
+                return
+            self._closed.set()
+        for sock in (self.client, self.backend):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes a recv blocked in the other thread; close alone does not
+            sock.close()
+        self._on_close(self)
+
+    def _pump(self, source: socket.socket, sink: socket.socket, delay_s: float) -> None:
+        held: queue.SimpleQueue[tuple[float, bytes] | None] | None = None
+        if delay_s:
+            held = queue.SimpleQueue()
+            threading.Thread(target=self._send_held, args=(held, sink), daemon=True).start()
+        try:
+            while not self._closed.is_set():
+                data = source.recv(65536)
+                if not data:
+                    return
+                if held is None:
+                    sink.sendall(data)
+                else:
+                    held.put((time.monotonic() + delay_s, data))
+        except OSError:
+            return
+        finally:
+            self.close()
+            if held is not None:
+                held.put(None)
+
+    def _send_held(self, held: queue.SimpleQueue[tuple[float, bytes] | None], sink: socket.socket) -> None:
+        """Passes each chunk on once its time comes, in order; stops when the link closes."""
+        while (item := held.get()) is not None:
+            due, data = item
+            if self._closed.wait(max(0.0, due - time.monotonic())):
+                return
+            try:
+                sink.sendall(data)
+            except OSError:
+                self.close()
+                return

@@ -4,10 +4,11 @@ A loop's calls go per partition, and a partition's go to the server that holds i
 on a cluster the master of its slot. When a call fails because Redis cannot answer now (refused, cut,
 timed out, ``CLUSTERDOWN``, ``LOADING``...: ``connection.unavailable``), its partition rests: the loop
 sends it nothing until the rest ends, then tries again. Each failed try doubles the rest, from
-``tick / 20`` up to a tick while the server does not answer at all (a call that timed out rests a
-tick at once: trying cost a wait already), and up to ``tick / 5`` while it answers "not now" (it is
-there, and quick to ask). The first call that answers ends the rest. So a dead master costs its
-partitions a call a tick, not a spin, and the other partitions nothing.
+``tick / 20`` up to ``tick / 4``: a refused connection or a "not now" reply costs a try next to
+nothing, and a server that comes back (a replica promoted, a name moved) is found within a quarter
+of a tick. A call that timed out rests a whole tick at once: trying a server that hangs cost the loop
+a wait already. The first call that answers ends the rest. So a dead master costs its partitions a
+few calls a tick, not a spin, and the other partitions nothing.
 
 One line is logged when a server stops answering (its partitions, the error) and one when they answer
 again (after how long, and how many calls failed meanwhile), not a line per failed call.
@@ -29,7 +30,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection import REFUSED, error_code, unavailable
+from .connection import REFUSED, unavailable
 from .errors import RedisUnavailable
 from .keys import Partition
 from .queue import Queue
@@ -38,7 +39,7 @@ from .scripts import SLOTS_REFRESH_S, refresh_slots
 log = logging.getLogger("delayq.outages")
 
 FIRST_OF_TICK = 1 / 20  # the first rest, in ticks: 50 ms at the default tick
-REPLIES_UP_TO = 1 / 5  # the longest rest, in ticks, while the server answers "not now"
+LONGEST_OF_TICK = 1 / 4  # the longest rest, in ticks, but after a timeout (a whole tick)
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class _Rest:
     wait: float  # the rest after the next failed try
     failed: int  # calls failed since
     server: str  # where its calls went when it went down
+    node: str | None  # on a cluster, that node (host:port)
     reason: str  # the first error's code or class
     reported: bool = False  # its "down" line was logged
 
@@ -59,8 +61,8 @@ class Outages:
         self.queue = queue
         self.name = name
         self.first_s = tick * FIRST_OF_TICK
-        self.max_s = tick
-        self.replies_max_s = max(self.first_s, tick * REPLIES_UP_TO)
+        self.longest_s = tick * LONGEST_OF_TICK
+        self.tick = tick
         self._rests: dict[int, _Rest] = {}  # by partition index
         self._back: list[tuple[Partition, _Rest, str]] = []  # answered again since the last report
         self._watched_at = -math.inf
@@ -110,15 +112,14 @@ class Outages:
             return False
         rest = self._rests.get(partition.index)
         if rest is None:
-            rest = _Rest(now, now, self.first_s, 0, self.queue.server(partition), reason)
+            rest = _Rest(now, now, self.first_s, 0, self.queue.server(partition), self.queue.node(partition), reason)
             self._rests[partition.index] = rest
         rest.failed += calls
         if rest.until <= now:  # a try, not more calls of the same round trip
             cause = error.__cause__ if isinstance(error, RedisUnavailable) and error.__cause__ else error
-            longest = self.replies_max_s if error_code(cause) is not None else self.max_s
-            wait = longest if isinstance(cause, RedisTimeoutError) else min(rest.wait, longest)
+            wait = self.tick if isinstance(cause, RedisTimeoutError) else rest.wait
             rest.until = now + wait
-            rest.wait = min(2 * wait, longest)
+            rest.wait = min(2 * rest.wait, self.longest_s)
         return True
 
     def answered(self, partition: Partition) -> None:
@@ -139,7 +140,9 @@ class Outages:
             return
         if not isinstance(client, RedisCluster):
             return
-        refresh_slots(client, every_s=SLOTS_REFRESH_S)  # unless a failed call just did
+        # Unless a failed call just did; a node that failed is asked last (it may hang).
+        failed = next((rest.node for rest in self._rests.values() if rest.node), None)
+        refresh_slots(client, every_s=SLOTS_REFRESH_S, failed_node=failed)
         for index, rest in self._rests.items():
             if self.queue.server(self.queue.keys.partitions[index]) != rest.server:
                 rest.until = now

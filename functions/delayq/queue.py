@@ -221,6 +221,15 @@ class Queue:
                 "to the primary itself"
             ) from None
 
+    def node(self, partition: Partition) -> str | None:
+        """On a cluster, the node that holds ``partition`` as the client's slot table has it
+        (``host:port``); None on one server, or before the client connected."""
+        if isinstance(self._redis, RedisCluster):
+            with suppress(RedisClusterException):
+                found = self._redis.get_node_from_key(partition.lock)  # type: ignore[no-untyped-call]
+                return str(found.name)
+        return None
+
     def _server(self) -> str:
         """Which Redis this queue uses, for error messages: its host and port, never a password."""
         return self.server()
@@ -228,11 +237,10 @@ class Queue:
     def server(self, partition: Partition | None = None) -> str:
         """Which Redis this queue uses, or holds ``partition`` (on a cluster: its slot's master, as the
         client's slot table has it), for messages: its host and port, never a password."""
+        node = None if partition is None else self.node(partition)
+        if node is not None:
+            return f"Redis at {node}"
         if self._redis is not None:
-            if partition is not None and isinstance(self._redis, RedisCluster):
-                with suppress(RedisClusterException):
-                    node = self._redis.get_node_from_key(partition.lock)  # type: ignore[no-untyped-call]
-                    return f"Redis at {node.host}:{node.port}"
             return f"Redis at {server_address(self._redis)}"
         if self.settings.redis_secret:
             return f"Redis (the URL in {ENV.REDIS_SECRET})"

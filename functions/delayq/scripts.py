@@ -38,7 +38,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from weakref import WeakKeyDictionary
 
 from redis import Redis
-from redis.cluster import RedisCluster
+from redis.cluster import NodesManager, RedisCluster
 from redis.connection import Connection
 from redis.exceptions import (
     AskError,
@@ -61,7 +61,7 @@ COMMENT = re.compile(r"--\[\[.*?\]\]|--[^\n]*", re.DOTALL)
 WORD = re.compile(r"\w+")
 Arg = str | int | float | bytes
 R = TypeVar("R")
-NODE_REPLY_S = 1.0  # on a cluster, how long a round trip waits for a node's replies before failing its calls
+NODE_REPLY_S = 0.5  # on a cluster, how long a round trip waits for a node's replies before failing its calls
 SLOTS_REFRESH_S = 0.25  # on a cluster, the slot table is read again at most this often after a node failed
 
 
@@ -424,7 +424,7 @@ def _run_per_node(
             continue
         by_node.setdefault(node.name, (node, []))[1].append(i)
     commands = list(sent) or [call.sent() for call in calls]
-    pending: list[tuple[Any, Any, list[int]]] = []  # (pool, connection, indexes) with replies to read
+    pending: list[tuple[str, Any, Any, list[int]]] = []  # (node, pool, connection, indexes) with replies to read
     for node, indexes in by_node.values():
         pool = client.get_redis_connection(node).connection_pool
         connection: Any = None
@@ -436,11 +436,11 @@ def _run_per_node(
             if connection is not None:
                 connection.disconnect()
                 pool.release(connection)
-            _node_failed(client, indexes, exc, results)
+            _node_failed(client, node.name, indexes, exc, results)
             continue
-        pending.append((pool, connection, indexes))
+        pending.append((node.name, pool, connection, indexes))
     deadline = time.monotonic() + NODE_REPLY_S
-    for pool, connection, indexes in pending:
+    for name, pool, connection, indexes in pending:
         read = 0
         try:
             for i in indexes:
@@ -454,7 +454,7 @@ def _run_per_node(
         except (RedisConnectionError, RedisTimeoutError) as exc:
             connection.disconnect()  # replies may still come on it: never reused
             # Calls whose reply was read are not known to be replicated without the WAIT's.
-            _node_failed(client, indexes if replicas else indexes[read:], exc, results)
+            _node_failed(client, name, indexes if replicas else indexes[read:], exc, results)
         finally:
             pool.release(connection)
     return results
@@ -470,36 +470,43 @@ def _reply_or_error(read: Callable[..., Any], *args: Any) -> Any:
 
 def _read_by(connection: Any, deadline: float) -> Any:
     """The next reply on ``connection``, waited for until ``deadline`` (monotonic) at most, where
-    redis-py can be told (>= 5.1); else for its socket timeout."""
+    redis-py can be told; else for its socket timeout."""
     if not _READ_TAKES_TIMEOUT:
         return connection.read_response()
     return connection.read_response(timeout=max(0.001, deadline - time.monotonic()))
 
 
-def _node_failed(client: RedisCluster, indexes: Sequence[int], exc: Exception, results: list[Any]) -> None:
-    """A node's connection failed: its calls fail with ``exc``, and the slot table is read again
-    (the node may have failed over)."""
+def _node_failed(client: RedisCluster, node: str, indexes: Sequence[int], exc: Exception, results: list[Any]) -> None:
+    """``node``'s connection failed: its calls fail with ``exc``, and the slot table is read again
+    (the node may have failed over), asking that node last."""
     for i in indexes:
         results[i] = exc
-    refresh_slots(client)
+    refresh_slots(client, failed_node=node)
 
 
 _READ_TAKES_TIMEOUT = "timeout" in inspect.signature(Connection.read_response).parameters
+_INITIALIZE_TAKES_FAILED = "last_failed_node_name" in inspect.signature(NodesManager.initialize).parameters
 _refreshed: WeakKeyDictionary[RedisCluster, float] = WeakKeyDictionary()  # client -> monotonic time of its last refresh
 _refresh_lock = threading.Lock()
 
 
-def refresh_slots(client: RedisCluster, *, every_s: float = SLOTS_REFRESH_S) -> bool:
+def refresh_slots(client: RedisCluster, *, every_s: float = SLOTS_REFRESH_S, failed_node: str | None = None) -> bool:
     """Reads the cluster's slot table again, as the cluster client does after its own calls fail,
     but at most once per ``every_s`` per client (a node that fails does not make every call ask
-    every node); whether it was read. No node answering is not an error: the next call tries again."""
+    every node); whether it was read. ``failed_node`` (``host:port``) is asked last, where redis-py
+    can be told: a node that hangs would hold the read for a socket timeout. No node
+    answering is not an error: the next call tries again."""
     now = time.monotonic()
     with _refresh_lock:
         if now - _refreshed.get(client, -every_s) < every_s:
             return False
         _refreshed[client] = now
+    manager = client.nodes_manager
     with suppress(RedisError, RedisClusterException):
-        client.nodes_manager.initialize()
+        if failed_node is not None and _INITIALIZE_TAKES_FAILED:
+            manager.initialize(last_failed_node_name=failed_node)
+        else:
+            manager.initialize()
         return True
     return False
 
