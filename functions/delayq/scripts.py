@@ -439,7 +439,8 @@ def _run_per_node(
             _node_failed(client, node.name, indexes, exc, results)
             continue
         pending.append((node.name, pool, connection, indexes))
-    deadline = time.monotonic() + NODE_REPLY_S
+    # A node has NODE_REPLY_S to answer, and its WAIT as long again as the wait it was given.
+    deadline = time.monotonic() + NODE_REPLY_S + (replicas.wait_ms / 1000 if replicas else 0.0)
     for name, pool, connection, indexes in pending:
         read = 0
         try:

@@ -32,7 +32,9 @@ NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 MAX_RATE = 100_000  # starts per second of one topic: far beyond what one Redis partition takes
 MAX_METRICS_TOPICS = 10_000  # series per metric stay in the tens of thousands at most
 MAX_REPLICAS = 100  # replicas a create may wait for: far beyond any deployment
-MAX_REPLICAS_WAIT_MS = 60_000  # how long a create may wait for them: within any caller's patience
+# How long a create may wait for them: a second under the socket timeout (connection.SOCKET_TIMEOUT_S),
+# or a WAIT's answer would read as a server that hangs.
+MAX_REPLICAS_WAIT_MS = 4000
 BASE_PATH_RE = re.compile(r"^(/[A-Za-z0-9$_.+!*'()-]+)*$")
 
 

@@ -7,9 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from delayq.connection import SOCKET_TIMEOUT_S
 from delayq.errors import ConfigError
 from delayq.schedule import DEFAULT_BACKOFF_S
-from delayq.settings import DEFAULT_REDIS_URL, ENV, Settings, TopicConfig, Topics
+from delayq.settings import DEFAULT_REDIS_URL, ENV, MAX_REPLICAS_WAIT_MS, Settings, TopicConfig, Topics
 
 TOPICS = {
     "orders": {"target": "python:app.jobs:order", "timeout": 10, "retries": 5, "backoff": [1, 2.5]},
@@ -100,6 +101,10 @@ def test_from_env_does_not_read_os_environ_when_given_a_mapping(monkeypatch):
         ("DELAYQ_API_BASE_PATH", "/v1/queue", "api_base_path", "/v1/queue"),
         ("DELAYQ_API_BASE_PATH", "/", "api_base_path", ""),
         ("DELAYQ_API_BASE_PATH", "", "api_base_path", ""),
+        ("DELAYQ_MIN_REPLICAS", "1", "min_replicas", 1),
+        ("DELAYQ_MIN_REPLICAS", "", "min_replicas", 0),
+        ("DELAYQ_MIN_REPLICAS_WAIT_MS", "250", "min_replicas_wait_ms", 250),
+        ("DELAYQ_MIN_REPLICAS_WAIT_MS", "", "min_replicas_wait_ms", 1000),
     ],
 )
 def test_each_variable(name, value, attribute, expected):
@@ -117,6 +122,8 @@ def test_each_variable(name, value, attribute, expected):
         ("DELAYQ_TICK", "1s"),
         ("DELAYQ_LOOP_SECONDS", "a minute"),
         ("DELAYQ_LOOP_SECONDS", "60,5"),
+        ("DELAYQ_MIN_REPLICAS", "one"),
+        ("DELAYQ_MIN_REPLICAS_WAIT_MS", "1s"),
     ],
 )
 def test_bad_numbers_name_the_variable(name, value):
@@ -141,6 +148,10 @@ def test_bad_numbers_name_the_variable(name, value):
         ("DELAYQ_LOOP_SECONDS", "901"),
         ("DELAYQ_LOOP_SECONDS", "nan"),
         ("DELAYQ_LOOP_SECONDS", "inf"),
+        ("DELAYQ_MIN_REPLICAS", "-1"),
+        ("DELAYQ_MIN_REPLICAS", "101"),
+        ("DELAYQ_MIN_REPLICAS_WAIT_MS", "0"),
+        ("DELAYQ_MIN_REPLICAS_WAIT_MS", "4001"),
     ],
 )
 def test_numbers_out_of_range_name_the_variable(name, value):
@@ -485,3 +496,8 @@ def test_topic_name_with_a_trailing_newline_refused():
     """``TOPIC_RE.match`` accepts ``"orders\\n"`` as a topic name in ``DELAYQ_TOPICS``."""
     with pytest.raises(ConfigError, match="is not a valid topic name"):
         Settings.from_env({"DELAYQ_TOPICS": json.dumps({"orders\n": {"target": "x"}})})
+
+
+def test_a_create_waits_for_its_replicas_less_than_a_connection_waits_for_an_answer():
+    """A WAIT answered after the socket timeout would read as a server that hangs (a 503)."""
+    assert MAX_REPLICAS_WAIT_MS + 1000 <= SOCKET_TIMEOUT_S * 1000
