@@ -83,6 +83,12 @@ class ErrorOut(BaseModel):
     )
     field: str | None = Field(description="The request field at fault, when there is one")
     message: str
+
+
+class UnavailableOut(ErrorOut):
+    """A 503: Redis down, failing over, loading or full (``unavailable``), or a create that too few
+    replicas hold (``not_replicated``, with the counts)."""
+
     replicas: int | None = Field(
         default=None, description="not_replicated: how many replicas said they hold the write in time"
     )
@@ -248,7 +254,7 @@ def _responses(ok: int, model: type[BaseModel] | None, *errors: int, words: Mapp
     for code in sorted({*errors, 422, 503}):
         out[code] = {
             "description": words.get(code, _ERROR_TEXT[code]),
-            "content": {"application/json": {"model": ErrorOut}},
+            "content": {"application/json": {"model": UnavailableOut if code == 503 else ErrorOut}},
         }
     out[503]["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
     return out

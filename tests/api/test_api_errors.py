@@ -150,7 +150,7 @@ def test_another_partition_count_than_the_namespaces_is_a_500_naming_it(
 
 
 def test_health_503_body_is_what_the_openapi_document_says(down: Api):
-    """The document's 503 for ``/health`` is ``ErrorOut``, and so must the answer be (or the document
+    """The document's 503 for ``/health`` is ``UnavailableOut``, and so must the answer be (or the document
     must say ``HealthOut``): a client generated from the document must be able to read it."""
     doc = down.get("/openapi.json").json
     ref = doc["paths"]["/health"]["get"]["responses"]["503"]["content"]["application/json"]["schema"]["$ref"]

@@ -193,13 +193,17 @@ def test_documented_errors_use_error_out(doc: dict[str, Any], route: tuple[str, 
     assert errors <= set(responses), (route, sorted(responses))
     for status, response in responses.items():
         if int(status) >= 400:
-            assert schema_ref(response) == "ErrorOut", (route, status, response)
+            expected = "UnavailableOut" if status == "503" else "ErrorOut"  # ErrorOut, with not_replicated's counts
+            assert schema_ref(response) == expected, (route, status, response)
 
 
 def test_error_out_schema_has_the_four_keys(doc: dict[str, Any]):
     schema = doc["components"]["schemas"]["ErrorOut"]
     assert set(schema["properties"]) == {"status", "error", "field", "message"}
     assert set(schema["required"]) == {"status", "error", "field", "message"}
+    unavailable = doc["components"]["schemas"]["UnavailableOut"]
+    assert set(unavailable["properties"]) == {"status", "error", "field", "message", "replicas", "wanted"}
+    assert set(unavailable["required"]) == {"status", "error", "field", "message"}
 
 
 def test_request_bodies_document_the_job_fields(doc: dict[str, Any]):
