@@ -47,7 +47,7 @@ each topic's recent lateness in Redis (``delayq.lateness``), in the same round t
 
 A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
 pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
-at each failed try up to a tick (its settlements wait, its lanes take nothing, its index is not read),
+at each failed try (its settlements wait, its lanes take nothing, its index is not read),
 while the other partitions' jobs are taken, delivered and settled as usual; one line is logged when its
 server stops answering and one when it answers again. A take whose reply never came may have run, or
 may still run when Redis reads it: each take carries an id of its own, and the next passes undo it

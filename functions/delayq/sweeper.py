@@ -31,7 +31,7 @@ forget them.
 
 A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
 pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
-at each failed try up to a tick, while the other partitions are swept as usual; one line is logged when
+at each failed try, while the other partitions are swept as usual; one line is logged when
 its server stops answering and one when it answers again.
 """
 
