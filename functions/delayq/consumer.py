@@ -367,7 +367,7 @@ class Consumer:
         self.queue.telemetry.flush_due()
         now = time.monotonic()
         self._expire(now)
-        self.outages.watch(now)
+        self.outages.follow_moves(now)
         if take:
             self._read_index(now)
         takes = self._takes(budget, now) if take else []  # first: the lanes' acks ride with them

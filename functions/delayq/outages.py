@@ -14,7 +14,7 @@ One line is logged when a server stops answering (its partitions, the error) and
 again (after how long, and how many calls failed meanwhile), not a line per failed call.
 
 On a cluster, while a partition rests, the slot table is read again every ``SLOTS_REFRESH_S`` at most
-(``watch``): a partition whose slot moved to another node (its replica was promoted) is tried at once.
+(``follow_moves``): a partition whose slot moved to another node (its replica was promoted) is tried at once.
 
 Used from one loop's thread only.
 """
@@ -65,7 +65,7 @@ class Outages:
         self.tick = tick
         self._rests: dict[int, _Rest] = {}  # by partition index
         self._back: list[tuple[Partition, _Rest, str]] = []  # answered again since the last report
-        self._watched_at = -math.inf
+        self._followed_at = -math.inf
 
     def __bool__(self) -> bool:
         """Whether any partition rests."""
@@ -84,7 +84,7 @@ class Outages:
         partitions rest (inf: none)."""
         ends = [rest.until for rest in self._rests.values() if rest.until > now]
         if self._rests and self.queue.settings.redis_mode == "cluster":
-            ends.append(max(now, self._watched_at + SLOTS_REFRESH_S))
+            ends.append(max(now, self._followed_at + SLOTS_REFRESH_S))
         return min(ends, default=math.inf)
 
     def saw(self, partitions: list[Partition], replies: list[Any], now: float) -> None:
@@ -128,12 +128,12 @@ class Outages:
         if rest is not None:
             self._back.append((partition, rest, self.queue.server(partition)))
 
-    def watch(self, now: float) -> None:
+    def follow_moves(self, now: float) -> None:
         """On a cluster, while partitions rest: the slot table read again (at most every
         ``SLOTS_REFRESH_S``), and the rest of each partition whose slot moved to another node ended."""
-        if not self._rests or now - self._watched_at < SLOTS_REFRESH_S:
+        if not self._rests or now - self._followed_at < SLOTS_REFRESH_S:
             return
-        self._watched_at = now
+        self._followed_at = now
         try:
             client = self.queue.redis
         except RedisUnavailable:

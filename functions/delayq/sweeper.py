@@ -140,7 +140,7 @@ class Sweeper:
         self.counts["passes"] += 1
         self.queue.telemetry.flush_due()
         outages = self.outages
-        outages.watch(time.monotonic())
+        outages.follow_moves(time.monotonic())
         next_in: list[int | None] = [self.scheduler.pass_once()]
         states = self._states
         while True:
