@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from delayq import Queue, Settings, Topics
-from delayq.api import create_app
-from delayq.calls import Enqueued
+from delayq.store.calls import Enqueued
+from delayq.surfaces.api import create_app
 
 SAMPLE = Path(__file__).resolve().parent.parent / "events" / "api" / "post_jobs.json"
 

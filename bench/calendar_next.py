@@ -15,7 +15,7 @@ import argparse
 import timeit
 from datetime import UTC, datetime
 
-from delayq.calendar import CronCalendar, EveryCalendar, parse_cron
+from delayq.core.calendar import CronCalendar, EveryCalendar, parse_cron
 
 CASES = [
     ("0 8 * * 1-5", "Europe/Paris"),

@@ -22,9 +22,9 @@ import uuid
 from typing import Any
 
 from delayq import Job, Queue, Settings, Topics
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 _starts: dict[str, list[float]] = {}
 _lock = threading.Lock()

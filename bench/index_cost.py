@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     from redis_server import PrivateRedis  # noqa: PLC0415
 
     import delayq  # noqa: PLC0415
-    import delayq.calls  # noqa: PLC0415
+    import delayq.store.calls  # noqa: PLC0415
 
     server = PrivateRedis()
     try:
@@ -52,7 +52,7 @@ def counters(server: Any) -> tuple[int, float]:
 def one_round(server: Any, delayq: Any, n: int) -> dict[str, float]:
     """One round on a flushed server: the cost per call of each step, by ``delayq`` (the module)."""
     server.flush()
-    calls = delayq.calls
+    calls = delayq.store.calls
     topics = delayq.Topics.parse({"t": {"target": "python:os:getcwd"}})
     settings = delayq.Settings(redis_url=server.url, topics=topics)
     queue = delayq.Queue(settings=settings)

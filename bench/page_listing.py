@@ -31,9 +31,10 @@ sys.path.insert(0, str(HERE.parent / "functions"))
 
 from redis_server import PrivateRedis  # noqa: E402
 
-from delayq import Queue, Settings, Topics, calls  # noqa: E402
-from delayq.calls import Failure  # noqa: E402
-from delayq.settings import TopicConfig  # noqa: E402
+from delayq import Queue, Settings, Topics  # noqa: E402
+from delayq.core.settings import TopicConfig  # noqa: E402
+from delayq.store import calls  # noqa: E402
+from delayq.store.calls import Failure  # noqa: E402
 
 TOPIC = "pages"
 FILL_CHUNK = 10_000

@@ -32,9 +32,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from delayq import Job, Queue, Settings, Topics, calls, consumer
-from delayq.consumer import Consumer
-from delayq.loop import Budget
+from delayq import Job, Queue, Settings, Topics
+from delayq.core.loop import Budget
+from delayq.loops import consumer
+from delayq.loops.consumer import Consumer
+from delayq.store import calls
 
 
 class Starts:

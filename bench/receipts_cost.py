@@ -28,9 +28,10 @@ from typing import Any
 
 from redis_server import PrivateRedis
 
-from delayq import Queue, Settings, Topics, calls
-from delayq.calls import JobWrite
-from delayq.queue import new_ids
+from delayq import Queue, Settings, Topics
+from delayq.store import calls
+from delayq.store.calls import JobWrite
+from delayq.store.queue import new_ids
 
 CYCLE, ACKS = 50, 5  # jobs per enqueue and take; acks per take (10 jobs each)
 BODY = '{"pad":"' + "x" * 90 + '"}'

@@ -34,8 +34,8 @@ from scale_report import faults_and_lateness, markdown
 from scale_stack import BENCH, REPO, TICK_S, Loops, Side, Store, answer, delta, load
 from systems import VENVS, ensure_venv, log
 
-from delayq.consumer import LATENESS_CHUNK, LOOKS_PER_TICK
-from delayq.lateness import FLUSH_S as LATENESS_FLUSH_S
+from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
+from delayq.loops.consumer import LATENESS_CHUNK, LOOKS_PER_TICK
 
 PRODUCER_BATCH = 20
 

@@ -47,7 +47,7 @@ from soak_report import Kill, Planned, figures, markdown, rewrite
 from systems import PROJECT_PYTHON, log
 
 from delayq import DelayqError, JobNotFound, Queue, Settings, Topics
-from delayq.keys import Keyspace
+from delayq.store.keys import Keyspace
 
 sys.path.insert(0, str(REPO / "tests" / "hostile"))
 from invariants import check, problems, read_atomic, unsettled

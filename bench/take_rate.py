@@ -27,8 +27,9 @@ sys.path.insert(0, str(HERE.parent / "functions"))
 
 from redis_server import PrivateRedis  # noqa: E402
 
-from delayq import Queue, Settings, Topics, calls  # noqa: E402
-from delayq.settings import TopicConfig  # noqa: E402
+from delayq import Queue, Settings, Topics  # noqa: E402
+from delayq.core.settings import TopicConfig  # noqa: E402
+from delayq.store import calls  # noqa: E402
 
 TOPIC = "metered"
 FILL_CHUNK = 10_000

@@ -1,15 +1,15 @@
 """EventBridge Scheduler, every minute -> the consume loop: per topic, due jobs are taken in batches and
 handed to the topic's target with its timeout, then acknowledged, retried or dead-lettered
-(``delayq.consumer``)."""
+(``delayq.loops.consumer``)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from delayq.consumer import Consumer
-from delayq.loop import Budget, freeze_start_up
-from delayq.observability import Telemetry, route_logs_to
-from delayq.queue import Queue
+from delayq.core.loop import Budget, freeze_start_up
+from delayq.core.observability import Telemetry, route_logs_to
+from delayq.loops.consumer import Consumer
+from delayq.store.queue import Queue
 
 logger = Logger()
 tracer = Tracer()

@@ -1,14 +1,14 @@
 """API Gateway (a REST API, or an HTTP API with payload 1.0 or 2.0) -> the HTTP API of delayq. The
-routes live in ``delayq.api``; the payload format is read per event (``delayq.gateway``)."""
+routes live in ``delayq.surfaces.api``; the payload format is read per event (``delayq.surfaces.gateway``)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 
-from delayq.api import create_app
-from delayq.observability import Telemetry, route_logs_to
-from delayq.queue import Queue
+from delayq.core.observability import Telemetry, route_logs_to
+from delayq.store.queue import Queue
+from delayq.surfaces.api import create_app
 
 logger = Logger()
 tracer = Tracer()

@@ -1,14 +1,14 @@
 """EventBridge Scheduler, every minute -> the sweep loop: under each partition's lock, due jobs move to
-their topic's ready list and expired leases are taken back, once per tick (``delayq.sweeper``)."""
+their topic's ready list and expired leases are taken back, once per tick (``delayq.loops.sweeper``)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 
-from delayq.loop import Budget, freeze_start_up
-from delayq.observability import Telemetry, route_logs_to
-from delayq.queue import Queue
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget, freeze_start_up
+from delayq.core.observability import Telemetry, route_logs_to
+from delayq.loops.sweeper import Sweeper
+from delayq.store.queue import Queue
 
 logger = Logger()
 tracer = Tracer()

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from delayq import Queue, Settings, Topics
-from delayq.job import EnqueueResult, Refused, Scheduled
+from delayq.core.job import EnqueueResult, Refused, Scheduled
 
 import recorder
 from servers import SERVER_ENV, RedisServer, Server, server_kind

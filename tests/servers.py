@@ -31,7 +31,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from delayq.connection import client_options
+from delayq.store.connection import client_options
 
 Server = Literal["redis", "valkey"]
 SERVER_ENV = "DELAYQ_TEST_SERVER"

@@ -46,11 +46,16 @@ from common import (
 )
 
 import delayq
-from delayq import Job, Queue, Scheduled, Settings, Topics
-from delayq.consumer import Consumer
-from delayq.job import EnqueueResult
-from delayq.loop import Budget
-from delayq.sweeper import Sweeper
+from delayq import EnqueueResult, Job, Queue, Scheduled, Settings, Topics
+
+try:  # the layered package; a checkout from before it (``--compare``) has its modules at the top
+    from delayq.core.loop import Budget
+    from delayq.loops.consumer import Consumer
+    from delayq.loops.sweeper import Sweeper
+except ImportError:
+    from delayq.consumer import Consumer  # type: ignore[import-not-found, no-redef]
+    from delayq.loop import Budget  # type: ignore[import-not-found, no-redef]
+    from delayq.sweeper import Sweeper  # type: ignore[import-not-found, no-redef]
 
 REPO = Path(__file__).resolve().parents[2]
 # The sweeper leaves a job just due to the consumers this long (older engines: not at all).

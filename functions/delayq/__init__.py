@@ -5,7 +5,7 @@ queue = Queue.from_env()
 queue.enqueue("orders", {"order": 1042}, id="close-1042", delay=600)
 """
 
-from .errors import (
+from .core.errors import (
     ConfigError,
     DelayqError,
     InvalidField,
@@ -23,11 +23,11 @@ from .errors import (
     TopicNotFound,
     UnknownTopic,
 )
-from .job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
-from .listing import Bucket, Forecast, JobPage, TopicPage
-from .queue import Queue
-from .recurring import ScheduleInfo
-from .settings import Settings, TopicConfig, Topics
+from .core.job import DeadJob, EnqueueResult, Job, JobInfo, Refused, Scheduled, TopicStats
+from .core.recurring import ScheduleInfo
+from .core.settings import Settings, TopicConfig, Topics
+from .store.listing import Bucket, Forecast, JobPage, TopicPage
+from .store.queue import Queue
 from .version import VERSION as __version__
 
 __all__ = [

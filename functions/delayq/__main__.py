@@ -11,7 +11,7 @@ purge, pause, resume, forecast):
 Settings come from the ``DELAYQ_*`` environment. Without ``--seconds`` a loop runs until SIGTERM or
 SIGINT, then finishes what it started, releases its locks, prints its summary as JSON and exits,
 even if a handler that outlived its timeout (settled as a failed attempt) is still running. With
-``--metrics-port`` a loop serves its Prometheus metrics at ``/metrics`` there (``delayq.metrics``),
+``--metrics-port`` a loop serves its Prometheus metrics at ``/metrics`` there (``delayq.surfaces.metrics``),
 on loopback unless ``--metrics-host`` says otherwise (which needs ``DELAYQ_UI_TOKEN``).
 """
 
@@ -28,13 +28,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import cli
-from .consumer import Consumer
-from .loop import Budget, freeze_start_up
-from .observability import Telemetry
-from .queue import Queue
-from .settings import Settings
-from .sweeper import Sweeper
+from .core.loop import Budget, freeze_start_up
+from .core.observability import Telemetry
+from .core.settings import Settings
+from .loops.consumer import Consumer
+from .loops.sweeper import Sweeper
+from .store.queue import Queue
+from .surfaces import cli
 from .version import VERSION
 
 LOCAL_EXTRA = "pip install 'delayq[local]'"
@@ -111,9 +111,9 @@ def run_until_signalled(loop: Sweeper | Consumer, budget: Budget) -> dict[str, A
 def _server_main(command: str) -> Callable[[list[str]], None]:
     """The main of ``local`` or ``ui``: imported only for them (they need the ``local`` extra)."""
     if command == "local":
-        from .local import main  # noqa: PLC0415 - only this command needs the HTTP server
+        from .surfaces.local import main  # noqa: PLC0415 - only this command needs the HTTP server
     else:
-        from .webview import main  # noqa: PLC0415 - only this command needs the HTTP server
+        from .surfaces.webview import main  # noqa: PLC0415 - only this command needs the HTTP server
     return main
 
 
@@ -133,7 +133,7 @@ def _metrics(args: argparse.Namespace, settings: Settings) -> Iterator[Telemetry
         return
 
     def load() -> Any:
-        from . import localhttp, metrics, webview  # noqa: PLC0415 - only --metrics-port needs them
+        from .surfaces import localhttp, metrics, webview  # noqa: PLC0415 - only --metrics-port needs them
 
         return localhttp, metrics, webview
 

@@ -19,10 +19,10 @@ import redis
 from pydantic import BaseModel
 
 import enqueue
-from delayq import calls
-from delayq.calls import Failure
-from delayq.keys import Keyspace
-from delayq.settings import Settings
+from delayq.core.settings import Settings
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.store.keys import Keyspace
 
 from conftest import FakeContext, api_event
 from redis_support import Rules

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from delayq.api import BatchItemOut, BatchOut, ErrorOut
-from delayq.models import ID_PATTERN, MAX_BODY_BYTES
+from delayq.core.models import ID_PATTERN, MAX_BODY_BYTES
+from delayq.surfaces.api import BatchItemOut, BatchOut, ErrorOut
 
 from api_support import ANY_FIELD, Api, assert_model
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import redis
 
-from delayq.api import JobOut, ScheduledOut
-from delayq.models import ID_PATTERN, MAX_BODY_BYTES
+from delayq.core.models import ID_PATTERN, MAX_BODY_BYTES
+from delayq.surfaces.api import JobOut, ScheduledOut
 
 from api_support import ANY_FIELD, Api, assert_model, b64_event
 from conftest import RECORDER, api_event

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from delayq.api import HealthOut
-from delayq.queue import Queue
+from delayq.store.queue import Queue
+from delayq.surfaces.api import HealthOut
 
 from api_support import ANY_FIELD, ERROR_KEYS, NO_BODY, Api, assert_model, check_reply
 from conftest import EVENTS, RECORDER, load_event

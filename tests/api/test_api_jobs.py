@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import redis
 
-from delayq.api import JobOut, ScheduledOut
-from delayq.models import MAX_BODY_BYTES
+from delayq.core.models import MAX_BODY_BYTES
+from delayq.surfaces.api import JobOut, ScheduledOut
 
 from api_support import ANY_FIELD, NO_BODY, Api, assert_model, b64_event
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from delayq import Queue
-from delayq.api import CancelledOut, ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
-from delayq.listing import encode_cursor
+from delayq.store.listing import encode_cursor
+from delayq.surfaces.api import CancelledOut, ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
 
 from api_support import Api, assert_model
 from conftest import RECORDER

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import delayq
-from delayq.models import MAX_BATCH
+from delayq.core.models import MAX_BATCH
 
 from api_support import Api
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from delayq import calls
-from delayq.api import JobOut, TopicOut
-from delayq.settings import Settings
+from delayq.core.settings import Settings
+from delayq.store import calls
+from delayq.surfaces.api import JobOut, TopicOut
 
 from api_support import Api, assert_model
 

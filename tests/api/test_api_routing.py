@@ -16,7 +16,7 @@ import redis
 
 import enqueue
 from delayq import Queue
-from delayq.api import create_app
+from delayq.surfaces.api import create_app
 
 from api_support import Api, check_reply
 from conftest import FakeContext, api_event, http_api_event

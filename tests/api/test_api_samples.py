@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import enqueue
-from delayq.api import (
+from delayq.surfaces.api import (
     BatchOut,
     CancelledOut,
     DeadListOut,

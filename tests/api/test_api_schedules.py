@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import redis
 
-from delayq.api import ScheduleListOut, ScheduleOut
-from delayq.calendar import CronCalendar
-from delayq.recurring import occurrence_id
-from delayq.schedule import iso_utc
+from delayq.core.calendar import CronCalendar
+from delayq.core.recurring import occurrence_id
+from delayq.core.schedule import iso_utc
+from delayq.surfaces.api import ScheduleListOut, ScheduleOut
 
 from api_support import Api, assert_model
 

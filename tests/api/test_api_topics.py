@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from delayq import Queue, TopicNotFound
-from delayq.api import DeadJobOut, DeadListOut, PurgedOut, ReplayedOut, TopicOut
+from delayq.surfaces.api import DeadJobOut, DeadListOut, PurgedOut, ReplayedOut, TopicOut
 
 from api_support import ANY_FIELD, ANY_STATUS, Api, assert_model
 from conftest import RECORDER

@@ -16,10 +16,10 @@ import pytest
 import consume
 import enqueue
 from delayq import Queue
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.observability import Telemetry, route_logs_to
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.core.observability import Telemetry, route_logs_to
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 from conftest import RECORDER, FakeContext, load_event
 from redis_support import server_ms

@@ -17,9 +17,10 @@ from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
 import enqueue
-from delayq import Queue, RedisUnavailable, Settings, Topics, connection
-from delayq.connection import redis_url, split_credentials, url_from_secret
-from delayq.errors import ConfigError
+from delayq import Queue, RedisUnavailable, Settings, Topics
+from delayq.core.errors import ConfigError
+from delayq.store import connection
+from delayq.store.connection import redis_url, split_credentials, url_from_secret
 
 from conftest import DEFAULT_TOPICS, FakeContext, api_event, response_json
 from servers import RedisServer

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from delayq import Queue, answers, calls
+from delayq import Queue
 from delayq.__main__ import main
-from delayq.calls import Failure
-from delayq.schedule import iso_utc
+from delayq.core.schedule import iso_utc
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.surfaces import answers
 
 from conftest import DEFAULT_TOPICS
 

@@ -20,14 +20,15 @@ import redis
 from redis.connection import AbstractConnection
 from redis.crc import key_slot
 
-from delayq import JobExists, JobInfo, JobNotFound, Queue, Settings, Topics, calls
-from delayq.connection import client_options
-from delayq.consumer import Consumer
-from delayq.job import EnqueueResult
-from delayq.loop import Budget
-from delayq.recurring import occurrence_id
-from delayq.settings import RedisMode
-from delayq.sweeper import Sweeper
+from delayq import JobExists, JobInfo, JobNotFound, Queue, Settings, Topics
+from delayq.core.job import EnqueueResult
+from delayq.core.loop import Budget
+from delayq.core.recurring import occurrence_id
+from delayq.core.settings import RedisMode
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store import calls
+from delayq.store.connection import client_options
 
 import recorder
 from conftest import RECORDER

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from delayq import Queue
-from delayq.api import create_app
-from delayq.loop import Budget
-from delayq.scripts import all_scripts
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.sweeper import Sweeper
+from delayq.store.scripts import all_scripts
+from delayq.surfaces.api import create_app
 
 import recorder
 from compat_support import (

@@ -20,9 +20,9 @@ from redis.cluster import RedisCluster
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from delayq import Queue, RedisUnavailable
-from delayq.consumer import Consumer
-from delayq.keys import Keyspace, partition_tag
-from delayq.loop import Budget
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.store.keys import Keyspace, partition_tag
 
 import recorder
 from compat_support import (

@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from delayq import Queue, RedisUnavailable, Topics
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.scripts import Scripts, all_scripts
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.store.scripts import Scripts, all_scripts
 
 import recorder
 from compat_support import RECORDER, TOPIC, error_stats, make_settings

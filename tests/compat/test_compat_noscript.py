@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from delayq import Queue
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 import recorder
 from compat_support import TOPIC, check_deliveries, direct_client, error_stats, make_settings

@@ -13,12 +13,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from delayq import Queue
-from delayq.api import create_app
-from delayq.connection import client_options
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.scripts import Scripts, all_scripts
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store.connection import client_options
+from delayq.store.scripts import Scripts, all_scripts
+from delayq.surfaces.api import create_app
 
 import recorder
 from compat_support import TOPIC, check_deliveries, direct_client, lifecycle, make_settings, schedule_lifecycle

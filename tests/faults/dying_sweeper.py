@@ -12,8 +12,8 @@ import os
 import signal
 from collections.abc import Sequence
 
-from delayq import scheduler
 from delayq.__main__ import main
+from delayq.store import schedules as scheduler
 
 CLAIMS_ENV = "DELAYQ_FAULT_CLAIMS"
 

@@ -52,7 +52,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from delayq.keys import TOPIC_KEYS, Keyspace
+from delayq.store.keys import TOPIC_KEYS, Keyspace
 
 from fault_target import REDIS_ENV as CLOCK_ENV
 from faults_support import HERE, LOG_ENV, Fleet, LoopProcess, percentile, topics_json, wait_until

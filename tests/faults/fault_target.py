@@ -29,7 +29,11 @@ from typing import Any
 import redis
 
 from delayq import Job, Queue
-from delayq.keys import TOPIC_KEYS, Keyspace
+
+try:  # the layered package; a checkout from before it (``bench/failover.py --compare``) has it at the top
+    from delayq.store.keys import TOPIC_KEYS, Keyspace
+except ImportError:
+    from delayq.keys import TOPIC_KEYS, Keyspace  # type: ignore[import-not-found, no-redef]
 
 LOG_ENV = "DELAYQ_FAULT_LOG"
 REDIS_ENV = "DELAYQ_FAULT_REDIS_URL"

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import redis
 
 from delayq import Queue, Scheduled, Settings
-from delayq.job import EnqueueResult
+from delayq.core.job import EnqueueResult
 
 import fault_target
 from conftest import FakeContext, api_event

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from delayq.consumer import LEASE_GRACE_MS
+from delayq.loops.consumer import LEASE_GRACE_MS
 
 from faults_support import (
     Enqueued,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from delayq.consumer import LEASE_GRACE_MS
-from delayq.settlement import ACK_RIDE_S
+from delayq.loops.consumer import LEASE_GRACE_MS
+from delayq.loops.settlement import ACK_RIDE_S
 
 from faults_support import (
     Enqueued,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from delayq import JobNotFound, Queue
-from delayq.connection import SOCKET_TIMEOUT_S
+from delayq.store.connection import SOCKET_TIMEOUT_S
 
 from faults_support import (
     Enqueued,

@@ -33,8 +33,8 @@ import redis
 from dying_sweeper import CLAIMS_ENV
 
 from delayq import Queue
-from delayq.recurring import occurrence_id
-from delayq.scheduler import CLAIM_MS
+from delayq.core.recurring import occurrence_id
+from delayq.store.schedules import CLAIM_MS
 
 from faults_support import (
     ROOT,

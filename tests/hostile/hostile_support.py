@@ -9,7 +9,7 @@ one place its state says); a refused request (4xx) leaves every key and value as
 one changes exactly the jobs the response names, and ``GET`` agrees with it.
 
 ``wsgi_app`` serves the same handler as a WSGI application (each HTTP request becomes the API Gateway
-event the local stack builds, ``delayq.localhttp``), so schemathesis can call it in-process, without a network.
+event the local stack builds, ``delayq.surfaces.localhttp``), so schemathesis can call it in-process, without a network.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import enqueue
-from delayq import calls
-from delayq.calls import Failure
-from delayq.keys import Keyspace
-from delayq.localhttp import lambda_app
-from delayq.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
-from delayq.schedule import parse_run_at, seconds_to_ms
+from delayq.core.models import ID_PATTERN, MAX_BODY_DEPTH, MAX_DELAY_S, TOPIC_PATTERN
+from delayq.core.schedule import parse_run_at, seconds_to_ms
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.store.keys import Keyspace
+from delayq.surfaces.localhttp import lambda_app
 
 from api_support import Reply, check_reply
 from conftest import DEFAULT_TOPICS, FakeContext, api_event
@@ -443,7 +443,7 @@ class Accepted:
 # ------------------------------------------------------------------------------------------ WSGI
 
 # The enqueue handler as a WSGI application, through the local stack's adapter (each request becomes
-# the API Gateway event ``delayq.localhttp.request_event`` builds). The handler is looked up at each
+# the API Gateway event ``delayq.surfaces.localhttp.request_event`` builds). The handler is looked up at each
 # request: tests reload ``enqueue`` for their namespace.
 wsgi_app = lambda_app(lambda event, _context: enqueue.lambda_handler(event, FakeContext()))
 

@@ -46,9 +46,9 @@ from typing import Any, NamedTuple
 
 import redis
 
-from delayq.keys import TOPIC_KEYS, Keyspace, Partition
-from delayq.recurring import SCHEDULE_NAME_PATTERN
-from delayq.scheduler import Definition
+from delayq.core.recurring import SCHEDULE_NAME_PATTERN
+from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
+from delayq.store.schedules import Definition
 
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -17,7 +17,7 @@ import redis
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from delayq.models import MAX_BODY_DEPTH, MAX_DELAY_S
+from delayq.core.models import MAX_BODY_DEPTH, MAX_DELAY_S
 
 from conftest import api_event
 from hostile_support import (

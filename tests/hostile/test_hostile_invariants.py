@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import Queue, calls
-from delayq.calls import Failure
-from delayq.keys import TOPIC_KEYS, Keyspace
+from delayq import Queue
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.store.keys import TOPIC_KEYS, Keyspace
 
 from conftest import api_event
 from hostile_support import SEED_TOPIC, Hostile, server_ms

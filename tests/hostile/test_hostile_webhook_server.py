@@ -22,8 +22,8 @@ import pytest
 
 import enqueue
 from delayq import Queue
-from delayq.consumer import Consumer
-from delayq.settings import WEBHOOK_MIN_BACKOFF_S
+from delayq.core.settings import WEBHOOK_MIN_BACKOFF_S
+from delayq.loops.consumer import Consumer
 
 from conftest import FakeContext, api_event, response_json
 from loops_support import running, wait_until

@@ -76,8 +76,8 @@ def test_sam_build_packages_handlers_delayq_and_arm64_dependencies(tmp_path: Pat
         assert (root / handler).is_file(), function
         assert (root / "delayq" / "__init__.py").is_file(), function
         assert (root / "delayq" / "py.typed").is_file(), function
-        assert sorted(p.name for p in (root / "delayq" / "lua").glob("*.lua")) == sorted(
-            p.name for p in (ROOT / "functions" / "delayq" / "lua").glob("*.lua")
+        assert sorted(p.name for p in (root / "delayq" / "store" / "lua").glob("*.lua")) == sorted(
+            p.name for p in (ROOT / "functions" / "delayq" / "store" / "lua").glob("*.lua")
         )
         for package in PACKAGES:
             assert (root / package).is_dir(), (function, package)

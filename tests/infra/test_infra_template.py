@@ -26,10 +26,10 @@ from cfnlint.api import ManualArgs, lint_file
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-from delayq.api import create_app
-from delayq.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S
-from delayq.queue import Queue
-from delayq.settings import Settings, TopicConfig
+from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S
+from delayq.core.settings import Settings, TopicConfig
+from delayq.store.queue import Queue
+from delayq.surfaces.api import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "infra" / "template.yaml"

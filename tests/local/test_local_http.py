@@ -1,4 +1,4 @@
-"""The local HTTP layer (``delayq.localhttp``) on a real socket, in-process: waitress frames each
+"""The local HTTP layer (``delayq.surfaces.localhttp``) on a real socket, in-process: waitress frames each
 request, the guard keeps the rules of "Safe by default", and the adapter hands the API the event API
 Gateway would. The API behind it is a recorder here, so each test sees exactly what reached it (and
 that a refused request reached nothing)."""
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from delayq.errors import ConfigError
-from delayq.localhttp import MAX_REQUEST_BYTES, Binding, Server, lambda_app
+from delayq.core.errors import ConfigError
+from delayq.surfaces.localhttp import MAX_REQUEST_BYTES, Binding, Server, lambda_app
 
 from local_support import JSON, Answer, send
 

@@ -14,7 +14,7 @@ import redis
 
 from local_support import JSON, Stack, base_env, local_stack, send
 
-UI = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "ui"
+UI = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "surfaces" / "ui"
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from delayq import JobNotFound, Queue
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 T = TypeVar("T")
 

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 from delayq import Job, JobNotFound, Queue
-from delayq import calls as calls_module
-from delayq import consumer as consumer_module
-from delayq import workers as workers_module
-from delayq.consumer import Consumer
-from delayq.keys import partition_of
-from delayq.loop import Budget
-from delayq.observability import Telemetry
-from delayq.scripts import run_many
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.core.observability import Telemetry
+from delayq.loops import consumer as consumer_module
+from delayq.loops import workers as workers_module
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store import calls as calls_module
+from delayq.store.keys import partition_of
+from delayq.store.scripts import run_many
 
 import loops_targets
 import recorder

@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from delayq import Queue
-from delayq.consumer import Consumer
-from delayq.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
-from delayq.sweeper import Sweeper
+from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 import loops_targets
 import recorder

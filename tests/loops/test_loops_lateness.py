@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 
 from delayq import Queue
-from delayq.consumer import LATENESS_CHUNK, Consumer
-from delayq.lateness import FLUSH_S as LATENESS_FLUSH_S
-from delayq.lateness import bucket_of
-from delayq.loop import Budget
-from delayq.scripts import run_many
+from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
+from delayq.core.lateness import bucket_of
+from delayq.core.loop import Budget
+from delayq.loops.consumer import LATENESS_CHUNK, Consumer
+from delayq.store.scripts import run_many
 
 from conftest import RECORDER
 from loops_support import running, wait_until

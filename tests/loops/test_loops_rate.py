@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import calls
-from delayq.consumer import LEASE_GRACE_MS, Consumer
+from delayq.loops.consumer import LEASE_GRACE_MS, Consumer
+from delayq.store import calls
 
 import recorder
 from conftest import RECORDER

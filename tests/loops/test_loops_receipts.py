@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from delayq import Queue, calls
-from delayq.consumer import Consumer
-from delayq.sweeper import Sweeper
+from delayq import Queue
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store import calls
 
 import loops_targets
 from conftest import RECORDER

@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from delayq import Queue
-from delayq.consumer import Consumer
-from delayq.recurring import occurrence_id
-from delayq.sweeper import Sweeper
+from delayq.core.recurring import occurrence_id
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
 
 import recorder
 from loops_support import running, wait_until

@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from delayq import Queue, calls
-from delayq.calls import Failure, Taken
-from delayq.consumer import Consumer
-from delayq.keys import partition_of
-from delayq.loop import STOP_BEFORE_DEADLINE_S, Budget
-from delayq.sweeper import SWEEP_LAG_MS, Sweeper
+from delayq import Queue
+from delayq.core.loop import STOP_BEFORE_DEADLINE_S, Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import SWEEP_LAG_MS, Sweeper
+from delayq.store import calls
+from delayq.store.calls import Failure, Taken
+from delayq.store.keys import partition_of
 
 import loops_targets
 import recorder

@@ -1,4 +1,4 @@
-"""Helpers for the Redis tier: the scripts called through ``delayq.calls`` on one partition, and namespace dumps.
+"""Helpers for the Redis tier: the scripts called through ``delayq.store.calls`` on one partition, and namespace dumps.
 
 Not a test module (no ``test_`` prefix); the test files of this folder import it by name.
 """
@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import redis
 
-from delayq import calls
-from delayq.calls import Failure, JobWrite, Lease
-from delayq.job import DeadJob, Meta, TopicStats
-from delayq.keys import TOPIC_KEYS, Keyspace, Partition
+from delayq.core.job import DeadJob, Meta, TopicStats
+from delayq.store import calls
+from delayq.store.calls import Failure, JobWrite, Lease
+from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
 
 GRACE_MS = 2000
 TIMEOUT_MS = 30_000
@@ -74,8 +74,8 @@ class TopicKeys:
 
 
 class Rules(NamedTuple):
-    """A topic's retries and backoff, as fail and sweep read them (``delayq.calls.Retrying``), and
-    its receipts, as ack and forget read them (``delayq.calls.Keeping``)."""
+    """A topic's retries and backoff, as fail and sweep read them (``delayq.store.calls.Retrying``), and
+    its receipts, as ack and forget read them (``delayq.store.calls.Keeping``)."""
 
     retries: int = 2
     backoff_csv: str = BACKOFF
@@ -84,7 +84,7 @@ class Rules(NamedTuple):
 
 
 class Lua:
-    """The product's script calls (``delayq.calls``) on one partition of a namespace, with the
+    """The product's script calls (``delayq.store.calls``) on one partition of a namespace, with the
     defaults these tests use, and direct reads of what the scripts wrote."""
 
     def __init__(self, client: redis.Redis, namespace: str, partitions: int = 1, index: int = 0) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from delayq.schedule import DEFAULT_BACKOFF_S, encode_backoff
-from delayq.scripts import expand_includes
+from delayq.core.schedule import DEFAULT_BACKOFF_S, encode_backoff
+from delayq.store.scripts import expand_includes
 
 BACKOFF_MS = expand_includes("-- @include backoff\nreturn backoff_ms(ARGV[1], tonumber(ARGV[2]))")
 TABLE = "1000,5000,30000"

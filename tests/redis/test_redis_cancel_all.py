@@ -8,9 +8,10 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from delayq import InvalidField, Queue, TopicNotFound, calls
-from delayq import queue as queue_module
-from delayq.calls import Failure
+from delayq import InvalidField, Queue, TopicNotFound
+from delayq.store import calls
+from delayq.store import queue as queue_module
+from delayq.store.calls import Failure
 
 from redis_support import Lua, Rules, dump
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import Queue, RedisUnavailable, Settings, Topics, connection
-from delayq.api import create_app
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.scripts import Scripts, all_scripts
+from delayq import Queue, RedisUnavailable, Settings, Topics
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.store import connection
+from delayq.store.scripts import Scripts, all_scripts
+from delayq.surfaces.api import create_app
 
 import recorder
 from conftest import RECORDER, FakeContext, api_event, response_json

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import redis
 
-from delayq import Queue, calls
-from delayq.lateness import WINDOW_MINUTES, bucket_ms, bucket_of
+from delayq import Queue
+from delayq.core.lateness import WINDOW_MINUTES, bucket_ms, bucket_of
+from delayq.store import calls
 
 from redis_support import server_ms
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from delayq import NotReplicated, Queue, Settings, Topics
-from delayq.errors import ConfigError
+from delayq.core.errors import ConfigError
 
 from api_support import Api
 from conftest import RECORDER

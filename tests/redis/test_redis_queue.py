@@ -10,10 +10,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from delayq import JobNotFound, Queue, Scheduled, calls
-from delayq.calls import Failure
-from delayq.job import Meta, Refused
-from delayq.models import ID_PATTERN
+from delayq import JobNotFound, Queue, Scheduled
+from delayq.core.job import Meta, Refused
+from delayq.core.models import ID_PATTERN
+from delayq.store import calls
+from delayq.store.calls import Failure
 
 from conftest import created, refusal
 from redis_support import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms, sleep_until_server_ms

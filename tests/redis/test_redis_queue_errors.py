@@ -24,11 +24,11 @@ from delayq import (
     TooLarge,
     UnknownTopic,
 )
-from delayq.consumer import Consumer
-from delayq.loop import Budget
-from delayq.queue import STREAM_CHUNK
-from delayq.scripts import Scripts
-from delayq.sweeper import Sweeper
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store.queue import STREAM_CHUNK
+from delayq.store.scripts import Scripts
 
 from conftest import refusal
 from redis_support import dump, kill_job, lease_job

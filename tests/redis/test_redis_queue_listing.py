@@ -11,10 +11,11 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from delayq import InvalidField, Queue, TopicNotFound, calls
-from delayq.calls import Failure
-from delayq.keys import Partition
-from delayq.listing import MAX_BUCKETS, STATES, encode_cursor
+from delayq import InvalidField, Queue, TopicNotFound
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.store.keys import Partition
+from delayq.store.listing import MAX_BUCKETS, STATES, encode_cursor
 
 from redis_support import Rules, server_ms
 

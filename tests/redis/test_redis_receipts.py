@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue, calls
-from delayq.job import Refused, Scheduled
+from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue
+from delayq.core.job import Refused, Scheduled
+from delayq.store import calls
 
 from redis_support import Lua, Rules, server_ms
 

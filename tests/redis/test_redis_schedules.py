@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import InvalidField, JobNotFound, Queue, ScheduleInfo, ScheduleNotFound, UnknownTopic, calls
-from delayq import scheduler as scheduler_module
-from delayq.calendar import CronCalendar
-from delayq.recurring import Schedule, occurrence_id
-from delayq.scheduler import Progress, Scheduler, Schedules, schedule_key
-from delayq.scripts import Call, Script
+from delayq import InvalidField, JobNotFound, Queue, ScheduleInfo, ScheduleNotFound, UnknownTopic
+from delayq.core.calendar import CronCalendar
+from delayq.core.recurring import Schedule, occurrence_id
+from delayq.loops import occurrences
+from delayq.loops.occurrences import Scheduler
+from delayq.store import calls
+from delayq.store import schedules as scheduler_module
+from delayq.store.schedules import Progress, Schedules, schedule_key
+from delayq.store.scripts import Call, Script
 
 from redis_support import dump, lua_for, server_ms, sleep_until_server_ms
 
@@ -429,7 +432,7 @@ def test_a_claimant_too_slow_to_start_its_writes_leaves_them_to_the_next_sweep(
     info = queue.schedule("orders", "s", every=1)
     sleep_until_server_ms(redis_client, info.next_run_at_ms)
     slow = Scheduler(queue, claim_ms=400)
-    monkeypatch.setattr(scheduler_module, "_in_time", lambda claimed_at, claim_ms: False)
+    monkeypatch.setattr(occurrences, "in_time", lambda claimed_at, claim_ms: False)
     slow.pass_once()
     monkeypatch.undo()
     assert slow.counts["occurrences"] == 0

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import redis
 
-from delayq import calls
-from delayq.calls import Inspected
-from delayq.job import Meta, TopicStats
-from delayq.scripts import Call, Scripts, run_many, stream
+from delayq.core.job import Meta, TopicStats
+from delayq.store import calls
+from delayq.store.calls import Inspected
+from delayq.store.scripts import Call, Scripts, run_many, stream
 
 from redis_support import Lua, dump, server_ms
 

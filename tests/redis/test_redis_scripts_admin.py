@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from delayq.job import TopicStats
+from delayq.core.job import TopicStats
 
 from redis_support import Lua, dump, server_ms
 

@@ -16,11 +16,12 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from delayq import Queue, RedisUnavailable, calls
-from delayq.calls import Failure
-from delayq.connection import redis_errors
-from delayq.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
-from delayq.scripts import Call, Script, all_scripts
+from delayq import Queue, RedisUnavailable
+from delayq.store import calls
+from delayq.store.calls import Failure
+from delayq.store.connection import redis_errors
+from delayq.store.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
+from delayq.store.scripts import Call, Script, all_scripts
 
 from redis_support import Lua, Rules
 

@@ -7,9 +7,9 @@ import time
 import pytest
 import redis
 
-from delayq import calls
-from delayq.calls import Failure
-from delayq.job import Meta
+from delayq.core.job import Meta
+from delayq.store import calls
+from delayq.store.calls import Failure
 
 from redis_support import BACKOFF, Lua, Rules, dump, server_ms, sleep_until_server_ms
 

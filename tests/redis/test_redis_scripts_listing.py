@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from delayq.calls import Listed
+from delayq.store.calls import Listed
 
 from redis_support import Lua, dump, server_ms
 

@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from delayq.settings import TopicConfig
+from delayq.core.settings import TopicConfig
 
 from redis_support import Lua, sleep_until_server_ms
 

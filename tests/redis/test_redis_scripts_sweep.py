@@ -7,8 +7,8 @@ import time
 import pytest
 import redis
 
-from delayq import calls
-from delayq.calls import Swept, SweptTopic
+from delayq.store import calls
+from delayq.store.calls import Swept, SweptTopic
 
 from redis_support import Lua, Rules, dump, server_ms
 

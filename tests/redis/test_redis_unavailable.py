@@ -29,11 +29,12 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from delayq import Queue, RedisUnavailable, Settings, Topics, connection
-from delayq.consumer import Consumer
-from delayq.keys import Keyspace
-from delayq.loop import Budget
-from delayq.sweeper import Sweeper
+from delayq import Queue, RedisUnavailable, Settings, Topics
+from delayq.core.loop import Budget
+from delayq.loops.consumer import Consumer
+from delayq.loops.sweeper import Sweeper
+from delayq.store import connection
+from delayq.store.keys import Keyspace
 
 from api_support import Api
 from conftest import RECORDER

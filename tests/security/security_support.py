@@ -30,15 +30,16 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from delayq import JobNotFound, Queue, calls
-from delayq import connection as delayq_connection
-from delayq.recurring import occurrence_id
-from delayq.settings import Settings
+from delayq import JobNotFound, Queue
+from delayq.core.recurring import occurrence_id
+from delayq.core.settings import Settings
+from delayq.store import calls
+from delayq.store import connection as delayq_connection
 
 import recorder
 from conftest import RECORDER, FakeContext, api_event
 
-LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "lua"
+LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "store" / "lua"
 
 # ------------------------------------------------------------------------------------------ the ACL
 
@@ -472,7 +473,7 @@ def small_lifecycle(queue: Queue, h: Handlers) -> None:
 
 # redis-py 8's hiredis parser checks a pooled connection for unread data before its first command. A
 # TLS 1.3 server's session tickets make a new socket look readable until something is read, so
-# delayq.connection reads past them with a PING (see read_past_tls_handshake there).
+# delayq.store.connection reads past them with a PING (see read_past_tls_handshake there).
 
 
 def new_tls_connection_looks_dirty(url: str, *, delayq_connect: bool = True) -> bool:

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from delayq import ConfigError, Queue, Settings
-from delayq.connection import connect, redact, split_credentials
-from delayq.urls import parse_redis_url
+from delayq.core.urls import parse_redis_url
+from delayq.store.connection import connect, redact, split_credentials
 
 from servers import RedisServer
 

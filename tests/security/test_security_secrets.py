@@ -256,8 +256,8 @@ def environment(world: World, entry: str, shape: Shape, namespace: str) -> dict[
 def stage_a_webhook_job(world: World, namespace: str) -> None:
     """A due job of the webhook topic, ready to take: consume then delivers it, signed."""
     from delayq import Queue, Settings, Topics  # noqa: PLC0415
-    from delayq.loop import Budget  # noqa: PLC0415
-    from delayq.sweeper import Sweeper  # noqa: PLC0415
+    from delayq.core.loop import Budget  # noqa: PLC0415
+    from delayq.loops.sweeper import Sweeper  # noqa: PLC0415
 
     topics = Topics.parse({"hooks": {"target": "http://127.0.0.1:9/x", "allow_http": True}})
     redis_url = f"redis://:{quote(PASSWORD, safe='')}@127.0.0.1:{world.redis.port}/0"

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from delayq import Queue, RedisUnavailable
-from delayq.connection import connect
-from delayq.settings import Settings
+from delayq.core.settings import Settings
+from delayq.store.connection import connect
 
 from security_support import (
     Monitor,

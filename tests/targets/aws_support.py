@@ -15,7 +15,8 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 
-from delayq import Job, clients
+from delayq import Job
+from delayq.aws import clients
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "eu-west-1"  # where the targets live: not the default region below

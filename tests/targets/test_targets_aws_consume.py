@@ -1,4 +1,4 @@
-"""End to end: jobs enqueued with delayq, consumed by ``delayq.consumer.Consumer`` (real Redis) and
+"""End to end: jobs enqueued with delayq, consumed by ``delayq.loops.consumer.Consumer`` (real Redis) and
 delivered to an SQS queue (moto) named by its ARN."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from delayq import Queue, clients
-from delayq.consumer import Consumer
+from delayq import Queue
+from delayq.aws import clients
+from delayq.loops.consumer import Consumer
 
 from aws_support import ACCOUNT, REGION, aws_env  # noqa: F401 - aws_env: autouse fixture
 from loops_support import running, state, wait_until

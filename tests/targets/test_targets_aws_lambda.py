@@ -1,4 +1,4 @@
-"""The Lambda target, with botocore's Stubber on the very client ``delayq.clients`` hands it (moto
+"""The Lambda target, with botocore's Stubber on the very client ``delayq.aws.clients`` hands it (moto
 cannot run a function's code without Docker), and what every AWS target does with SDK errors."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 
-from delayq import PermanentFailure, clients
+from delayq import PermanentFailure
+from delayq.aws import clients
 from delayq.targets import aws
 from delayq.targets.payload import payload
 

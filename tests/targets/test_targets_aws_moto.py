@@ -11,7 +11,8 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from delayq import PermanentFailure, clients
+from delayq import PermanentFailure
+from delayq.aws import clients
 from delayq.targets import aws
 from delayq.targets.payload import payload
 

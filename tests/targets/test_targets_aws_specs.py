@@ -7,9 +7,10 @@ import hashlib
 
 import pytest
 
-from delayq import Settings, clients
-from delayq.errors import ConfigError
-from delayq.settings import TopicConfig
+from delayq import Settings
+from delayq.aws import clients
+from delayq.core.errors import ConfigError
+from delayq.core.settings import TopicConfig
 from delayq.targets import aws, resolve_target
 
 from aws_support import aws_env, make_job  # noqa: F401 - aws_env: autouse fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
 
-from delayq import clients
+from delayq.aws import clients
 from delayq.targets import aws
 
 from aws_support import ACCOUNT, REGION, aws_env, make_job  # noqa: F401 - aws_env: autouse fixture

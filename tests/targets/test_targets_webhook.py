@@ -33,10 +33,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from moto import mock_aws
 
 from delayq import Job, PermanentFailure, Queue, RetryAfter, Settings, TopicConfig
-from delayq.consumer import Consumer
-from delayq.errors import ConfigError
-from delayq.job import Meta
-from delayq.settings import WEBHOOK_MIN_BACKOFF_S
+from delayq.core.errors import ConfigError
+from delayq.core.job import Meta
+from delayq.core.settings import WEBHOOK_MIN_BACKOFF_S
+from delayq.loops.consumer import Consumer
 from delayq.targets import payload, resolve_target, webhook
 from delayq.targets.webhook import (
     USER_AGENT,

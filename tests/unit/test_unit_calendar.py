@@ -1,4 +1,4 @@
-"""The calendar of recurring schedules (``delayq.calendar``): pure, no Redis, no clock.
+"""The calendar of recurring schedules (``delayq.core.calendar``): pure, no Redis, no clock.
 
 Tables first, as arq's ``tests/test_cron.py`` has for ``next_cron``: each row is an expression, a
 zone, an instant, and the occurrences that follow it, written as local times with their offset so a
@@ -18,7 +18,7 @@ from cronsim import CronSim
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from delayq.calendar import (
+from delayq.core.calendar import (
     MAX_EVERY_S,
     SHORTHANDS,
     Calendar,

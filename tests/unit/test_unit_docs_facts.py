@@ -1,4 +1,4 @@
-"""The reference docs agree with the code they describe: every setting of ``delayq.settings.ENV`` is a
+"""The reference docs agree with the code they describe: every setting of ``delayq.core.settings.ENV`` is a
 row of docs/settings.md, every topic key of ``TopicConfig`` a row of docs/topics.md with its default,
 every network the webhook guard refuses is in the guard's table, and every parameter and output of
 infra/template.yaml is a row of docs/deploy.md, parameters with their defaults. A setting added
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from delayq.settings import ENV, TopicConfig
+from delayq.core.settings import ENV, TopicConfig
 from delayq.targets.webhook import REFUSED
 
 ROOT = Path(__file__).resolve().parents[2]

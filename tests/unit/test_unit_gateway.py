@@ -1,4 +1,4 @@
-"""``delayq.gateway``: what routing reads from an event of either payload format, and how a request
+"""``delayq.surfaces.gateway``: what routing reads from an event of either payload format, and how a request
 body is read; tables of events and bodies, no handler, no Redis."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from delayq.errors import InvalidField, MalformedRequest, NotAnObject
-from delayq.gateway import MAX_REQUEST_DEPTH, HttpApiEvent, RestEvent, proxy_event, read_json
-from delayq.models import lone_surrogate_at
+from delayq.core.errors import InvalidField, MalformedRequest, NotAnObject
+from delayq.core.models import lone_surrogate_at
+from delayq.surfaces.gateway import MAX_REQUEST_DEPTH, HttpApiEvent, RestEvent, proxy_event, read_json
 
 
 def rest(method: Any = "GET", path: Any = "/health", **more: Any) -> dict[str, Any]:

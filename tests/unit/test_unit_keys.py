@@ -1,4 +1,4 @@
-"""Key names and partitioning of ``delayq.keys``: no Redis."""
+"""Key names and partitioning of ``delayq.store.keys``: no Redis."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from delayq.keys import TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace, Partition, partition_of, partition_tag
-from delayq.scripts import build_source
+from delayq.store.keys import TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace, Partition, partition_of, partition_tag
+from delayq.store.scripts import build_source
 
 PARTITION_COUNTS = [1, 2, 3, 5, 16, 64]
 

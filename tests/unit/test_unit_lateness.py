@@ -1,4 +1,4 @@
-"""The recent-lateness math (delayq.lateness): buckets, quantiles read off them, the in-memory counts."""
+"""The recent-lateness math (delayq.core.lateness): buckets, quantiles read off them, the in-memory counts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from delayq.lateness import MAX_BUCKET, Lateness, bucket_ms, bucket_of, quantile_ms
+from delayq.core.lateness import MAX_BUCKET, Lateness, bucket_ms, bucket_of, quantile_ms
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""How long an invocation loops: ``delayq.loop``, with an explicit ``now`` (no clock)."""
+"""How long an invocation loops: ``delayq.core.loop``, with an explicit ``now`` (no clock)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from delayq.errors import InvalidField
-from delayq.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget, requested_seconds
+from delayq.core.errors import InvalidField
+from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget, requested_seconds
 
 
 def test_deadline_margins():

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent(
     """
     import gc, os, signal, threading, time
     from delayq.__main__ import run_until_signalled
-    from delayq.loop import Budget
+    from delayq.core.loop import Budget
 
     class Loop:
         def __init__(self):
@@ -48,7 +48,7 @@ def test_a_loops_error_is_raised_in_the_main_thread() -> None:
     script = textwrap.dedent(
         """
         from delayq.__main__ import run_until_signalled
-        from delayq.loop import Budget
+        from delayq.core.loop import Budget
 
         class Loop:
             def request_stop(self):

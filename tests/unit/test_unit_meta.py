@@ -1,4 +1,4 @@
-"""The metadata codec of ``delayq.job.Meta`` (mirrored by ``lua/includes/meta.lua``), and the job views."""
+"""The metadata codec of ``delayq.core.job.Meta`` (mirrored by ``lua/includes/meta.lua``), and the job views."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from delayq.job import DEAD, LEASED, QUEUED, DeadJob, Job, JobInfo, Meta, Scheduled, TopicStats
+from delayq.core.job import DEAD, LEASED, QUEUED, DeadJob, Job, JobInfo, Meta, Scheduled, TopicStats
 
 RUN_AT = 1_795_300_000_000
 ENQUEUED = 1_795_299_990_000

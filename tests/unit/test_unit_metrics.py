@@ -1,4 +1,4 @@
-"""The loops' Prometheus counters (delayq.metrics.LoopMetrics): what Telemetry counts lands in the
+"""The loops' Prometheus counters (delayq.surfaces.metrics.LoopMetrics): what Telemetry counts lands in the
 right counter, at most the limit of topics are named and the rest summed under "_other", and every
 series only grows from one scrape to the next, whoever gets a name when."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delayq.metrics import LoopMetrics
-from delayq.observability import Telemetry
+from delayq.core.observability import Telemetry
+from delayq.surfaces.metrics import LoopMetrics
 
 
 def scrape(metrics: LoopMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

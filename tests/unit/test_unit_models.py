@@ -1,4 +1,4 @@
-"""Request models of ``delayq.models``: what callers may send, and how errors name the field."""
+"""Request models of ``delayq.core.models``: what callers may send, and how errors name the field."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from delayq.errors import InvalidField, TooLarge
-from delayq.models import (
+from delayq.core.errors import InvalidField, TooLarge
+from delayq.core.models import (
     ID_PATTERN,
     MAX_BATCH,
     MAX_BODY_BYTES,
@@ -36,7 +36,7 @@ from delayq.models import (
     plain_job,
     validate_new_job,
 )
-from delayq.queue import check_id, check_topic, new_id, new_ids
+from delayq.store.queue import check_id, check_topic, new_id, new_ids
 
 DAY_S = 86_400
 T0_S = 1795372200  # 2026-11-22T18:30:00Z

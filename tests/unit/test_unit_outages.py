@@ -1,4 +1,4 @@
-"""``delayq.outages``: how long a partition rests after its calls fail, and what is logged (no server:
+"""``delayq.loops.outages``: how long a partition rests after its calls fail, and what is logged (no server:
 the rests are decided on the errors and the loop's clock given to them)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from delayq import Queue, Settings, Topics
-from delayq.connection import redis_errors
-from delayq.errors import RedisUnavailable
-from delayq.outages import Outages
+from delayq.core.errors import RedisUnavailable
+from delayq.loops.outages import Outages
+from delayq.store.connection import redis_errors
 
 TICK = 1.0
 REFUSED = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")

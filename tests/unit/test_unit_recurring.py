@@ -1,4 +1,4 @@
-"""A schedule's definition (``delayq.recurring``): validation naming each wrong field, the calendar it
+"""A schedule's definition (``delayq.core.recurring``): validation naming each wrong field, the calendar it
 makes, and the ids of its occurrences."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from delayq.calendar import MAX_EVERY_S, CronCalendar, EveryCalendar
-from delayq.errors import InvalidField, TooLarge
-from delayq.models import ID_PATTERN, NewJob, invalid
-from delayq.queue import check_id
-from delayq.recurring import (
+from delayq.core.calendar import MAX_EVERY_S, CronCalendar, EveryCalendar
+from delayq.core.errors import InvalidField, TooLarge
+from delayq.core.models import ID_PATTERN, NewJob, invalid
+from delayq.core.recurring import (
     LAST_INSTANT_S,
     SCHEDULE_NAME_PATTERN,
     Schedule,
@@ -24,6 +23,7 @@ from delayq.recurring import (
     occurrence_id,
     validate_schedule,
 )
+from delayq.store.queue import check_id
 
 T0_MS = 1_795_680_000_000  # 2026-11-26T08:00:00Z
 

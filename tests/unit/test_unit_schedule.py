@@ -1,4 +1,4 @@
-"""Pure time math of ``delayq.schedule``: no Redis, no clock."""
+"""Pure time math of ``delayq.core.schedule``: no Redis, no clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from delayq.schedule import (
+from delayq.core.schedule import (
     DAY_MS,
     DEFAULT_BACKOFF_S,
     MAX_DELAY_MS,

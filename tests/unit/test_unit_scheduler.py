@@ -1,4 +1,4 @@
-"""The pure parts of ``delayq.scheduler``: a schedule's progress as stored, its next runs at a given
+"""The pure parts of ``delayq.store.schedules``: a schedule's progress as stored, its next runs at a given
 time (the pending occurrence, or what the sweep makes next by the catch-up rule), and what a write
 of a schedule must cancel."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from delayq.calendar import CronCalendar, EveryCalendar
-from delayq.calls import Move
-from delayq.recurring import Schedule, ScheduleInfo
-from delayq.scheduler import (
+from delayq.core.calendar import CronCalendar, EveryCalendar
+from delayq.core.recurring import Schedule, ScheduleInfo
+from delayq.store.calls import Move
+from delayq.store.schedules import (
     CANCEL,
     CREATE,
     FORGET,
@@ -18,7 +18,7 @@ from delayq.scheduler import (
     Progress,
     Step,
     _replacing,
-    _settling,
+    settling,
     upcoming,
 )
 
@@ -112,9 +112,9 @@ def test_a_new_first_occurrence_with_the_pending_ones_id_replaces_its_job() -> N
 
 def test_settling_clears_the_outbox_or_forgets_a_deleted_schedule() -> None:
     claimed = Progress(4, T0, "tok", (Step(CREATE, T0),))
-    assert _settling("t/s", claimed) == Move("t/s", "4|1795680000000|tok|c1795680000000", "4|1795680000000||", T0)
+    assert settling("t/s", claimed) == Move("t/s", "4|1795680000000|tok|c1795680000000", "4|1795680000000||", T0)
     deleting = Progress(4, T0, "tok", (Step(CANCEL, T0), Step(FORGET)))
-    assert _settling("t/s", deleting) == Move("t/s", deleting.encode(), "", None)
+    assert settling("t/s", deleting) == Move("t/s", deleting.encode(), "", None)
 
 
 def test_schedule_info_answers_like_the_contract() -> None:

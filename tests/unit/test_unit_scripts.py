@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delayq.scripts import FUNCTION, build_source, without_unused_functions
+from delayq.store.scripts import FUNCTION, build_source, without_unused_functions
 
 SOURCE = """\
 -- the header stays

@@ -1,4 +1,4 @@
-"""``delayq.settings``: read from an explicit environment mapping, never ``os.environ``."""
+"""``delayq.core.settings``: read from an explicit environment mapping, never ``os.environ``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from delayq.connection import SOCKET_TIMEOUT_S
-from delayq.errors import ConfigError
-from delayq.schedule import DEFAULT_BACKOFF_S
-from delayq.settings import DEFAULT_REDIS_URL, ENV, MAX_REPLICAS_WAIT_MS, Settings, TopicConfig, Topics
+from delayq.core.errors import ConfigError
+from delayq.core.schedule import DEFAULT_BACKOFF_S
+from delayq.core.settings import DEFAULT_REDIS_URL, ENV, MAX_REPLICAS_WAIT_MS, Settings, TopicConfig, Topics
+from delayq.store.connection import SOCKET_TIMEOUT_S
 
 TOPICS = {
     "orders": {"target": "python:app.jobs:order", "timeout": 10, "retries": 5, "backoff": [1, 2.5]},

@@ -1,4 +1,4 @@
-"""Settlement (delayq.settlement): which verdicts a pass sends, and the acks that ride with a take."""
+"""Settlement (delayq.loops.settlement): which verdicts a pass sends, and the acks that ride with a take."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import threading
 import time
 from collections import Counter
 
-from delayq.calls import Failure
-from delayq.keys import Keyspace
-from delayq.observability import Telemetry
-from delayq.settings import TopicConfig
-from delayq.settlement import ACK, ACK_RIDE_S, FAIL, SETTLE_CHUNK, Pending, Settlement
+from delayq.core.observability import Telemetry
+from delayq.core.settings import TopicConfig
+from delayq.loops.settlement import ACK, ACK_RIDE_S, FAIL, SETTLE_CHUNK, Pending, Settlement
+from delayq.store.calls import Failure
+from delayq.store.keys import Keyspace
 
 CONFIG = TopicConfig(target="python:os:getcwd")
 

@@ -1,4 +1,4 @@
-"""Which Redis errors mean "not now" (``delayq.connection``): every error a failover, a restart or a full
+"""Which Redis errors mean "not now" (``delayq.store.connection``): every error a failover, a restart or a full
 server brings is ``RedisUnavailable`` (503 with ``Retry-After``), recognised by redis-py's class and by
 the reply's code, whichever redis-py made it; any other error goes on as it is.
 
@@ -19,9 +19,9 @@ import pytest
 import redis.exceptions
 from redis._parsers.base import BaseParser
 
-from delayq.api import delayq_error
-from delayq.connection import UNAVAILABLE_CODES, as_unavailable, error_code, redis_errors, unavailable
-from delayq.errors import RedisUnavailable
+from delayq.core.errors import RedisUnavailable
+from delayq.store.connection import UNAVAILABLE_CODES, as_unavailable, error_code, redis_errors, unavailable
+from delayq.surfaces.api import delayq_error
 
 SERVER = "Redis at 10.0.0.1:6379"
 SHA = "63eb222a125d122cf189830163acf7b8a05edd14"

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from delayq.errors import ConfigError
-from delayq.job import Job
-from delayq.settings import Settings, TopicConfig, is_webhook
+from delayq.core.errors import ConfigError
+from delayq.core.job import Job
+from delayq.core.settings import Settings, TopicConfig, is_webhook
 
 from .aws import eventbridge_target, is_queue_url, lambda_target, sns_target, sqs_target
 from .payload import payload

@@ -42,11 +42,11 @@ FIFO queues and topics (name ending in ``.fifo``) also get:
 
 Region and clients: the region is the one in the ARN or queue URL, so a target in another region
 works. Specs are parsed when the target is made (``ConfigError`` when malformed); the boto3 client is
-made at the first delivery through ``delayq.clients.client`` (one per service and region per
+made at the first delivery through ``delayq.aws.clients.client`` (one per service and region per
 container, whatever the jobs' timeouts), so a container that never delivers pays nothing.
 
 Timeouts: an SQS, SNS or EventBridge call waits for each answer at most the job's timeout (a read
-timeout set per call, ``delayq.clients.read_timeout``), so a hung AWS endpoint does not hold a worker
+timeout set per call, ``delayq.aws.clients.read_timeout``), so a hung AWS endpoint does not hold a worker
 much longer than the consumer's own deadline for the job (the SDK's attempts each wait that long).
 
 Errors. A permanent failure (``PermanentFailure``) sends the job dead at once: the request as sent can
@@ -69,7 +69,7 @@ Retried: throttling (``ThrottlingException``, ``TooManyRequestsException``, ...)
 ``EndpointConnectionError``, ...), and access errors (``AccessDenied``, ``AuthorizationError``, KMS
 errors, missing credentials): those are fixed in IAM or KMS without touching the job, and the retries
 give that time. The SDK itself also retries throttling, 5xx and connection errors a few times within
-one attempt (``delayq.clients``). Error texts never carry credentials: access key ids, signatures and
+one attempt (``delayq.aws.clients``). Error texts never carry credentials: access key ids, signatures and
 session tokens that AWS echoes back are redacted.
 """
 
@@ -85,9 +85,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from delayq import clients
-from delayq.errors import ConfigError, PermanentFailure
-from delayq.job import Job
+from delayq.aws import clients
+from delayq.core.errors import ConfigError, PermanentFailure
+from delayq.core.job import Job
 
 from .payload import payload
 from .target import Target

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from delayq.job import Job
+from delayq.core.job import Job
 
 
 def payload(job: Job) -> str:

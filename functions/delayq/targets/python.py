@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from delayq.errors import ConfigError
-from delayq.job import Job
+from delayq.core.errors import ConfigError
+from delayq.core.job import Job
 
 from .target import Target
 

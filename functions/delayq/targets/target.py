@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from delayq.job import Job
+from delayq.core.job import Job
 
 Target = Callable[[Job, float], None]

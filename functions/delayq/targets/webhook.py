@@ -97,10 +97,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from delayq import aws_secrets
-from delayq.errors import MAX_RETRY_AFTER_S, ConfigError, PermanentFailure, RetryAfter
-from delayq.job import Job
-from delayq.settings import ENV, Settings, TopicConfig
+from delayq.aws import secrets as aws_secrets
+from delayq.core.errors import MAX_RETRY_AFTER_S, ConfigError, PermanentFailure, RetryAfter
+from delayq.core.job import Job
+from delayq.core.settings import ENV, Settings, TopicConfig
 from delayq.version import VERSION
 
 from .payload import payload

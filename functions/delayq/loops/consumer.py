@@ -43,7 +43,7 @@ than put it back forever; a topic whose own timeout is that long is reported at 
 without a deadline (the CLI, the local stack) takes any job.
 
 Every ``lateness.FLUSH_S`` a pass also adds the lateness of the deliveries since the last one to
-each topic's recent lateness in Redis (``delayq.lateness``), in the same round trip.
+each topic's recent lateness in Redis (``delayq.core.lateness``), in the same round trip.
 
 A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
 pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
@@ -75,22 +75,23 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from . import calls
-from .calls import Failure, Taken
-from .connection import redis_errors, refused_unrun
-from .errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
-from .job import Job
-from .keys import Partition
-from .lateness import FLUSH_S as LATENESS_FLUSH_S
-from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
-from .lateness import bucket_of
-from .loop import Budget, pause
+from delayq.core.errors import ConfigError, DelayqError, PermanentFailure, RetryAfter
+from delayq.core.job import Job
+from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
+from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from delayq.core.lateness import bucket_of
+from delayq.core.loop import Budget, pause
+from delayq.core.settings import WILDCARD, TopicConfig
+from delayq.store import calls
+from delayq.store.calls import Failure, Taken
+from delayq.store.connection import redis_errors, refused_unrun
+from delayq.store.keys import Partition
+from delayq.store.queue import Queue
+from delayq.store.scripts import Call, run_many
+from delayq.targets import Target, failing_target, resolve_target
+
 from .outages import Outages
-from .queue import Queue
-from .scripts import Call, run_many
-from .settings import WILDCARD, TopicConfig
 from .settlement import Pending, Settlement
-from .targets import Target, failing_target, resolve_target
 from .workers import SPREAD_S, Workers
 
 log = logging.getLogger("delayq.consume")
@@ -412,7 +413,7 @@ class Consumer:
 
     def _lateness_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
         """Every ``lateness.FLUSH_S`` (or now, if ``due``): the lateness counted since the last record,
-        added to each topic's recent lateness in Redis (``delayq.lateness``), one call per partition
+        added to each topic's recent lateness in Redis (``delayq.core.lateness``), one call per partition
         for up to ``LATENESS_CHUNK`` topics. A pass sends one such call, so that thousands of topics
         spread their records over passes instead of holding one up; ``due`` sends them all. A topic
         whose partition rests (``outages``) waits for it."""

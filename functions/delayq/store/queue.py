@@ -22,10 +22,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
 
-from . import calls
-from .calls import JobWrite
-from .connection import RedisClient, connect, redact, redis_errors
-from .errors import (
+from delayq.core.errors import (
     Code,
     ConfigError,
     DelayqError,
@@ -35,10 +32,33 @@ from .errors import (
     UnknownTopic,
     code_error,
 )
-from .job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
+from delayq.core.job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
+from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from delayq.core.lateness import Lateness
+from delayq.core.models import (
+    ID_PATTERN,
+    ID_RE,
+    TOPIC_PATTERN,
+    TOPIC_RE,
+    JobOptions,
+    NewJob,
+    PutJob,
+    Reschedule,
+    body_json,
+    invalid,
+    plain_job,
+    same_as_path,
+    validate_new_job,
+)
+from delayq.core.observability import Telemetry
+from delayq.core.recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
+from delayq.core.schedule import encode_backoff, seconds_to_ms
+from delayq.core.settings import ENV, Settings, TopicConfig, Topics
+
+from . import calls
+from .calls import JobWrite
+from .connection import RedisClient, connect, redact, redis_errors
 from .keys import Keyspace, Partition
-from .lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
-from .lateness import Lateness
 from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
@@ -61,29 +81,10 @@ from .listing import (
     scored_cursor,
     topics_cursor,
 )
-from .models import (
-    ID_PATTERN,
-    ID_RE,
-    TOPIC_PATTERN,
-    TOPIC_RE,
-    JobOptions,
-    NewJob,
-    PutJob,
-    Reschedule,
-    body_json,
-    invalid,
-    plain_job,
-    same_as_path,
-    validate_new_job,
-)
-from .observability import Telemetry
-from .recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
-from .schedule import encode_backoff, seconds_to_ms
 from .scripts import Call, Replicas, run_many, stream
-from .settings import ENV, Settings, TopicConfig, Topics
 
 if TYPE_CHECKING:
-    from .scheduler import Schedules
+    from .schedules import Schedules
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
@@ -535,7 +536,7 @@ class Queue:
 
     @cached_property
     def _schedules(self) -> Schedules:
-        from .scheduler import Schedules  # noqa: PLC0415 - scheduler.py builds on this module
+        from .schedules import Schedules  # noqa: PLC0415 - scheduler.py builds on this module
 
         return Schedules(self)
 
@@ -551,7 +552,7 @@ class Queue:
         return replace(stats, lateness=self.lateness([topic])[topic])
 
     def lateness(self, topics: Iterable[str]) -> dict[str, Lateness]:
-        """The recent lateness of each of ``topics`` (``delayq.lateness``): p50 and p99 of the handler
+        """The recent lateness of each of ``topics`` (``delayq.core.lateness``): p50 and p99 of the handler
         starts of the last ``lateness.WINDOW_MINUTES`` minutes; one call per partition involved."""
         by_partition: dict[Partition, list[str]] = defaultdict(list)
         for topic in dict.fromkeys(topics):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .job import DeadJob
-from .recurring import ScheduleInfo
+from delayq.core.job import DeadJob
+from delayq.core.recurring import ScheduleInfo
 
 
 def dead_jobs(jobs: Sequence[DeadJob]) -> dict[str, Any]:

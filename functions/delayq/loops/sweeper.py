@@ -48,17 +48,18 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from . import calls
-from .calls import Swept
-from .connection import redis_errors
-from .errors import RedisUnavailable
-from .keys import Partition
-from .loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
+from delayq.core.errors import RedisUnavailable
+from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
+from delayq.core.schedule import sleep_for
+from delayq.store import calls
+from delayq.store.calls import Swept
+from delayq.store.connection import redis_errors
+from delayq.store.keys import Partition
+from delayq.store.queue import Queue
+from delayq.store.scripts import run_many
+
+from .occurrences import Scheduler
 from .outages import Outages
-from .queue import Queue
-from .schedule import sleep_for
-from .scheduler import Scheduler
-from .scripts import run_many
 
 log = logging.getLogger("delayq.sweep")
 

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from .errors import Code
-from .job import DeadJob, Job, Meta, TopicStats
+from delayq.core.errors import Code
+from delayq.core.job import DeadJob, Job, Meta, TopicStats
+
 from .keys import Keyspace, Partition
 from .scripts import Arg, Call, Scripts
 

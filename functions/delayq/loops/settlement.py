@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import calls
-from .calls import Failure, Rules
-from .keys import Partition
-from .observability import Telemetry
-from .scripts import Call
+from delayq.core.observability import Telemetry
+from delayq.store import calls
+from delayq.store.calls import Failure, Rules
+from delayq.store.keys import Partition
+from delayq.store.scripts import Call
 
 log = logging.getLogger("delayq.consume")
 

@@ -8,7 +8,7 @@ API answers is put in the page as text, never as markup; the page's Content-Secu
 script but its own file, and no framing.
 
 ``surface`` routes a request: ``/ui/...`` to the page's files, ``/metrics`` to Prometheus (when the
-process serves it), ``/`` to the page, anything else to the API. The guard (``delayq.localhttp``) is in
+process serves it), ``/`` to the page, anything else to the API. The guard (``delayq.surfaces.localhttp``) is in
 front of all of it. With ``DELAYQ_UI_TOKEN``, the page is opened once as ``/ui/?token=...``: that load
 sets a cookie the browser sends with the page's files and reloads (``localhttp.ui_cookie``), and the
 page keeps the token for its API calls (sessionStorage, sent as a bearer credential) and takes it out
@@ -29,13 +29,14 @@ from importlib import resources
 from typing import Any
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
+from delayq.core.errors import DelayqError
+from delayq.core.settings import ENV, Settings
+from delayq.store.connection import redact
+from delayq.store.queue import Queue
+
 from .api import create_app
-from .connection import redact
-from .errors import DelayqError
 from .localhttp import UI_COOKIE, answer, lambda_app, listen, query_token, ui_cookie
 from .metrics import Metrics
-from .queue import Queue
-from .settings import ENV, Settings
 
 log = logging.getLogger("delayq.webview")
 

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Literal, get_args
 
+from delayq.core.errors import InvalidField
+from delayq.core.job import JobInfo, TopicStats
+from delayq.core.models import ID_RE, TOPIC_RE
+
 from .calls import Listed, ReadyPage
-from .errors import InvalidField
-from .job import JobInfo, TopicStats
-from .models import ID_RE, TOPIC_RE
 
 JobState = Literal["delayed", "ready", "reserved", "dead", "done"]  # the states a topic's jobs are listed by
 STATES: tuple[str, ...] = get_args(JobState)

@@ -1,5 +1,5 @@
 """Observability: the one place the loops count, for CloudWatch EMF in Lambda and for Prometheus
-outside it (``delayq.metrics``); and the core's logs as Powertools JSON lines.
+outside it (``delayq.surfaces.metrics``); and the core's logs as Powertools JSON lines.
 
 The core logs through the standard ``logging`` module (``delayq.*`` loggers: plain text in the local
 stack); ``route_logs_to(logger)`` hands them to a Powertools ``Logger``, so in Lambda every line is
@@ -23,7 +23,7 @@ its topics) and the consumer's topic listing.
 (the server time at take plus the time until the handler started), so machines' clocks do not enter.
 
 A ``Queue`` carries a ``Telemetry`` with EMF disabled unless given one: only the Lambda handlers
-publish EMF. Outside Lambda, a ``Telemetry`` given a Prometheus sink (``delayq.metrics.LoopMetrics``)
+publish EMF. Outside Lambda, a ``Telemetry`` given a Prometheus sink (``delayq.surfaces.metrics.LoopMetrics``)
 feeds it every count and lateness sample as they happen.
 """
 

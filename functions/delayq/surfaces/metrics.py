@@ -37,13 +37,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
-from . import calls
-from .connection import redis_errors
-from .errors import DelayqError
-from .job import TopicStats
-from .listing import STATES
-from .queue import Queue
-from .scripts import run_many
+from delayq.core.errors import DelayqError
+from delayq.core.job import TopicStats
+from delayq.store import calls
+from delayq.store.connection import redis_errors
+from delayq.store.listing import STATES
+from delayq.store.queue import Queue
+from delayq.store.scripts import run_many
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication

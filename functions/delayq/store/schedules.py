@@ -1,5 +1,6 @@
-"""Recurring schedules in Redis: their definitions, their progress, and the sweep that makes their
-occurrences. (The calendar is ``calendar.py``, the definition ``recurring.py``.)
+"""Recurring schedules in Redis: their definitions, their progress, and the job writes of their
+outboxes. (The calendar is ``core/calendar.py``, the definition ``core/recurring.py``; the sweep's
+part, making each next occurrence, is ``loops/occurrences.py``.)
 
 Where a schedule lives
     In the partition of its ``topic/name`` (``Keyspace.for_schedule``), in four keys (``keys.py``):
@@ -31,7 +32,7 @@ Making the next occurrence
     caller that dies between 1 and 3 leaves its claim: once it expires the schedule is due, and the
     next sweep claims the same outbox and carries it out (a create repeated answers 409 while the job
     lives). A claimant that is alive but slow does its writes only if they start within half its
-    claim (``_in_time``), so two claimants' writes are never under way at once.
+    claim (``in_time``), so two claimants' writes are never under way at once.
 
     The one way an occurrence could be created twice: its claimant created it and died before
     settling, and the job fell due, ran and was forgotten before the claim expired and a sweep
@@ -59,19 +60,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import ValidationError
+from delayq.core.calendar import Calendar
+from delayq.core.errors import Code, RedisUnavailable, ScheduleNotFound
+from delayq.core.loop import pause
+from delayq.core.models import body_json
+from delayq.core.recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
 
 from . import calls
-from .calendar import Calendar
-from .calls import CLAIM, JobWrite, Move, Stored
+from .calls import JobWrite, Move, Stored
 from .connection import redis_errors, unavailable
-from .errors import Code, RedisUnavailable, ScheduleNotFound
 from .keys import Partition
-from .loop import pause
-from .models import body_json
-from .outages import Outages
 from .queue import encode_overrides
-from .recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
 from .scripts import Call, run_many
 
 if TYPE_CHECKING:
@@ -80,7 +79,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayq.schedules")
 
 CLAIM_MS = 5000  # how long an outbox stays its claimant's: a sweep takes it over after this
-DUE_LIMIT = 100  # schedules handled per partition and call
 LIST_PAGE = 100  # schedules read per call when listing
 WRITE_TRIES = 100  # reads and writes of one put or delete before it gives up (503): 10 s of waits at most
 CREATE, REPLACE, CANCEL, FORGET = "c", "r", "x", "d"  # the kinds of outbox step
@@ -165,15 +163,6 @@ class _Change(NamedTuple):
     read_ms: int
 
 
-class _Plan(NamedTuple):
-    """What a sweep does with one due schedule: the move that claims it, and, when that leaves work,
-    the outbox to carry out and the move that settles it."""
-
-    claim: Move
-    outbox: Outbox | None = None
-    settle: Move | None = None
-
-
 def schedule_key(topic: str, name: str) -> str:
     """A schedule's name in its partition's keys: ``topic/name`` (neither holds a ``/``)."""
     return f"{topic}/{name}"
@@ -191,11 +180,11 @@ def upcoming(calendar: Calendar, last_ms: int | None, now_ms: int, count: int = 
     return (first, *calendar.next_runs(first, count - 1))
 
 
-def _new_token() -> str:
+def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def _in_time(claimed_at: float, claim_ms: int) -> bool:
+def in_time(claimed_at: float, claim_ms: int) -> bool:
     """Whether a claim sent at ``claimed_at`` (monotonic) leaves time to start its writes: within half
     the claim, so that they are done long before anyone else may take it over."""
     return (time.monotonic() - claimed_at) * 1000 < claim_ms / 2
@@ -225,10 +214,10 @@ def _progress(stored: Stored) -> Progress | None:
 
 def _token_for(steps: tuple[Step, ...]) -> str:
     """A claim token for an outbox with steps; none for an empty one."""
-    return _new_token() if steps else ""
+    return new_token() if steps else ""
 
 
-def _settling(key: str, claimed: Progress) -> Move:
+def settling(key: str, claimed: Progress) -> Move:
     """The move that settles a claimed outbox once carried out: cleared, the schedule due at its
     latest occurrence; or gone, when the outbox was a delete's."""
     if any(step.kind == FORGET for step in claimed.outbox):
@@ -273,7 +262,7 @@ class Schedules:
             if not steps:
                 return _Change("", None, None, now_ms)  # nothing to cancel: gone in one call
             last_ms = old.last_ms if old else None
-            return _Change("", Progress(0, last_ms, _new_token(), (*steps, Step(FORGET))), None, now_ms)
+            return _Change("", Progress(0, last_ms, new_token(), (*steps, Step(FORGET))), None, now_ms)
 
         self._write(topic, name, None, deleting)
 
@@ -321,12 +310,12 @@ class Schedules:
         (503: the definition is written, its job writes will be done within ``CLAIM_MS``)."""
         if not outbox.steps:
             return
-        if not (_in_time(claimed_at, self.claim_ms) and self.carry_out([outbox])[0]):
+        if not (in_time(claimed_at, self.claim_ms) and self.carry_out([outbox])[0]):
             raise RedisUnavailable(
                 f"schedule {outbox.name!r} of topic {outbox.topic!r} is written, but its jobs are not yet: "
                 "the sweep finishes them within seconds"
             )
-        calls.schedules_cas(partition, [_settling(key, claimed)], self.claim_ms).run(self.queue.redis)
+        calls.schedules_cas(partition, [settling(key, claimed)], self.claim_ms).run(self.queue.redis)
 
     # ------------------------------------------------------------------------------- reads
 
@@ -420,101 +409,3 @@ class Schedules:
         schedule = outbox.schedule
         write = JobWrite(topic, job_id, body_json(schedule.body), f"a{step.at_ms}", encode_overrides(schedule, config))
         return calls.enqueue(partition, [write], replace=step.kind == REPLACE)
-
-
-class Scheduler:
-    """The sweep's part for schedules: in each partition, makes the next occurrence of every schedule
-    whose pending one has fallen due, and carries out outboxes whose claim expired. ``pass_once`` is
-    one read per partition when nothing is due, whatever the number of schedules."""
-
-    def __init__(
-        self,
-        queue: Queue,
-        *,
-        counts: Counter[str] | None = None,
-        claim_ms: int = CLAIM_MS,
-        limit: int = DUE_LIMIT,
-        outages: Outages | None = None,
-    ) -> None:
-        self.queue = queue
-        self.outages = outages or Outages(queue, tick=queue.settings.tick, name="schedules")
-        self.store = Schedules(queue, claim_ms=claim_ms)
-        if counts is not None:
-            self.store.counts = counts
-        self.claim_ms = claim_ms
-        self.limit = limit
-
-    @property
-    def counts(self) -> Counter[str]:
-        return self.store.counts
-
-    def pass_once(self) -> int | None:
-        """One pass over every partition; the ms until a schedule next falls due (0: more are due now;
-        None: none). A partition whose Redis fails is logged, counted and tried again next pass."""
-        next_in: list[int | None] = []
-        for partition in self.queue.keys.partitions:
-            now = time.monotonic()
-            if self.outages.resting(partition, now):
-                continue
-            try:
-                with redis_errors():
-                    next_in.append(self._advance(partition))
-            except RedisUnavailable as exc:
-                self.counts["redis_errors"] += 1
-                self.queue.telemetry.count("RedisErrors", None)
-                if not self.outages.failed(partition, exc, now):  # refused by an ACL: not an outage
-                    log.warning("schedules of partition %d: %s", partition.index, exc.message)
-                continue
-            self.outages.answered(partition)
-        known = [ms for ms in next_in if ms is not None]
-        return min(known) if known else None
-
-    def _advance(self, partition: Partition) -> int | None:
-        """Claims, carries out and settles the work of the partition's due schedules; the ms until the
-        next one falls due."""
-        redis = self.queue.redis
-        due = calls.schedules_due(partition, self.limit).run(redis)
-        if not due.schedules:
-            return due.next_in_ms
-        token = _new_token()
-        plans = [plan for stored in due.schedules if (plan := self._plan(stored, due.now_ms, token)) is not None]
-        claimed_at = time.monotonic()
-        claimed = calls.schedules_cas(partition, [plan.claim for plan in plans], self.claim_ms).run(redis)
-        won = [plan for plan, made in zip(plans, claimed.made, strict=True) if made and plan.outbox is not None]
-        self.counts["schedule_races_lost"] += claimed.made.count(False)
-        next_in = [due.next_in_ms]
-        if won and _in_time(claimed_at, self.claim_ms):
-            done = self.store.carry_out([plan.outbox for plan in won if plan.outbox is not None])
-            settles = [plan.settle for plan, ok in zip(won, done, strict=True) if ok and plan.settle is not None]
-            if settles:
-                settled = calls.schedules_cas(partition, settles, self.claim_ms).run(redis)
-                next_in += [max(0, move.due - settled.now_ms) for move in settles if isinstance(move.due, int)]
-        known = [ms for ms in next_in if ms is not None]
-        return min(known) if known else None
-
-    def _plan(self, stored: Stored, now_ms: int, token: str) -> _Plan | None:
-        """What to do with a due schedule at ``now_ms``: carry out its outbox if a claim on it expired,
-        else make the occurrence that follows its pending one (the catch-up rule's), or take it out of
-        the due index once its calendar has ended. None for a definition that cannot be read."""
-        key, raw = stored.name, stored.progress or ""
-        if not raw:  # in the due index with no progress (never written so): out of it
-            return _Plan(Move(key, "", "", None))
-        progress = Progress.decode(raw)
-        topic, name = key.split("/", 1)
-        try:
-            definition = Definition.decode(stored.definition) if stored.definition else None
-        except (ValueError, KeyError, ValidationError) as exc:
-            log.error("schedule %s cannot be read, left as it is: %s", key, exc)
-            return None
-        schedule = definition.schedule if definition else None
-        if progress.claim:  # its claimant died, or was too slow: take its outbox over
-            claimed = replace(progress, claim=token)
-        else:
-            following = None
-            if definition is not None and progress.last_ms is not None:
-                following = definition.calendar().next_to_create(progress.last_ms, now_ms)
-            if following is None:  # the calendar has ended: nothing more to make
-                return _Plan(Move(key, raw, raw, None))
-            claimed = Progress(progress.generation, following, token, (Step(CREATE, following),))
-        outbox = Outbox(topic, name, schedule, claimed.outbox)
-        return _Plan(Move(key, raw, claimed.encode(), CLAIM), outbox, _settling(key, claimed))

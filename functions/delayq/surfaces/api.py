@@ -1,6 +1,6 @@
 """The HTTP API, on Powertools' event handler: the routes on a module-level ``Router``, answered by a
 ``DelayqResolver`` per queue (``create_app``) for API Gateway events of either payload format
-(``delayq.gateway``).
+(``delayq.surfaces.gateway``).
 
 Routes parse and answer; ``Queue`` decides and returns typed results, which this module shapes into
 JSON. Every error is JSON ``{"status", "error", "field", "message"}`` naming the offending field; never
@@ -31,11 +31,23 @@ from aws_lambda_powertools.event_handler.request import Request
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from pydantic import BaseModel, Field
 
-from . import answers
-from .errors import DelayqError, InvalidField, MalformedRequest, RedisUnavailable, TooLarge
-from .gateway import DelayqEvent, proxy_event
-from .job import EnqueueResult, Scheduled
-from .listing import (
+from delayq.core.errors import DelayqError, InvalidField, MalformedRequest, RedisUnavailable, TooLarge
+from delayq.core.job import EnqueueResult, Scheduled
+from delayq.core.models import (
+    ID_PATTERN,
+    MAX_BATCH,
+    TOPIC_PATTERN,
+    Batch,
+    NewJob,
+    PutJob,
+    Replay,
+    Reschedule,
+    TopicJob,
+    describe,
+)
+from delayq.core.recurring import SCHEDULE_NAME_PATTERN, ScheduleInfo
+from delayq.core.recurring import Schedule as ScheduleIn
+from delayq.store.listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
@@ -47,11 +59,11 @@ from .listing import (
     CancellableState,
     JobState,
 )
-from .models import ID_PATTERN, MAX_BATCH, TOPIC_PATTERN, Batch, NewJob, PutJob, Replay, Reschedule, TopicJob, describe
-from .queue import Queue
-from .recurring import SCHEDULE_NAME_PATTERN, ScheduleInfo
-from .recurring import Schedule as ScheduleIn
-from .version import VERSION
+from delayq.store.queue import Queue
+from delayq.version import VERSION
+
+from . import answers
+from .gateway import DelayqEvent, proxy_event
 
 log = logging.getLogger("delayq.api")
 
@@ -560,7 +572,7 @@ router.exception_handler(Exception)(unexpected)
 
 
 class DelayqResolver(APIGatewayRestResolver):
-    """The API of one queue, for events of either payload format (``delayq.gateway``).
+    """The API of one queue, for events of either payload format (``delayq.surfaces.gateway``).
 
     Around Powertools' routing: an event that routing cannot read is a 400; a route matches a path to
     its very end; a path with routes but none for the method is a 405 (``OPTIONS``: 204), each with

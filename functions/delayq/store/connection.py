@@ -28,7 +28,7 @@ JSON ``{"url": ...}``, or JSON ``{"username": ..., "password": ...}`` for the se
 ``DELAYQ_REDIS_URL``), read through Powertools Parameters once per container and cached; its
 credentials go through ``SecretCredentials``.
 
-Every URL is read by ``delayq.urls`` before redis-py sees one, so a password redis-py would misread
+Every URL is read by ``delayq.core.urls`` before redis-py sees one, so a password redis-py would misread
 (one holding ``/``, ``?`` or ``#``) never reaches its error messages. A URL, which may hold a
 password, is never logged: ``redact`` it first.
 """
@@ -66,10 +66,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from . import aws_secrets
-from .errors import ConfigError, RedisUnavailable
-from .settings import DEFAULT_REDIS_URL, ENV, Settings
-from .urls import SCHEMES, parse_redis_url
+from delayq.aws import secrets as aws_secrets
+from delayq.core.errors import ConfigError, RedisUnavailable
+from delayq.core.settings import DEFAULT_REDIS_URL, ENV, Settings
+from delayq.core.urls import SCHEMES, parse_redis_url
 
 RedisClient: TypeAlias = "redis.Redis | RedisCluster"
 Credentials: TypeAlias = tuple[str] | tuple[str, str]  # AUTH's arguments: (password,) or (username, password)

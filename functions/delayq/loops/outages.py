@@ -30,11 +30,11 @@ from typing import Any
 from redis.cluster import RedisCluster
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .connection import REFUSED, unavailable
-from .errors import RedisUnavailable
-from .keys import Partition
-from .queue import Queue
-from .scripts import SLOTS_REFRESH_S, refresh_slots
+from delayq.core.errors import RedisUnavailable
+from delayq.store.connection import REFUSED, unavailable
+from delayq.store.keys import Partition
+from delayq.store.queue import Queue
+from delayq.store.scripts import SLOTS_REFRESH_S, refresh_slots
 
 log = logging.getLogger("delayq.outages")
 

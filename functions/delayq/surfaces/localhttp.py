@@ -39,8 +39,8 @@ from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 from waitress import wasyncore
 from waitress.server import BaseWSGIServer, MultiSocketServer, create_server
 
-from .errors import ConfigError, DelayqError, MalformedRequest
-from .settings import ENV
+from delayq.core.errors import ConfigError, DelayqError, MalformedRequest
+from delayq.core.settings import ENV
 
 log = logging.getLogger("delayq.localhttp")
 

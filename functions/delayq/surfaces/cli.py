@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from . import answers
-from .errors import DelayqError, InvalidField, RedisUnavailable
-from .job import DeadJob, JobInfo, TopicStats
-from .listing import (
+from delayq.core.errors import DelayqError, InvalidField, RedisUnavailable
+from delayq.core.job import DeadJob, JobInfo, TopicStats
+from delayq.core.recurring import ScheduleInfo
+from delayq.core.schedule import iso_utc
+from delayq.store.listing import (
     CANCELLABLE,
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
@@ -43,9 +44,9 @@ from .listing import (
     TopicPage,
     check_cancellable,
 )
-from .queue import Queue
-from .recurring import ScheduleInfo
-from .schedule import iso_utc
+from delayq.store.queue import Queue
+
+from . import answers
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
 Page = TypeVar("Page", JobPage, TopicPage)

@@ -51,7 +51,7 @@ class ENV:
     LOOP_SECONDS = "DELAYQ_LOOP_SECONDS"
     WEBHOOK_SECRET = "DELAYQ_WEBHOOK_SECRET"  # noqa: S105 - a variable name, not a secret
     WEBHOOK_SECRET_ID = "DELAYQ_WEBHOOK_SECRET_ID"  # noqa: S105 - a variable name, not a secret
-    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.localhttp)
+    UI_TOKEN = "DELAYQ_UI_TOKEN"  # noqa: S105 - the local HTTP surfaces' token (delayq.surfaces.localhttp)
     API_BASE_PATH = "DELAYQ_API_BASE_PATH"
     METRICS_TOPICS = "DELAYQ_METRICS_TOPICS"
     MIN_REPLICAS = "DELAYQ_MIN_REPLICAS"

@@ -32,8 +32,8 @@ from aws_lambda_powertools.event_handler import content_types
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent, APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent, CaseInsensitiveDict
 
-from .errors import InvalidField, MalformedRequest, NotAnObject
-from .models import LONE_SURROGATE, MAX_BODY_DEPTH, json_problem, lone_surrogate_at, too_deep
+from delayq.core.errors import InvalidField, MalformedRequest, NotAnObject
+from delayq.core.models import LONE_SURROGATE, MAX_BODY_DEPTH, json_problem, lone_surrogate_at, too_deep
 
 MAX_REQUEST_DEPTH = 2 * MAX_BODY_DEPTH  # deeper than any valid request: its parse (twice) and echo are safe
 MAX_FIELD_ECHO = 256  # characters of a field's name quoted back in an error

@@ -213,7 +213,7 @@ class TopicStats:
     next_run_at_ms: int | None
     paused: bool = False
     oldest_ready_ms: int = 0
-    lateness: Lateness = NONE  # of the recent deliveries (delayq.lateness)
+    lateness: Lateness = NONE  # of the recent deliveries (delayq.core.lateness)
     done: int = 0
 
     @property

@@ -52,8 +52,9 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from delayq.core.errors import NotReplicated
+
 from .connection import RedisClient
-from .errors import NotReplicated
 
 INCLUDE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
 FUNCTION = re.compile(r"local function (\w+)\(")
