@@ -14,11 +14,11 @@ last three are per-job overrides of the topic's config, empty when the topic's v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import DelayqError, InvalidField
 from .lateness import NONE, Lateness
-from .schedule import iso_utc
+from .schedule import encode_backoff, iso_utc, seconds_to_ms
 
 QUEUED, LEASED, DEAD, DONE = "q", "l", "x", "d"
 
@@ -44,6 +44,33 @@ class Job:
             "run_at": iso_utc(self.run_at_ms),
             "enqueued_at_ms": self.enqueued_at_ms,
         }
+
+
+NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
+
+
+class Overrides(Protocol):
+    """A job's overrides of its topic's config (``JobOptions``; a schedule's, for its occurrences)."""
+
+    @property
+    def retries(self) -> int | None: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    @property
+    def backoff(self) -> list[float] | None: ...
+
+
+def encode_overrides(job: Overrides, *, floor_s: float) -> str:
+    """A job's overrides as its meta stores them, ``retries|timeout_ms|backoff_ms_csv`` ('' for the
+    topic's), a backoff raised to ``floor_s`` (its topic's ``min_backoff_s``)."""
+    if job.retries is None and job.timeout is None and job.backoff is None:
+        return NO_OVERRIDES
+    retries = "" if job.retries is None else str(job.retries)
+    timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
+    backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=floor_s)
+    return f"{retries}|{timeout_ms}|{backoff}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain, islice
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, cast
 
 from pydantic import ValidationError
 from redis.cluster import RedisCluster
@@ -32,7 +32,16 @@ from delayq.core.errors import (
     UnknownTopic,
     code_error,
 )
-from delayq.core.job import DeadJob, EnqueueResult, JobInfo, Refused, Scheduled, TopicStats
+from delayq.core.job import (
+    NO_OVERRIDES,
+    DeadJob,
+    EnqueueResult,
+    JobInfo,
+    Refused,
+    Scheduled,
+    TopicStats,
+    encode_overrides,
+)
 from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from delayq.core.lateness import Lateness
 from delayq.core.models import (
@@ -52,7 +61,6 @@ from delayq.core.models import (
 )
 from delayq.core.observability import Telemetry
 from delayq.core.recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
-from delayq.core.schedule import encode_backoff, seconds_to_ms
 from delayq.core.settings import ENV, Settings, TopicConfig, Topics
 
 from . import calls
@@ -81,16 +89,13 @@ from .listing import (
     scored_cursor,
     topics_cursor,
 )
+from .schedules import Schedules
 from .scripts import Call, Replicas, run_many, stream
-
-if TYPE_CHECKING:
-    from .schedules import Schedules
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
-NO_OVERRIDES = "||"  # a job with the topic's retries, timeout and backoff
 STATE_NAMES = {"l": "reserved", "x": "dead"}
 
 
@@ -401,7 +406,7 @@ class Queue:
     def _prepare(self, job: JobOptions, topic: str, job_id: str) -> JobWrite:
         config = self.topic_config(topic)
         when, value = job.when()
-        overrides = encode_overrides(job, config)
+        overrides = encode_overrides(job, floor_s=config.min_backoff_s)
         return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
 
     def _write(self, write: JobWrite, *, replace: bool = False) -> tuple[int, int]:
@@ -536,8 +541,6 @@ class Queue:
 
     @cached_property
     def _schedules(self) -> Schedules:
-        from .schedules import Schedules  # noqa: PLC0415 - scheduler.py builds on this module
-
         return Schedules(self)
 
     # ----------------------------------------------------------------------------------- topics
@@ -760,30 +763,6 @@ def _merge_stats(topic: str, parts: Sequence[TopicStats]) -> TopicStats:
         oldest_ready_ms=max(part.oldest_ready_ms for part in parts),
         done=sum(part.done for part in parts),
     )
-
-
-class Overrides(Protocol):
-    """A job's overrides of its topic's config (``JobOptions``; a schedule's, for its occurrences)."""
-
-    @property
-    def retries(self) -> int | None: ...
-
-    @property
-    def timeout(self) -> float | None: ...
-
-    @property
-    def backoff(self) -> list[float] | None: ...
-
-
-def encode_overrides(job: Overrides, config: TopicConfig) -> str:
-    """A job's overrides as its meta stores them, ``retries|timeout_ms|backoff_ms_csv`` ('' for the
-    topic's), a backoff raised to the topic's floor."""
-    if job.retries is None and job.timeout is None and job.backoff is None:
-        return NO_OVERRIDES
-    retries = "" if job.retries is None else str(job.retries)
-    timeout_ms = "" if job.timeout is None else str(seconds_to_ms(job.timeout))
-    backoff = "" if job.backoff is None else encode_backoff(job.backoff, floor_s=config.min_backoff_s)
-    return f"{retries}|{timeout_ms}|{backoff}"
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

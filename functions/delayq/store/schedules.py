@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from delayq.core.calendar import Calendar
 from delayq.core.errors import Code, RedisUnavailable, ScheduleNotFound
+from delayq.core.job import encode_overrides
 from delayq.core.loop import pause
 from delayq.core.models import body_json
 from delayq.core.recurring import NEXT_RUNS, Schedule, ScheduleInfo, occurrence_id
@@ -70,7 +71,6 @@ from . import calls
 from .calls import JobWrite, Move, Stored
 from .connection import redis_errors, unavailable
 from .keys import Partition
-from .queue import encode_overrides
 from .scripts import Call, run_many
 
 if TYPE_CHECKING:
@@ -407,5 +407,11 @@ class Schedules:
             )
             return None
         schedule = outbox.schedule
-        write = JobWrite(topic, job_id, body_json(schedule.body), f"a{step.at_ms}", encode_overrides(schedule, config))
+        write = JobWrite(
+            topic,
+            job_id,
+            body_json(schedule.body),
+            f"a{step.at_ms}",
+            encode_overrides(schedule, floor_s=config.min_backoff_s),
+        )
         return calls.enqueue(partition, [write], replace=step.kind == REPLACE)
