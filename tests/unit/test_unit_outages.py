@@ -11,10 +11,11 @@ from redis.exceptions import ClusterDownError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from delayq import Queue, Settings, Topics
+from delayq import Settings, Topics
 from delayq.core.errors import RedisUnavailable
 from delayq.loops.outages import Outages
 from delayq.store.connection import redis_errors
+from delayq.store.namespace import Namespace
 
 TICK = 1.0
 REFUSED = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
@@ -23,7 +24,7 @@ REFUSED = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection 
 @pytest.fixture
 def outages() -> Outages:
     settings = Settings(redis_url="redis://127.0.0.1:1/0", partitions=3, topics=Topics.parse({}), tick=TICK)
-    return Outages(Queue(settings), tick=TICK, name="consume")
+    return Outages(Namespace(settings), tick=TICK, name="consume")
 
 
 def translated(exc: Exception) -> RedisUnavailable:
@@ -34,7 +35,7 @@ def translated(exc: Exception) -> RedisUnavailable:
 
 
 def test_a_server_that_does_not_answer_is_tried_again_later_each_time_up_to_a_quarter_tick(outages: Outages) -> None:
-    p0 = outages.queue.keys.partitions[0]
+    p0 = outages.namespace.keys.partitions[0]
     now = 100.0
     waits = []
     for _ in range(8):
@@ -42,11 +43,11 @@ def test_a_server_that_does_not_answer_is_tried_again_later_each_time_up_to_a_qu
         waits.append(round(outages.until(p0) - now, 3))
         now = outages.until(p0)  # the next try, when the rest ends
     assert waits == [0.05, 0.1, 0.2, 0.25, 0.25, 0.25, 0.25, 0.25]
-    assert not outages.resting(outages.queue.keys.partitions[1], now)  # the others are not held up
+    assert not outages.resting(outages.namespace.keys.partitions[1], now)  # the others are not held up
 
 
 def test_a_server_that_answers_not_now_is_tried_again_alike(outages: Outages) -> None:
-    p0 = outages.queue.keys.partitions[0]
+    p0 = outages.namespace.keys.partitions[0]
     now = 100.0
     waits = []
     for error in [ClusterDownError("The cluster is down", status_code="CLUSTERDOWN")] * 4:
@@ -58,7 +59,7 @@ def test_a_server_that_answers_not_now_is_tried_again_alike(outages: Outages) ->
 
 def test_a_call_that_timed_out_rests_a_whole_tick_at_once(outages: Outages) -> None:
     """Trying a server that hangs costs the loop a wait: not every 50 ms."""
-    p1 = outages.queue.keys.partitions[1]
+    p1 = outages.namespace.keys.partitions[1]
     assert outages.failed(p1, RedisTimeoutError("Timeout reading from 127.0.0.1:7001"), 100.0)
     assert outages.until(p1) == pytest.approx(100.0 + TICK)
 
@@ -72,7 +73,7 @@ def test_a_call_that_timed_out_rests_a_whole_tick_at_once(outages: Outages) -> N
     ids=["a script's error", "an ACL's refusal"],
 )
 def test_errors_that_waiting_does_not_mend_do_not_rest(outages: Outages, error: Exception) -> None:
-    p0 = outages.queue.keys.partitions[0]
+    p0 = outages.namespace.keys.partitions[0]
     assert not outages.failed(p0, error, 100.0)
     assert not outages
     assert outages.next_at(100.0) == math.inf
@@ -81,7 +82,7 @@ def test_errors_that_waiting_does_not_mend_do_not_rest(outages: Outages, error: 
 def test_the_calls_of_one_round_trip_are_one_try(outages: Outages) -> None:
     """Ten calls of partition 0 failed in one round trip: one rest of 50 ms, ten calls counted; partition
     1's calls were answered in the same round trip and it does not rest."""
-    p0, p1, _ = outages.queue.keys.partitions
+    p0, p1, _ = outages.namespace.keys.partitions
     outages.saw([p0] * 10 + [p1], [REFUSED] * 10 + [[]], 100.0)
     assert outages.until(p0) == pytest.approx(100.05)
     assert not outages.resting(p1, 100.0)
@@ -92,7 +93,7 @@ def test_one_line_when_a_server_stops_answering_and_one_when_it_answers(
     outages: Outages, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="delayq.outages")
-    partitions = outages.queue.keys.partitions
+    partitions = outages.namespace.keys.partitions
     now = 100.0
     for _ in range(20):  # 20 passes of failed calls, 3 partitions on one server
         outages.saw(list(partitions) * 2, [REFUSED] * 6, now)

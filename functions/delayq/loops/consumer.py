@@ -86,7 +86,7 @@ from delayq.store import calls
 from delayq.store.calls import Failure, Taken
 from delayq.store.connection import redis_errors, refused_unrun
 from delayq.store.keys import Partition
-from delayq.store.queue import Queue
+from delayq.store.namespace import Namespace
 from delayq.store.scripts import Call, run_many
 from delayq.targets import Target, failing_target, resolve_target
 
@@ -217,15 +217,15 @@ class Consumer:
 
     def __init__(
         self,
-        queue: Queue,
+        namespace: Namespace,
         *,
         topics: Iterable[str] | None = None,
         stop: threading.Event | None = None,
         lease_grace_ms: int = LEASE_GRACE_MS,
     ) -> None:
-        self.queue = queue
-        self.settings = queue.settings
-        self.tick = queue.settings.tick
+        self.namespace = namespace
+        self.settings = namespace.settings
+        self.tick = namespace.settings.tick
         self.look_every = self.tick / LOOKS_PER_TICK
         self.lease_grace_ms = lease_grace_ms
         self.stop = stop or threading.Event()
@@ -233,12 +233,12 @@ class Consumer:
         self._only = None if topics is None else set(topics)
         self._topics: dict[str, _Topic] = {}
         self._lanes: dict[tuple[str, int], _Lane] = {}
-        self._plans = [0.0] * len(queue.keys)  # per partition: when to read its topic index next
+        self._plans = [0.0] * len(namespace.keys)  # per partition: when to read its topic index next
         self._full_reads: set[int] = set()  # partitions whose last read named PLAN_TOPICS topics
         self._backlogged: set[int] = set()  # shares (by id) that had more topics due than free workers
         self._kept = set(self.settings.topics.named) | (self._only or set())  # topics never forgotten
         self._unrecorded: dict[str, dict[int, int]] = {}  # lateness counted, not yet sent: topic -> counts
-        self._polls = [0.0] * len(queue.keys)  # per partition: when to look at it next, between reads
+        self._polls = [0.0] * len(namespace.keys)  # per partition: when to look at it next, between reads
         self._server_clock: tuple[int, float] | None = None  # Redis' ms at a monotonic time, from a reply
         self._shares: dict[str, _Share] = {}  # by configured topic name, or ``*``
         self._workers = Workers("delayq-worker", self._pool_size(), self._deliver)
@@ -250,9 +250,9 @@ class Consumer:
         self._reporting = 0  # settled deliveries whose metrics and log lines are still being written
         self._reported = threading.Event()  # set while none is
         self._reported.set()
-        self.outages = Outages(queue, tick=self.tick, name="consume")
+        self.outages = Outages(namespace, tick=self.tick, name="consume")
         self._settlement = Settlement(
-            self._lock, self.counts, queue.telemetry, self._redis_error, resting=self.outages.until
+            self._lock, self.counts, namespace.telemetry, self._redis_error, resting=self.outages.until
         )
         self._lateness_recorded = time.monotonic()
         self._run_ms = -1  # the longest timeout a run can ever give a job, in ms; -1: no deadline
@@ -280,7 +280,7 @@ class Consumer:
         finally:
             self._workers.shutdown()
             self._reported.wait(REPORT_WAIT_S)  # a settled job's metrics, counted just after, in this flush
-            self.queue.telemetry.flush()
+            self.namespace.telemetry.flush()
         return self.summary()
 
     def _finish(self, budget: Budget) -> None:
@@ -342,7 +342,7 @@ class Consumer:
         if taking:
             waits.append(self._next_take(budget, now) - now)
             # A resting partition is read and looked at once its rest ends (``outages``), not before.
-            rests = [self.outages.until(partition) for partition in self.queue.keys.partitions]
+            rests = [self.outages.until(partition) for partition in self.namespace.keys.partitions]
             waits += [max(at, rest) - now for at, rest in zip(self._plans, rests, strict=True)]
             if self._server_clock is not None:
                 waits += [max(at, rest) - now for at, rest in zip(self._polls, rests, strict=True)]
@@ -365,7 +365,7 @@ class Consumer:
 
     def _pass(self, budget: Budget, *, take: bool) -> None:
         self.counts["passes"] += 1
-        self.queue.telemetry.flush_due()
+        self.namespace.telemetry.flush_due()
         now = time.monotonic()
         self._expire(now)
         self.outages.follow_moves(now)
@@ -403,7 +403,7 @@ class Consumer:
         when Redis could not be reached at all."""
         try:
             with redis_errors():
-                return run_many(self.queue.redis, sends, return_exceptions=True)
+                return run_many(self.namespace.redis, sends, return_exceptions=True)
         except ConfigError:  # another partition count than the namespace's: nothing here can help
             raise
         except DelayqError as exc:
@@ -430,11 +430,11 @@ class Consumer:
         records: list[tuple[Partition, Call[int]]] = []
         names = iter(list(self._unrecorded))
         if self.outages:
-            names = (name for name in names if not self.outages.resting(self.queue.keys.for_topic(name), now))
+            names = (name for name in names if not self.outages.resting(self.namespace.keys.for_topic(name), now))
         while due or not records:
             by_partition: dict[Partition, dict[str, dict[int, int]]] = {}
             for name in islice(names, LATENESS_CHUNK):
-                by_partition.setdefault(self.queue.keys.for_topic(name), {})[name] = self._unrecorded.pop(name)
+                by_partition.setdefault(self.namespace.keys.for_topic(name), {})[name] = self._unrecorded.pop(name)
             if not by_partition:
                 break
             records += [
@@ -487,7 +487,7 @@ class Consumer:
             log.error("topic %s: %s; its jobs will fail until this is fixed", name, exc.message)
             target = failing_target(exc.message)
         topic = _Topic(name, config, target, self._share(name, config))
-        topic.rate = config.rate_share(len(self.queue.keys))
+        topic.rate = config.rate_share(len(self.namespace.keys))
         self._topics[name] = topic
         self._check_timeout(topic)
         return topic
@@ -530,7 +530,9 @@ class Consumer:
                 self._plans[index] = now
             self._full_reads.clear()
         partitions = [
-            p for p in self.queue.keys.partitions if self._plans[p.index] <= now and not self.outages.resting(p, now)
+            p
+            for p in self.namespace.keys.partitions
+            if self._plans[p.index] <= now and not self.outages.resting(p, now)
         ]
         if not partitions:
             return
@@ -557,7 +559,7 @@ class Consumer:
         until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1
         due_by = now + (self.look_every * LOOK_EARLY if riding else 0)
         looks = []
-        for partition in self.queue.keys.partitions:
+        for partition in self.namespace.keys.partitions:
             if self._polls[partition.index] <= due_by and not self.outages.resting(partition, now):
                 self._polls[partition.index] = now + self.look_every
                 ready = calls.ready_topics(partition, limit=POLL_TOPICS)
@@ -746,7 +748,7 @@ class Consumer:
         """Jobs the take sent to the dead letters: their own timeout is longer than a run can last."""
         topic = lane.topic.name
         self.counts["dead"] += len(ids)
-        self.queue.telemetry.count("Dead", topic, len(ids))
+        self.namespace.telemetry.count("Dead", topic, len(ids))
         for job_id in ids:
             log.error(
                 "%s/%s is dead: its timeout is longer than a consume run can last (%ds); enqueue it again"
@@ -838,9 +840,9 @@ class Consumer:
                     delivery.lane.pending.fails.append(failure)
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
-            self.queue.telemetry.lateness(job.topic, lateness_ms)
+            self.namespace.telemetry.lateness(job.topic, lateness_ms)
             if error is None and not late:  # the common case: a line only when DEBUG is on
-                self.queue.telemetry.count("Delivered", job.topic)
+                self.namespace.telemetry.count("Delivered", job.topic)
                 if log.isEnabledFor(logging.DEBUG):
                     context = _log_context(job, lateness_ms, started)
                     log.debug("%s/%s attempt %d delivered", job.topic, job.id, job.attempt, extra=context)
@@ -871,7 +873,7 @@ class Consumer:
                 extra=context,
             )
             return
-        self.queue.telemetry.count("Failed", job.topic)
+        self.namespace.telemetry.count("Failed", job.topic)
         extra = context | {"error": error, "permanent": permanent}
         log.warning("%s/%s attempt %d failed: %s", job.topic, job.id, job.attempt, error, extra=extra)
 
@@ -885,7 +887,7 @@ class Consumer:
                     delivery.lane.pending.fails.append(Failure(delivery.job.id, delivery.token, error))
                     self.counts["timed_out"] += 1
                     job = delivery.job
-                    self.queue.telemetry.count("TimedOut", job.topic)
+                    self.namespace.telemetry.count("TimedOut", job.topic)
                     context = {"topic": job.topic, "id": job.id, "attempt": job.attempt, "error": error}
                     log.warning("%s/%s attempt %d %s", job.topic, job.id, job.attempt, error, extra=context)
 
@@ -900,7 +902,7 @@ class Consumer:
         is the partition's) and logged, but for Redis not answering, which ``outages`` logs once; anything
         but Redis failing is raised."""
         self.counts["redis_errors"] += 1
-        self.queue.telemetry.count("RedisErrors", topic)
+        self.namespace.telemetry.count("RedisErrors", topic)
         message = exc.message if isinstance(exc, DelayqError) else f"{type(exc).__name__}: {exc}"
         where = f"{topic} (partition {partition.index})" if topic else f"partition {partition.index}"
         level = logging.DEBUG if self.outages.resting(partition, time.monotonic()) else logging.WARNING

@@ -17,7 +17,7 @@ from delayq.store import calls
 from delayq.store.calls import CLAIM, Move, Stored
 from delayq.store.connection import redis_errors
 from delayq.store.keys import Partition
-from delayq.store.queue import Queue
+from delayq.store.namespace import Namespace
 from delayq.store.schedules import (
     CLAIM_MS,
     CREATE,
@@ -54,16 +54,16 @@ class Scheduler:
 
     def __init__(
         self,
-        queue: Queue,
+        namespace: Namespace,
         *,
         counts: Counter[str] | None = None,
         claim_ms: int = CLAIM_MS,
         limit: int = DUE_LIMIT,
         outages: Outages | None = None,
     ) -> None:
-        self.queue = queue
-        self.outages = outages or Outages(queue, tick=queue.settings.tick, name="schedules")
-        self.store = Schedules(queue, claim_ms=claim_ms)
+        self.namespace = namespace
+        self.outages = outages or Outages(namespace, tick=namespace.settings.tick, name="schedules")
+        self.store = Schedules(namespace, claim_ms=claim_ms)
         if counts is not None:
             self.store.counts = counts
         self.claim_ms = claim_ms
@@ -77,7 +77,7 @@ class Scheduler:
         """One pass over every partition; the ms until a schedule next falls due (0: more are due now;
         None: none). A partition whose Redis fails is logged, counted and tried again next pass."""
         next_in: list[int | None] = []
-        for partition in self.queue.keys.partitions:
+        for partition in self.namespace.keys.partitions:
             now = time.monotonic()
             if self.outages.resting(partition, now):
                 continue
@@ -86,7 +86,7 @@ class Scheduler:
                     next_in.append(self._advance(partition))
             except RedisUnavailable as exc:
                 self.counts["redis_errors"] += 1
-                self.queue.telemetry.count("RedisErrors", None)
+                self.namespace.telemetry.count("RedisErrors", None)
                 if not self.outages.failed(partition, exc, now):  # refused by an ACL: not an outage
                     log.warning("schedules of partition %d: %s", partition.index, exc.message)
                 continue
@@ -97,7 +97,7 @@ class Scheduler:
     def _advance(self, partition: Partition) -> int | None:
         """Claims, carries out and settles the work of the partition's due schedules; the ms until the
         next one falls due."""
-        redis = self.queue.redis
+        redis = self.namespace.redis
         due = calls.schedules_due(partition, self.limit).run(redis)
         if not due.schedules:
             return due.next_in_ms

@@ -33,7 +33,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from delayq.core.errors import RedisUnavailable
 from delayq.store.connection import REFUSED, unavailable
 from delayq.store.keys import Partition
-from delayq.store.queue import Queue
+from delayq.store.namespace import Namespace
 from delayq.store.scripts import SLOTS_REFRESH_S, refresh_slots
 
 log = logging.getLogger("delayq.outages")
@@ -55,10 +55,10 @@ class _Rest:
 
 
 class Outages:
-    """The partitions of ``queue`` whose server does not answer now, for one loop (``name`` in logs)."""
+    """The partitions of ``namespace`` whose server does not answer now, for one loop (``name`` in logs)."""
 
-    def __init__(self, queue: Queue, *, tick: float, name: str) -> None:
-        self.queue = queue
+    def __init__(self, namespace: Namespace, *, tick: float, name: str) -> None:
+        self.namespace = namespace
         self.name = name
         self.first_s = tick * FIRST_OF_TICK
         self.longest_s = tick * LONGEST_OF_TICK
@@ -83,7 +83,7 @@ class Outages:
         """When the first rest still to come ends, or the next read of the slot table is due while
         partitions rest (inf: none)."""
         ends = [rest.until for rest in self._rests.values() if rest.until > now]
-        if self._rests and self.queue.settings.redis_mode == "cluster":
+        if self._rests and self.namespace.settings.redis_mode == "cluster":
             ends.append(max(now, self._followed_at + SLOTS_REFRESH_S))
         return min(ends, default=math.inf)
 
@@ -112,7 +112,9 @@ class Outages:
             return False
         rest = self._rests.get(partition.index)
         if rest is None:
-            rest = _Rest(now, now, self.first_s, 0, self.queue.server(partition), self.queue.node(partition), reason)
+            rest = _Rest(
+                now, now, self.first_s, 0, self.namespace.server(partition), self.namespace.node(partition), reason
+            )
             self._rests[partition.index] = rest
         rest.failed += calls
         if rest.until <= now:  # a try, not more calls of the same round trip
@@ -126,7 +128,7 @@ class Outages:
         """A call to ``partition`` was answered: its rest, if any, is over."""
         rest = self._rests.pop(partition.index, None)
         if rest is not None:
-            self._back.append((partition, rest, self.queue.server(partition)))
+            self._back.append((partition, rest, self.namespace.server(partition)))
 
     def follow_moves(self, now: float) -> None:
         """On a cluster, while partitions rest: the slot table read again (at most every
@@ -135,7 +137,7 @@ class Outages:
             return
         self._followed_at = now
         try:
-            client = self.queue.redis
+            client = self.namespace.redis
         except RedisUnavailable:
             return
         if not isinstance(client, RedisCluster):
@@ -144,7 +146,7 @@ class Outages:
         failed = next((rest.node for rest in self._rests.values() if rest.node), None)
         refresh_slots(client, every_s=SLOTS_REFRESH_S, failed_node=failed)
         for index, rest in self._rests.items():
-            if self.queue.server(self.queue.keys.partitions[index]) != rest.server:
+            if self.namespace.server(self.namespace.keys.partitions[index]) != rest.server:
                 rest.until = now
                 rest.wait = self.first_s
 

@@ -55,7 +55,7 @@ from delayq.store import calls
 from delayq.store.calls import Swept
 from delayq.store.connection import redis_errors
 from delayq.store.keys import Partition
-from delayq.store.queue import Queue
+from delayq.store.namespace import Namespace
 from delayq.store.scripts import run_many
 
 from .occurrences import Scheduler
@@ -83,18 +83,18 @@ class _PartitionState:
 
 
 class Sweeper:
-    """Sweeps every partition of a queue whose lock it can hold."""
+    """Sweeps every partition of a namespace whose lock it can hold."""
 
     def __init__(
         self,
-        queue: Queue,
+        namespace: Namespace,
         *,
         stop: threading.Event | None = None,
         limit: int = SWEEP_LIMIT,
         lag_ms: int = SWEEP_LAG_MS,
     ) -> None:
-        self.queue = queue
-        self.tick = queue.settings.tick
+        self.namespace = namespace
+        self.tick = namespace.settings.tick
         self.lag_ms = lag_ms  # the lag while the sweeper finds work; it grows up to the tick while not
         self.max_lag_ms = max(lag_ms, int(self.tick * 1000))
         self.lock_ttl_ms = int(max(5.0, 5 * self.tick) * 1000)
@@ -102,10 +102,10 @@ class Sweeper:
         self.token = secrets.token_hex(16)
         self.stop = stop or threading.Event()
         self.counts: Counter[str] = Counter()
-        self._states = [_PartitionState(p, lag_ms) for p in queue.keys.partitions]
-        self.outages = Outages(queue, tick=self.tick, name="sweep")
+        self._states = [_PartitionState(p, lag_ms) for p in namespace.keys.partitions]
+        self.outages = Outages(namespace, tick=self.tick, name="sweep")
         # recurring schedules' occurrences, each pass
-        self.scheduler = Scheduler(queue, counts=self.counts, outages=self.outages)
+        self.scheduler = Scheduler(namespace, counts=self.counts, outages=self.outages)
 
     def run(self, budget: Budget) -> dict[str, Any]:
         """Sweep until the budget's stop time (one pass if it asks for one); release the locks."""
@@ -119,7 +119,7 @@ class Sweeper:
                 self.stop.wait(max(0.0, min(wait, budget.left())))
         finally:
             self.release()
-            self.queue.telemetry.flush()
+            self.namespace.telemetry.flush()
         return self.summary()
 
     def request_stop(self) -> None:
@@ -139,7 +139,7 @@ class Sweeper:
         back at once. Without a budget, a pass drains everything due.
         """
         self.counts["passes"] += 1
-        self.queue.telemetry.flush_due()
+        self.namespace.telemetry.flush_due()
         outages = self.outages
         outages.follow_moves(time.monotonic())
         next_in: list[int | None] = [self.scheduler.pass_once()]
@@ -192,7 +192,7 @@ class Sweeper:
 
     def _redis_error(self) -> None:
         self.counts["redis_errors"] += 1
-        self.queue.telemetry.count("RedisErrors", None)  # a partition's call is for all its topics
+        self.namespace.telemetry.count("RedisErrors", None)  # a partition's call is for all its topics
 
     def _sweep_partition(self, state: _PartitionState) -> int | None:
         """Sweeps one partition if its lock can be held: the topics the last call named (none: the call
@@ -202,7 +202,7 @@ class Sweeper:
         if not state.held:
             state.busy = False
             state.due = []
-            state.held = calls.lock(state.partition, self.token, ttl_ms=self.lock_ttl_ms).run(self.queue.redis)
+            state.held = calls.lock(state.partition, self.token, ttl_ms=self.lock_ttl_ms).run(self.namespace.redis)
             if not state.held:
                 return None
             self.counts["locks_taken"] += 1
@@ -240,7 +240,7 @@ class Sweeper:
     def _walk(self, state: _PartitionState) -> Swept:
         """Sweeps every topic of the partition's ``_topics``, a chunk per call, the last call marking
         the index built: once per partition whose index an older version left unbuilt."""
-        topics = sorted(str(topic) for topic in self.queue.redis.smembers(state.partition.topics))
+        topics = sorted(str(topic) for topic in self.namespace.redis.smembers(state.partition.topics))
         chunks = [topics[i : i + TOPICS_PER_CALL] for i in range(0, len(topics), TOPICS_PER_CALL)] or [[]]
         log.info("building the topic index of partition %d (%d topics)", state.partition.index, len(topics))
         swept = None
@@ -251,7 +251,7 @@ class Sweeper:
 
     def _sweep_topics(self, state: _PartitionState, topics: list[str], *, walked: bool = False) -> Swept:
         """One sweep call for ``topics``, its counts added up."""
-        config = self.queue.settings.topics
+        config = self.namespace.settings.topics
         rules = [(topic, config.retrying(topic)) for topic in topics]
         call = calls.sweep(
             state.partition,
@@ -265,14 +265,14 @@ class Sweeper:
         )
         if topics:  # and, in the same round trip, the receipts no ack forgets (bounded, like the sweep)
             forget = calls.forget(state.partition, rules, limit=self.limit)
-            replies = run_many(self.queue.redis, [call, forget])
+            replies = run_many(self.namespace.redis, [call, forget])
             swept: Swept = replies[0]
             self.counts["forgotten"] += replies[1].forgotten
         else:
-            swept = call.run(self.queue.redis)
+            swept = call.run(self.namespace.redis)
         if not swept.held:
             raise _LockLost
-        telemetry = self.queue.telemetry
+        telemetry = self.namespace.telemetry
         for topic, (moved, retried, dead) in zip(topics, swept.per_topic, strict=True):
             self.counts.update(moved=moved, retried=retried, dead=dead)
             telemetry.count("Moved", topic, moved)
@@ -286,7 +286,7 @@ class Sweeper:
         for state in self._states:
             if state.held:
                 try:
-                    calls.unlock(state.partition, self.token).run(self.queue.redis)
+                    calls.unlock(state.partition, self.token).run(self.namespace.redis)
                 except RedisError as exc:
                     self._redis_error()
                     log.warning("could not release the lock of partition %d: %s", state.partition.index, exc)

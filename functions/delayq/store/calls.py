@@ -355,6 +355,11 @@ def delayed_topics(partition: Partition, *, until_ms: int, limit: int) -> Call[d
     return Call.plain("ZRANGEBYSCORE", partition.delayed_index, args, _run_ats)
 
 
+def topics(partition: Partition) -> Call[set[str]]:
+    """The partition's topics that hold jobs or are paused (its ``_topics``): a plain read."""
+    return Call.plain("SMEMBERS", partition.topics, [], lambda reply: {str(name) for name in reply})
+
+
 def _names(reply: list[Any]) -> list[str]:
     return [str(name) for name in reply]
 

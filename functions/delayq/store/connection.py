@@ -378,6 +378,15 @@ def connect(settings: Settings, url: str | None = None) -> RedisClient:
     return client
 
 
+def server_address(client: RedisClient) -> str:
+    """Where ``client`` connects: host and port, or a socket's path (never a password)."""
+    if isinstance(client, RedisCluster):
+        node = client.get_default_node()  # type: ignore[no-untyped-call]
+        return f"{node.host}:{node.port}" if node is not None else "a Redis Cluster"
+    options = client.connection_pool.connection_kwargs
+    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
+
+
 def redact(url: str) -> str:
     """``url`` for logs: its password, and any other secret in it, as ``***``; a URL that cannot be
     read shows only its scheme."""

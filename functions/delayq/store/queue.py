@@ -11,25 +11,19 @@ import secrets
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain, islice
 from typing import Any, cast
 
 from pydantic import ValidationError
-from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, ResponseError
 
 from delayq.core.errors import (
     Code,
-    ConfigError,
     DelayqError,
     InvalidField,
     JobNotFound,
     TopicNotFound,
-    UnknownTopic,
     code_error,
 )
 from delayq.core.job import (
@@ -61,12 +55,12 @@ from delayq.core.models import (
 )
 from delayq.core.observability import Telemetry
 from delayq.core.recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
-from delayq.core.settings import ENV, Settings, TopicConfig, Topics
+from delayq.core.settings import Settings, Topics
 
 from . import calls
 from .calls import JobWrite
-from .connection import RedisClient, connect, redact, redis_errors
-from .keys import Keyspace, Partition
+from .connection import RedisClient, redis_errors
+from .keys import Partition
 from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
@@ -89,8 +83,9 @@ from .listing import (
     scored_cursor,
     topics_cursor,
 )
+from .namespace import Namespace
 from .schedules import Schedules
-from .scripts import Call, Replicas, run_many, stream
+from .scripts import Call, run_many, stream
 
 WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
@@ -116,15 +111,6 @@ def new_id() -> str:
     return new_ids(1)[0]
 
 
-def server_address(client: RedisClient) -> str:
-    """Where ``client`` connects: host and port, or a socket's path (never a password)."""
-    if isinstance(client, RedisCluster):
-        node = client.get_default_node()  # type: ignore[no-untyped-call]
-        return f"{node.host}:{node.port}" if node is not None else "a Redis Cluster"
-    options = client.connection_pool.connection_kwargs
-    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
-
-
 def check_topic(topic: str) -> str:
     if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
         raise InvalidField("topic", f"must match {TOPIC_PATTERN}")
@@ -147,8 +133,8 @@ class _Batch:
     positions: list[int] = field(default_factory=list)
 
 
-class Queue:
-    """A delay queue in one Redis namespace.
+class Queue(Namespace):
+    """A delay queue in one Redis namespace: the public client, and the core the HTTP API calls.
 
     ``Queue.from_env()`` reads the ``DELAYQ_*`` environment; explicit arguments win over it. Pass
     ``redis`` to share a client (or to use any redis-py compatible one).
@@ -173,90 +159,12 @@ class Queue:
         }
         explicit = {name: value for name, value in explicit.items() if value is not None}
         base = settings or Settings.from_env()
-        self.settings = base.with_(**explicit) if explicit else base
-        self.keys = Keyspace(self.settings.namespace, self.settings.partitions)
-        wanted, wait_ms = self.settings.min_replicas, self.settings.min_replicas_wait_ms
-        # What a create waits for before it is answered (DELAYQ_MIN_REPLICAS): None, nothing.
-        self.replicas = Replicas(wanted, wait_ms) if wanted else None
-        self._redis = redis
-        self._layout_checked = False
-        self.telemetry = telemetry or Telemetry.disabled()
+        super().__init__(base.with_(**explicit) if explicit else base, redis=redis, telemetry=telemetry)
 
     @classmethod
     def from_env(cls, **options: Any) -> Queue:
         """From the ``DELAYQ_*`` environment; ``options`` are the keyword arguments of ``Queue``."""
         return cls(Settings.from_env(), **options)
-
-    @property
-    def redis(self) -> RedisClient:
-        """The client, checked once against the namespace's partition count (``check_layout``)."""
-        if self._redis is None:
-            self._redis = connect(self.settings)
-        if not self._layout_checked:
-            self._check_layout(self._redis)
-        return self._redis
-
-    def _check_layout(self, client: RedisClient) -> None:
-        """Records the partition count at the namespace's first use, and refuses another one after:
-        jobs written with one count are found only by clients with the same count. With min replicas,
-        refuses a server that refuses ``WAIT``."""
-        partitions = self.settings.partitions
-        with redis_errors(self._server):
-            recorded = calls.layout(self.keys).run(client)
-            if self.replicas is not None:
-                self._check_wait(client)
-        if recorded != partitions:
-            raise ConfigError(
-                f"{ENV.PARTITIONS} is {partitions}, but namespace {self.settings.namespace!r} has {recorded} "
-                f"partitions, where its jobs are: set {ENV.PARTITIONS}={recorded} (a namespace's partition count "
-                "is fixed; use a new namespace for another)"
-            )
-        self._layout_checked = True
-
-    def _check_wait(self, client: RedisClient) -> None:
-        """``ConfigError`` naming ``DELAYQ_MIN_REPLICAS`` if the server refuses ``WAIT``: an error reply,
-        or, as twemproxy does, a hang-up on a server that answers a PING."""
-        try:
-            client.execute_command("WAIT", 0, 0)  # type: ignore[no-untyped-call]
-        except (RedisConnectionError, ResponseError) as exc:
-            if isinstance(exc, RedisConnectionError):
-                client.ping()  # Redis answers (else RedisUnavailable): it was WAIT that was refused
-            raise ConfigError(
-                f"{ENV.MIN_REPLICAS} is {self.settings.min_replicas}, but {self._server()} refuses WAIT "
-                f"({type(exc).__name__}), which it needs (a proxy such as twemproxy does): unset it, or connect "
-                "to the primary itself"
-            ) from None
-
-    def node(self, partition: Partition) -> str | None:
-        """On a cluster, the node that holds ``partition`` as the client's slot table has it
-        (``host:port``); None on one server, or before the client connected."""
-        if isinstance(self._redis, RedisCluster):
-            with suppress(RedisClusterException):
-                found = self._redis.get_node_from_key(partition.lock)  # type: ignore[no-untyped-call]
-                return str(found.name)
-        return None
-
-    def _server(self) -> str:
-        """Which Redis this queue uses, for error messages: its host and port, never a password."""
-        return self.server()
-
-    def server(self, partition: Partition | None = None) -> str:
-        """Which Redis this queue uses, or holds ``partition`` (on a cluster: its slot's master, as the
-        client's slot table has it), for messages: its host and port, never a password."""
-        node = None if partition is None else self.node(partition)
-        if node is not None:
-            return f"Redis at {node}"
-        if self._redis is not None:
-            return f"Redis at {server_address(self._redis)}"
-        if self.settings.redis_secret:
-            return f"Redis (the URL in {ENV.REDIS_SECRET})"
-        return f"Redis at {redact(self.settings.redis_url)}"
-
-    def topic_config(self, topic: str) -> TopicConfig:
-        config = self.settings.topics.for_topic(topic)
-        if config is None:
-            raise UnknownTopic(topic)
-        return config
 
     # ----------------------------------------------------------------------------------- create
 
@@ -359,7 +267,7 @@ class Queue:
                 yield [call for _, call in parts]
 
         results: list[EnqueueResult] = []
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             for replies in stream(lambda: self.redis, sends(), replicas=self.replicas):
                 batch, parts = validated.popleft()
                 results += self._answers(batch, _merged(len(batch.writes), parts, replies))
@@ -413,7 +321,7 @@ class Queue:
         """Run the enqueue script for one job: its code and run-at ms. ``replace``: create or replace,
         else create, refusing an existing job."""
         call = calls.enqueue(self.keys.for_job(write.topic, write.id), [write], replace=replace)
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             written: calls.Enqueued = run_many(self.redis, [call], replicas=self.replicas)[0]
         return written.codes[0], written.run_at_ms[0]
 
@@ -440,7 +348,7 @@ class Queue:
     def get(self, topic: str, id: str) -> JobInfo:  # noqa: A002 - the contract's name
         """A job in any state; ``JobNotFound`` when there is none."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             found = calls.inspect(partition, topic, id).run(self.redis)
         if found is None:
             raise JobNotFound(topic, id)
@@ -467,7 +375,7 @@ class Queue:
     def reschedule_to(self, topic: str, job_id: str, when: Reschedule) -> Scheduled:
         partition = self.keys.for_job(check_topic(topic), check_id(job_id))
         kind, value = when.when()
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             code, run_at_ms = calls.reschedule(partition, topic, job_id, kind, value).run(self.redis)
         if code < 0:
             raise code_error(code, topic, job_id)
@@ -476,7 +384,7 @@ class Queue:
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
         partition = self.keys.for_job(check_topic(topic), check_id(id))
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             code = calls.cancel(partition, topic, id).run(self.redis)
         if code < 0:
             raise code_error(code, topic, id)
@@ -568,7 +476,7 @@ class Queue:
         if not chunks:
             return {}
         reads = [calls.read_lateness(p, names, window_minutes=LATENESS_WINDOW_MINUTES) for p, names in chunks]
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             replies: list[list[dict[int, int]]] = run_many(self.redis, reads)
         return {
             topic: Lateness.of(counts)
@@ -588,7 +496,7 @@ class Queue:
         while len(found) <= limit and start < len(names):  # one more than the page: are more left?
             chunk = names[start : start + limit + 1 - len(found)]
             start += len(chunk)
-            found += [stats for stats in self._stats_of(chunk) if stats.topic in named or stats.jobs]
+            found += [stats for stats in self.stats_of(chunk) if stats.topic in named or stats.jobs]
         page = found[:limit]
         lateness = self.lateness(stats.topic for stats in page)
         following = encode_cursor("topics", page[-1].topic) if len(found) > limit else None
@@ -609,7 +517,7 @@ class Queue:
                 reads = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
             else:
                 reads = [calls.jobs_done(p, topic, limit=limit, before=positions.get(p.index)) for p in partitions]
-            with redis_errors(self._server):
+            with redis_errors(self.server):
                 pages = run_many(self.redis, reads)
             listed, following = merge_ready(list(enumerate(pages)), positions, limit, state)
         else:
@@ -619,7 +527,7 @@ class Queue:
                 calls.jobs_scored(p, topic, kind, descending=descending, limit=limit + 1, after=after)
                 for p in self.keys.partitions
             ]
-            with redis_errors(self._server):
+            with redis_errors(self.server):
                 listed, following = merge_scored(run_many(self.redis, scored), state, limit)
         if not listed and cursor is None:
             self._check_known(topic)
@@ -661,11 +569,13 @@ class Queue:
         if self.settings.topics.for_topic(topic) is None:
             self.stats(topic)
 
-    def _stats_of(self, topics: Sequence[str]) -> list[TopicStats]:
-        """The stats of each of ``topics``, in order, in round trips of ``STATS_CALLS`` calls."""
+    def stats_of(self, topics: Sequence[str]) -> list[TopicStats]:
+        """The counts, next run-at, paused state and oldest ready job of each of ``topics``, in order,
+        read in round trips of ``STATS_CALLS`` calls: no lateness, and no check that a topic is known
+        (one that holds nothing reads 0)."""
         stats = [calls.stats(p, topic) for topic in topics for p in self.keys.partitions]
         parts: list[TopicStats] = []
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             for start in range(0, len(stats), STATS_CALLS):
                 parts += run_many(self.redis, stats[start : start + STATS_CALLS])
         n = len(self.keys)
@@ -688,7 +598,7 @@ class Queue:
         for job_id in ids:
             by_partition[self.keys.for_job(topic, check_id(job_id))].append(job_id)
         replays = [calls.replay(partition, topic, chunk) for partition, chunk in by_partition.items()]
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             return sum(run_many(self.redis, replays)) if replays else 0
 
     def purge(self, topic: str) -> int:
@@ -703,7 +613,7 @@ class Queue:
         check_topic(topic)
         check_cancellable(state)
         total = 0
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             for partition in self.keys.partitions:
                 cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
                 found, done = cancelled + left, cancelled
@@ -716,33 +626,20 @@ class Queue:
         return total
 
     def known_topics(self) -> set[str]:
-        """Every topic that ever had a job in this namespace."""
-        pipe = self.redis.pipeline(transaction=False)
-        for partition in self.keys.partitions:
-            pipe.smembers(partition.topics)
-        with redis_errors(self._server):
-            return set().union(*pipe.execute())
-
-    def close(self) -> None:
-        """Closes this queue's connections, if it opened any; the next call opens new ones."""
-        if self._redis is not None:
-            self._redis.close()
-
-    def ping(self) -> bool:
-        """True when every partition's Redis answers."""
-        with redis_errors(self._server):
-            return bool(self.redis.ping())
+        """Every topic that holds jobs (or is paused) in this namespace."""
+        with redis_errors(self.server):
+            return set().union(*run_many(self.redis, [calls.topics(partition) for partition in self.keys.partitions]))
 
     def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any, **options: Any) -> list[Any]:
         """``call(partition, topic, *args, **options)`` on every partition, in one round trip; the results."""
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             calls_ = [call(partition, topic, *args, **options) for partition in self.keys.partitions]
             return run_many(self.redis, calls_)
 
     def _drain(self, call: Callable[[Partition, str, int], Call[int]], topic: str) -> int:
         """A bounded call, ``WRITE_CHUNK`` at a time, on every partition until each answers 0; the total."""
         total = 0
-        with redis_errors(self._server):
+        with redis_errors(self.server):
             for partition in self.keys.partitions:
                 while n := call(partition, topic, WRITE_CHUNK).run(self.redis):
                     total += n

@@ -74,7 +74,7 @@ from .keys import Partition
 from .scripts import Call, run_many
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from .namespace import Namespace
 
 log = logging.getLogger("delayq.schedules")
 
@@ -229,8 +229,8 @@ class Schedules:
     """The recurring schedules of a queue's namespace: written, read and listed (what ``Queue`` and
     the API call), and their outboxes carried out (theirs, and the sweep's through ``Scheduler``)."""
 
-    def __init__(self, queue: Queue, *, claim_ms: int = CLAIM_MS) -> None:
-        self.queue = queue
+    def __init__(self, namespace: Namespace, *, claim_ms: int = CLAIM_MS) -> None:
+        self.namespace = namespace
         self.claim_ms = claim_ms
         self.counts: Counter[str] = Counter()
 
@@ -238,7 +238,7 @@ class Schedules:
 
     def put(self, topic: str, name: str, schedule: Schedule) -> ScheduleInfo:
         """Creates or replaces a validated schedule; its first occurrence exists when this returns."""
-        self.queue.topic_config(topic)  # UnknownTopic (422) for a topic nobody configured
+        self.namespace.topic_config(topic)  # UnknownTopic (422) for a topic nobody configured
 
         def replacing(found: Stored, now_ms: int) -> _Change:
             definition = Definition(schedule, now_ms)
@@ -271,10 +271,10 @@ class Schedules:
     ) -> tuple[calls.Written, _Change]:
         """Reads the schedule, ``decide``s its change and writes it if nothing changed meanwhile (else
         reads again), then carries out and settles the outbox it claimed."""
-        partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors(self.queue._server):
+        partition, key = self.namespace.keys.for_schedule(topic, name), schedule_key(topic, name)
+        with redis_errors(self.namespace.server):
             for _ in range(WRITE_TRIES):
-                read = calls.schedule_read(partition, [key]).run(self.queue.redis)
+                read = calls.schedule_read(partition, [key]).run(self.namespace.redis)
                 found = read.schedules[0]
                 change = decide(found, read.now_ms)
                 claimed_at = time.monotonic()
@@ -286,7 +286,7 @@ class Schedules:
                     progress=change.progress.tail() if change.progress else "",
                     claim_ms=self.claim_ms,
                     due=change.due,
-                ).run(self.queue.redis)
+                ).run(self.namespace.redis)
                 if written.code == Code.NOT_FOUND:
                     raise ScheduleNotFound(topic, name)
                 if self._written(written):
@@ -315,14 +315,14 @@ class Schedules:
                 f"schedule {outbox.name!r} of topic {outbox.topic!r} is written, but its jobs are not yet: "
                 "the sweep finishes them within seconds"
             )
-        calls.schedules_cas(partition, [settling(key, claimed)], self.claim_ms).run(self.queue.redis)
+        calls.schedules_cas(partition, [settling(key, claimed)], self.claim_ms).run(self.namespace.redis)
 
     # ------------------------------------------------------------------------------- reads
 
     def get(self, topic: str, name: str) -> ScheduleInfo:
-        partition, key = self.queue.keys.for_schedule(topic, name), schedule_key(topic, name)
-        with redis_errors(self.queue._server):
-            stored = calls.schedule_read(partition, [key]).run(self.queue.redis)
+        partition, key = self.namespace.keys.for_schedule(topic, name), schedule_key(topic, name)
+        with redis_errors(self.namespace.server):
+            stored = calls.schedule_read(partition, [key]).run(self.namespace.redis)
         info = self._info(stored.schedules[0], stored.now_ms)
         if info is None:
             raise ScheduleNotFound(topic, name)
@@ -333,15 +333,15 @@ class Schedules:
         # '0' follows '/': every topic/name of the topic sorts between '[topic/' and '(topic0'.
         first, last = ("-", "+") if topic is None else (f"[{topic}/", f"({topic}0")
         found: list[ScheduleInfo] = []
-        with redis_errors(self.queue._server):
-            for partition in self.queue.keys.partitions:
+        with redis_errors(self.namespace.server):
+            for partition in self.namespace.keys.partitions:
                 found += self._list_partition(partition, first, last)
         found.sort(key=lambda info: (info.topic, info.name))
         return found
 
     def _list_partition(self, partition: Partition, first: str, last: str) -> Iterator[ScheduleInfo]:
         while True:
-            page = calls.schedule_list(partition, first, last, LIST_PAGE).run(self.queue.redis)
+            page = calls.schedule_list(partition, first, last, LIST_PAGE).run(self.namespace.redis)
             for stored in page.schedules:
                 info = self._info(stored, page.now_ms)
                 if info is not None:
@@ -376,7 +376,7 @@ class Schedules:
         if not sends:
             return done
         writes = [call for _, _, call in sends]
-        replies = run_many(self.queue.redis, writes, return_exceptions=True, replicas=self.queue.replicas)
+        replies = run_many(self.namespace.redis, writes, return_exceptions=True, replicas=self.namespace.replicas)
         for (i, step, _), reply in zip(sends, replies, strict=True):
             outbox = outboxes[i]
             if isinstance(reply, Exception):
@@ -388,18 +388,18 @@ class Schedules:
                 )
             elif step.kind in (CREATE, REPLACE) and reply.codes[0] == Code.CREATED:
                 self.counts["occurrences"] += 1
-                self.queue.telemetry.count("Enqueued", outbox.topic)
+                self.namespace.telemetry.count("Enqueued", outbox.topic)
         return done
 
     def _job_write(self, outbox: Outbox, step: Step) -> Call[Any] | None:
         """The script call of one step (None: nothing to write)."""
         topic, job_id = outbox.topic, occurrence_id(outbox.name, step.at_ms)
-        partition = self.queue.keys.for_job(topic, job_id)
+        partition = self.namespace.keys.for_job(topic, job_id)
         if step.kind == CANCEL:
             return calls.cancel(partition, topic, job_id, pending_only=True)
         if step.kind == FORGET or outbox.schedule is None:
             return None
-        config = self.queue.settings.topics.for_topic(topic)
+        config = self.namespace.settings.topics.for_topic(topic)
         if config is None:
             self.counts["skipped"] += 1
             log.warning(

@@ -28,7 +28,7 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,11 +39,8 @@ from prometheus_client.process_collector import ProcessCollector
 
 from delayq.core.errors import DelayqError
 from delayq.core.job import TopicStats
-from delayq.store import calls
-from delayq.store.connection import redis_errors
 from delayq.store.listing import STATES
 from delayq.store.queue import Queue
-from delayq.store.scripts import run_many
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
@@ -53,7 +50,6 @@ log = logging.getLogger("delayq.metrics")
 OTHER = "_other"  # the topics beyond the limit, summed: no topic's name starts with "_"
 LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
 JOBS_MAX_AGE_S = 2.0  # scrapes closer together than this share one read of Redis
-STATS_CALLS = 256  # stats calls per round trip of the gauge's read
 # Telemetry's metric -> the counter it adds to (the others are CloudWatch's only).
 COUNTERS = {
     "Delivered": "delivered",
@@ -184,7 +180,7 @@ def _bound(seconds: float) -> str:
 
 class JobsGauge:
     """``delayq_jobs{topic,state}``, read from Redis at scrape time: every topic's counts, in round
-    trips of ``STATS_CALLS`` script calls, at most once per ``JOBS_MAX_AGE_S`` however often scraped."""
+    trips of ``queue.STATS_CALLS`` script calls, at most once per ``JOBS_MAX_AGE_S`` however often scraped."""
 
     def __init__(self, queue: Queue, limit: int) -> None:
         self.queue = queue
@@ -228,21 +224,7 @@ class JobsGauge:
 def read_stats(queue: Queue) -> list[TopicStats]:
     """Every configured topic and every topic that ever had a job, with its counts: a topic whose jobs
     are all gone reads 0 (its series falls to 0, and does not vanish)."""
-    return list(_stats_of(queue, sorted(set(queue.settings.topics.named) | queue.known_topics())))
-
-
-def _stats_of(queue: Queue, topics: Sequence[str]) -> Iterable[TopicStats]:
-    partitions = queue.keys.partitions
-    sends = [calls.stats(partition, topic) for topic in topics for partition in partitions]
-    parts: list[TopicStats] = []
-    with redis_errors(lambda: "Redis"):
-        for start in range(0, len(sends), STATS_CALLS):
-            parts += run_many(queue.redis, sends[start : start + STATS_CALLS])
-    n = len(partitions)
-    for i, topic in enumerate(topics):
-        mine = parts[i * n : (i + 1) * n]
-        delayed, ready, reserved, dead, done = (sum(getattr(part, state) for part in mine) for state in STATES)
-        yield TopicStats(topic, delayed, ready, reserved, dead, next_run_at_ms=None, done=done)
+    return queue.stats_of(sorted(set(queue.settings.topics.named) | queue.known_topics()))
 
 
 # ------------------------------------------------------------------------------------ the page
