@@ -14,12 +14,16 @@ last three are per-job overrides of the topic's config, empty when the topic's v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from .errors import DelayqError, InvalidField
 from .lateness import NONE, Lateness
 from .schedule import encode_backoff, iso_utc, seconds_to_ms
 
+JobState = Literal["delayed", "ready", "reserved", "dead", "done"]  # as the API names them, in their order
+STATES: tuple[str, ...] = get_args(JobState)
+# As a job's meta stores its state (store/lua/includes/meta.lua names the same letters): queued is
+# delayed or ready, by where the job is; a done job's meta is its receipt.
 QUEUED, LEASED, DEAD, DONE = "q", "l", "x", "d"
 
 

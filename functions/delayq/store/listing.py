@@ -24,13 +24,11 @@ from itertools import islice
 from typing import Any, Literal, get_args
 
 from delayq.core.errors import InvalidField
-from delayq.core.job import JobInfo, TopicStats
+from delayq.core.job import STATES, JobInfo, TopicStats
 from delayq.core.models import ID_RE, TOPIC_RE
 
 from .calls import Listed, ReadyPage
 
-JobState = Literal["delayed", "ready", "reserved", "dead", "done"]  # the states a topic's jobs are listed by
-STATES: tuple[str, ...] = get_args(JobState)
 # The sorted set that keeps each state's jobs (keys.py), and whether its pages go newest first.
 SCORED: dict[str, tuple[str, bool]] = {
     "delayed": ("delayed", False),

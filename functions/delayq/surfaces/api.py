@@ -32,7 +32,7 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from pydantic import BaseModel, Field
 
 from delayq.core.errors import DelayqError, InvalidField, MalformedRequest, RedisUnavailable, TooLarge
-from delayq.core.job import EnqueueResult, Scheduled
+from delayq.core.job import EnqueueResult, JobState, Scheduled
 from delayq.core.models import (
     ID_PATTERN,
     MAX_BATCH,
@@ -57,7 +57,6 @@ from delayq.store.listing import (
     MAX_LIMIT,
     MAX_MINUTES,
     CancellableState,
-    JobState,
 )
 from delayq.store.queue import Queue
 from delayq.version import VERSION

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from delayq.core.errors import DelayqError, InvalidField, RedisUnavailable
-from delayq.core.job import DeadJob, JobInfo, TopicStats
+from delayq.core.job import STATES, DeadJob, JobInfo, TopicStats
 from delayq.core.recurring import ScheduleInfo
 from delayq.core.schedule import iso_utc
 from delayq.store.listing import (
@@ -38,7 +38,6 @@ from delayq.store.listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
-    STATES,
     Forecast,
     JobPage,
     TopicPage,

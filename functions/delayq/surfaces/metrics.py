@@ -38,8 +38,7 @@ from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.process_collector import ProcessCollector
 
 from delayq.core.errors import DelayqError
-from delayq.core.job import TopicStats
-from delayq.store.listing import STATES
+from delayq.core.job import STATES, TopicStats
 from delayq.store.queue import Queue
 
 if TYPE_CHECKING:

@@ -21,15 +21,15 @@ if not raw then
 end
 local m = meta_decode(raw)
 local state = m.state
-if ARGV[2] == 'pending' and not (state == 'q' and m.attempts == '0' and redis.call('ZSCORE', K.delayed, id)) then
+if ARGV[2] == 'pending' and not (state == QUEUED and m.attempts == '0' and redis.call('ZSCORE', K.delayed, id)) then
   return -2
 end
-if state == 'q' then
+if state == QUEUED then
   unqueue(K, id)
-elseif state == 'l' then
+elseif state == RESERVED then
   redis.call('ZREM', K.leased, id)
   index_leased_exact(K)
-elseif state == 'd' then
+elseif state == DONE then
   remove_receipt(K, id)
 else
   redis.call('ZREM', K.dead, id)

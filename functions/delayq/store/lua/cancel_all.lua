@@ -14,6 +14,7 @@ ARGV[1]     'delayed', 'ready' or 'dead'
 ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
 Returns {cancelled, left}: how many jobs this call cancelled, how many are left in that state here.
 ]]
+-- @include meta
 -- @include topic_keys
 -- @include queue
 
@@ -42,7 +43,7 @@ if state == 'ready' then
   if #ids > 0 then
     local metas = redis.call('HMGET', K.meta, unpack(ids))
     for i, id in ipairs(ids) do
-      if metas[i] and string.sub(metas[i], 1, 2) == 'q|' then
+      if metas[i] and string.sub(metas[i], 1, 2) == QUEUED .. '|' then
         gone[#gone + 1] = id
       end
     end

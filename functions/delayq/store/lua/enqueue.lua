@@ -99,13 +99,13 @@ for n = 1, #J_id do
     else
       flush(gi)
       local state = meta_decode(redis.call('HGET', w.K.meta, id)).state
-      if state == 'l' then
+      if state == RESERVED then
         code = -3
       else
         code = 2
-        if state == 'q' then
+        if state == QUEUED then
           unqueue(w.K, id)
-        elseif state == 'd' then
+        elseif state == DONE then
           remove_receipt(w.K, id)
           code = 1
         else

@@ -17,11 +17,11 @@ if not raw then
   return nil
 end
 local state = meta_decode(raw).state
-if state == 'l' then
+if state == RESERVED then
   state = 'reserved'
-elseif state == 'x' then
+elseif state == DEAD then
   state = 'dead'
-elseif state == 'd' then
+elseif state == DONE then
   return {'done', raw}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'

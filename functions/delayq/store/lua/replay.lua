@@ -32,7 +32,7 @@ local replayed = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', K.dead, id) == 1 then
     local m = meta_decode(redis.call('HGET', K.meta, id))
-    m.state, m.attempts, m.run_at = 'q', 0, now
+    m.state, m.attempts, m.run_at = QUEUED, 0, now
     redis.call('HSET', K.meta, id, meta_encode(m))
     replayed[#replayed + 1] = id
   end

@@ -20,11 +20,11 @@ if not raw then
   return {-2, 0}
 end
 local m = meta_decode(raw)
-if m.state == 'l' then
+if m.state == RESERVED then
   return {-3, 0}
-elseif m.state == 'x' then
+elseif m.state == DEAD then
   return {-4, 0}
-elseif m.state == 'd' then
+elseif m.state == DONE then
   return {-8, 0}
 end
 

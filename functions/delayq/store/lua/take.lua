@@ -54,6 +54,7 @@ Returns {now_ms, next_in_ms, dead, acked, held, then 7 values per leased job:
   held        1 if the rate cut the take short (jobs due stay ready until `next_in_ms`), else 0
 calls.py take() packs these arguments and reads the reply.
 ]]
+-- @include meta
 -- @include time
 -- @include topic_keys
 -- @include queue
@@ -131,7 +132,7 @@ if #ids > 0 then
     -- text rather than decoded (meta.lua): the hot path of every delivery.
     local attempts, run_at, enqueued_at, overrides
     if metas[i] then
-      attempts, run_at, enqueued_at, overrides = string.match(metas[i], '^q|(%d+)|(%d+)|(%d+)|[^|]*|(.*)$')
+      attempts, run_at, enqueued_at, overrides = string.match(metas[i], QUEUED_META)
     end
     if attempts then
       local timeout = topic_timeout
@@ -149,7 +150,7 @@ if #ids > 0 then
         -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
         dead[#dead + 1] = id
         updates[#updates + 1] = id
-        updates[#updates + 1] = 'x|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '||' .. overrides
+        updates[#updates + 1] = DEAD .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '||' .. overrides
         redis.call('ZADD', K.dead, now, id)
         redis.call('HSET', K.errors, id, string.format(
           'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
@@ -170,7 +171,7 @@ if #ids > 0 then
         leases[n + 1], leases[n + 2] = from + timeout + grace, id
         n = #updates
         updates[n + 1] = id
-        updates[n + 2] = 'l|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
+        updates[n + 2] = RESERVED .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
         n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], attempts, run_at
         out[n + 5], out[n + 6], out[n + 7] = enqueued_at, token, timeout

@@ -57,7 +57,7 @@ local readied = false
 for i = #back, 1, -1 do  -- at the head in the order of the leased set (their deadlines)
   local job = back[i]
   local m = meta_decode(job.meta)
-  m.state, m.attempts, m.lease = 'q', tonumber(m.attempts) - 1, ''
+  m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
   redis.call('HSET', K.meta, job.id, meta_encode(m))
   redis.call('ZREM', K.leased, job.id)
   if tonumber(m.run_at) > now then  -- taken ahead, and still not due

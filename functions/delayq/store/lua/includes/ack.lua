@@ -8,6 +8,7 @@
 -- chunks (at most ACK_FORGET_MORE more than the jobs acknowledged): bounded work; the sweep forgets
 -- the expired (forget.lua).
 
+-- @include meta
 -- @include time
 -- @include receipts
 -- @include topic_index
@@ -35,13 +36,13 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
     if raw then
       -- Matched as text (meta.lua): 'l|attempts|run_at|enqueued_at|token|overrides' becomes
       -- 'd|attempts|run_at|enqueued_at|started_at:done_at|overrides'.
-      local head, token, overrides = string.match(raw, '^l(|%d+|%d+|%d+|)([^|]+)(|.*)$')
+      local head, token, overrides = string.match(raw, RESERVED_META)
       local at = first + 3 * (i - 1)
       if token == ARGV[at + 1] then
         done[#done + 1] = id
         if keep_ms > 0 then
           receipts[#receipts + 1] = id
-          receipts[#receipts + 1] = 'd' .. head .. ARGV[at + 2] .. suffix .. overrides
+          receipts[#receipts + 1] = DONE .. head .. ARGV[at + 2] .. suffix .. overrides
         end
       end
     end

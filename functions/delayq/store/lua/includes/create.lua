@@ -1,6 +1,7 @@
 -- What every create writes, shared by enqueue.lua (batches and replaces) and enqueue_one.lua (the
 -- single create).
 
+-- @include meta
 -- @include topic_index
 -- @include queue
 
@@ -21,7 +22,7 @@ end
 -- The meta (meta.lua) of a job created at `now_text` with the per-job `overrides`
 -- ('retries|timeout_ms|backoff_csv').
 local function new_meta(run_at_text, now_text, overrides)
-  return 'q|0|' .. run_at_text .. '|' .. now_text .. '||' .. overrides
+  return QUEUED .. '|0|' .. run_at_text .. '|' .. now_text .. '||' .. overrides
 end
 
 -- Queues a topic's new jobs: `delayed` (run-at, id pairs; `first` the earliest run-at) and `ready`

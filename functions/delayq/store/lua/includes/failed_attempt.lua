@@ -20,13 +20,13 @@ local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, 
     if m.backoff ~= '' then
       backoff = m.backoff
     end
-    m.state = 'q'
+    m.state = QUEUED
     m.run_at = now + math.max(backoff_ms(backoff, attempts), at_least or 0)
     redis.call('ZADD', K.delayed, m.run_at, id)
     index_delayed(K, m.run_at)
     outcome = 'retried'
   else
-    m.state = 'x'
+    m.state = DEAD
     redis.call('ZADD', K.dead, now, id)
     outcome = 'dead'
   end

@@ -1,12 +1,16 @@
--- A job's metadata, one string per job in its topic's meta hash (the Python side is job.py Meta):
+-- A job's metadata, one string per job in its topic's meta hash (the Python side is core/job.py Meta):
 --   state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
--- state: 'q' queued (in delayed, or in ready once due), 'l' leased, 'x' dead, 'd' done (a receipt,
--- in the done list: its lease_token field holds 'started_at:done_at', when its last attempt's
--- handler started and when it succeeded, ms). The last three are per-job overrides, '' when the
--- topic's value applies.
---
--- take.lua and ack.lua, the hot path of every delivery, read and write this format as text, without
--- decoding: keep them in step.
+-- state: QUEUED (in delayed, or in ready once due), RESERVED (leased to a consumer), DEAD, DONE (a
+-- receipt, in the done list: its lease_token field holds 'started_at:done_at', when its last
+-- attempt's handler started and when it succeeded, ms). The last three are per-job overrides, ''
+-- when the topic's value applies.
+local QUEUED, RESERVED, DEAD, DONE = 'q', 'l', 'x', 'd'  -- core/job.py names the same (a test checks)
+
+-- The hot path (take.lua, ack.lua, receipts.lua) reads and writes metas as text, by these patterns,
+-- without decoding them.
+local QUEUED_META = '^' .. QUEUED .. '|(%d+)|(%d+)|(%d+)|[^|]*|(.*)$'  -- attempts, run_at, enqueued_at, overrides
+local RESERVED_META = '^' .. RESERVED .. '(|%d+|%d+|%d+|)([^|]+)(|.*)$'  -- the fields around the token, the token
+local RECEIPT_DONE_AT = '^' .. DONE .. '|%d+|%d+|%d+|%d+:(%d+)|'  -- when a receipt's job succeeded
 --
 -- Decoded fields are the strings as stored: a script converts only what it computes with
 -- (tonumber), and may assign integers back; encoding writes strings as they are and integers exactly
@@ -29,5 +33,6 @@ end
 -- The lease token of a meta if the job is leased, else nil: what ack and fail check, without a decode.
 -- A token is a number of the partition's counter, or the id of the consumer's take (take.lua).
 local function meta_lease(raw)
-  return string.match(raw, '^l|%d+|%d+|%d+|([^|]+)|')
+  local _, token = string.match(raw, RESERVED_META)
+  return token
 end

@@ -10,6 +10,7 @@
 -- of being removed, as in the ready list (queue.lua), so that positions hold: a receipt's position,
 -- done_tail - LLEN + its index (control 'done_tail' counts the ids ever pushed), never changes, and
 -- a listing's cursor can be one (jobs_done.lua). Control 'done_holes' counts the holes.
+-- @include meta
 
 -- The receipts of `ids`, made: pushed at the tail of the done list. Returns the list's length.
 local function push_receipts(K, ids)
@@ -32,7 +33,7 @@ end
 
 -- When a receipt's job succeeded (ms), from its meta.
 local function done_at_of(raw)
-  return tonumber(string.match(raw, '^d|%d+|%d+|%d+|%d+:(%d+)|'))
+  return tonumber(string.match(raw, RECEIPT_DONE_AT))
 end
 
 -- Forgets up to `limit` receipts from the head of the done list: beyond keep_max, the oldest; and,
