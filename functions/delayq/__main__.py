@@ -1,6 +1,6 @@
 """``delayq`` (also ``python -m delayq``): delayq's loops as plain processes, outside Lambda (a
-container, a VM, a test), and the operator's commands (``cli.py``: topics, jobs, job, dead, replay,
-purge, pause, resume, forecast):
+container, a VM, a test), the local stack and the web view, and the operator's commands
+(``surfaces/cli.py``; ``delayq --help`` lists them all):
 
     delayq sweep   [--seconds N] [--metrics-port P]               the sweep loop
     delayq consume [--seconds N] [--topic T] [--metrics-port P]   the consume loop
@@ -38,11 +38,12 @@ from .surfaces import cli
 from .version import VERSION
 
 LOCAL_EXTRA = "pip install 'delayq[local]'"
+DESCRIPTION = "delayq's loops, local stack, web view and operator commands, on the DELAYQ_* settings."
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; its exit code."""
-    parser = argparse.ArgumentParser(prog="delayq", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="delayq", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"delayq {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("sweep", "consume"):

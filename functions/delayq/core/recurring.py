@@ -28,9 +28,6 @@ LAST_INSTANT_S = 253_402_300_799  # 9999-12-31T23:59:59Z: the calendar's last se
 MAX_CRON_LENGTH = 512  # every value of every field listed one by one fits in 400 characters
 NEXT_RUNS = 5  # how many next runs an answer lists
 
-ScheduleName = Annotated[
-    str, Field(pattern=SCHEDULE_NAME_PATTERN, description="Schedule name, unique within its topic", examples=["daily"])
-]
 Bound = Annotated[float | str | None, Field(examples=["2026-12-01T00:00:00Z", 1795996800])]
 _AS_RUN_AT = "epoch seconds, or ISO-8601 with a zone, as a job's run_at"
 

@@ -1,63 +1,12 @@
-"""The consumer: per topic, takes due jobs in batches no larger than its free workers, hands each to
-the topic's target in a bounded worker pool with the topic's timeout, and settles them: success is
-acknowledged, failure or timeout retried after the backoff or dead-lettered.
+"""The consumer: takes due jobs, hands each to its topic's target in a bounded worker pool with the
+topic's timeout, and settles it: success acknowledged, failure or timeout retried after the backoff
+or dead-lettered. Each pass is one round trip (takes, settlements and looks at the topic index, each
+its own Lua call, pipelined without MULTI); it visits only the topics the index says have work.
 
-Each pass is one round trip: the acks and failures gathered since the last pass and the takes for
-every topic with free workers go out together as one pipeline (no MULTI), each its own Lua call. A
-lane's acks ride in its take's call (take.lua acknowledges them first), and wait for it while it is
-at most ``settlement.ACK_RIDE_S`` away: in steady traffic a delivery costs one call, not two.
-
-It visits only topics with work: once a tick, per partition, the pass also reads the partition's topic
-index (``topics_due.lua``): the topics with ready jobs, and those whose next job falls due within the
-next tick. Each becomes a lane (one topic in one partition) that takes when its job falls due; a lane
-whose take finds nothing due within a tick is forgotten once its jobs are settled, and a topic once
-none of its lanes is left. A topic that holds no job costs nothing: no lane, no thread, no command.
-Between those reads, ``LOOKS_PER_TICK`` times a tick it looks again with two plain reads (no script),
-in the pass's own round trip: the topics whose ready list filled since (a job created due now, a replay) and
-those with a job due before the next look (a job created with a delay shorter than the tick), by
-Redis' clock as the last reply gave it. So no job waits a tick for the consumer to learn of it. A look
-due soon comes early with a round trip the pass makes anyway (``LOOK_EARLY``): in steady traffic the
-looks ride with the takes instead of waking Redis on their own.
-
-It adds no tick of delay of its own: every take answers when the topic's next delayed job falls due
-(Redis server time), and the consumer sleeps until then, at most one tick, and wakes at once when a
-worker frees up. A take also brings the jobs that fall due within the next ``TAKE_AHEAD_MS`` (the
-take ahead; only while at most half the topic's workers are busy), each leased from its run-at: its
-worker starts it once Redis' clock, as the take's reply gave it plus the time passed here since,
-reaches its run-at (a lower bound of Redis' clock, so never early). So a steady stream of jobs costs
-a take every ``TAKE_AHEAD_MS`` or so, not one per job, and each job still starts on time. While a
-topic's jobs keep falling due, its lane takes at most once per ``TAKE_WINDOW_S``. The take moves due
-jobs itself, so a job is taken the moment it falls due even if the sweeper is late. A paused topic's
-take answers so at once, and its lane waits a tick, whatever the index says meanwhile. A topic with a
-rate takes no more jobs than its bucket in Redis holds starts (take.lua), and its take then answers
-when the next start is free: the lane waits that long (at most a tick), its jobs stay ready.
-
-A handler that outlives its timeout is a failed attempt at once. Its thread cannot be killed: it
-keeps its worker until it returns, and its late result is dropped. Even if it were not, the lease
-token would refuse it (ack and fail only touch a job still leased with the same token).
-
-A consumer with a deadline (a Lambda run) takes no job it could not finish before it. A job whose
-timeout is longer than the whole run (``Budget.finish_by`` minus its start) could never be taken by
-such a consumer: the take sends it to the dead letters at once, with that as its last error, rather
-than put it back forever; a topic whose own timeout is that long is reported at start. A consumer
-without a deadline (the CLI, the local stack) takes any job.
-
-Every ``lateness.FLUSH_S`` a pass also adds the lateness of the deliveries since the last one to
-each topic's recent lateness in Redis (``delayq.core.lateness``), in the same round trip.
-
-A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
-pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
-at each failed try (its settlements wait, its lanes take nothing, its index is not read),
-while the other partitions' jobs are taken, delivered and settled as usual; one line is logged when its
-server stops answering and one when it answers again. A take whose reply never came may have run, or
-may still run when Redis reads it: each take carries an id of its own, and the next passes undo it
-(``untake.lua``: the jobs it leased go back to the head of the ready list, their attempt not counted),
-rather than leave them leased to nobody until the leases expire as failed attempts.
-
-Its rooms: this module is the loop (what to take and when, and the verdicts of the handlers);
-``workers.py`` runs the handlers, one pool for the process, sized by the topics' concurrency (each
-configured topic its own, every topic ``*`` covers sharing the ``*`` entry's); ``settlement.py``
-sends the verdicts and undoes lost takes; ``calls.py`` packs each script call and reads its reply.
+This module is the loop: what to take and when, and the handlers' verdicts. ``workers.py`` runs the
+handlers, ``settlement.py`` sends the verdicts and undoes lost takes, ``outages.py`` holds back the
+partitions whose Redis does not answer. Why it works this way (the topic index and its looks, the
+take ahead, acks riding with takes, timeouts and deadlines): docs/how-it-works.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,9 @@
-"""The sweeper: under each partition's lock, moves due jobs to their topic's ready list and takes back
-expired leases, once per tick, or sooner when Redis says the next job falls due sooner.
-
-Locks carry a random token and a TTL: taken with ``SET NX PX``, renewed by every sweep call (which
-does nothing unless the lock still holds the token) and released by a token-checked script. A
-sweeper killed while holding a lock holds nothing once the TTL runs out; the next one takes over.
-Two sweepers cannot move a job twice: each move is one atomic Lua call.
-
-It visits only the topics with something due: every script that changes a topic keeps the
-partition's topic index (``keys.py``, ``lua/includes/topic_index.lua``), and each sweep call answers
-which topics the index says have a job due for ``SWEEP_LAG_MS`` or a lease expired, and when the next
-will; the next call sweeps those. A tick with nothing due is one call per partition, however many
-topics it has. Consumers take due jobs themselves the moment they fall due: the sweeper moves only what
-stayed due ``SWEEP_LAG_MS`` untaken (no consumer running, a paused topic, a backlog), and while work
-only comes due it passes at most every ``SWEEP_LAG_MS``, so that it does not wake for every job that
-consumers take anyway. Each time it wakes when the index said work would be its own and finds none
-(consumers took it), the partition's lag doubles, up to a tick; the first pass that finds work sets it
-back: in steady traffic that consumers keep up with, the sweeper passes about once a tick, not ten
-times. A partition whose index was never built (a namespace written by an older version) is walked
-once, topic by topic, which builds it.
-
-Each call does bounded work (``SWEEP_LIMIT`` jobs, ``TOPICS_PER_CALL`` topics). A pass makes one call
-per partition and, if one answers that more is due, comes back at once: partitions take turns, so a
-backlog in one does not hold up the others, and a run stops when its budget says so, whatever is left.
-A single pass (``seconds: 0``) keeps going until nothing is due, but not past 5 s before the Lambda
-deadline.
-
-Topics whose receipts of done jobs expire are due too (the index knows when): their receipts are
-forgotten in the same round trip (``forget.lua``), so they expire on time where no ack comes to
-forget them.
-
-A Redis call that fails is counted (``redis_errors``, metric ``RedisErrors``) and retried at a later
-pass. When Redis cannot answer (down, failing over: ``outages.py``), the partition's calls rest, longer
-at each failed try, while the other partitions are swept as usual; one line is logged when
-its server stops answering and one when it answers again.
+"""The sweeper: under each partition's lock (a random token with a TTL, renewed by every sweep call,
+released by a token-checked script), moves the jobs that stayed due untaken to their ready lists,
+takes back expired leases and forgets expired receipts, visiting only the topics the partition's
+topic index names; each call does bounded work, and partitions take turns. Its lag (how long a due job
+is left to the consumers) and why: docs/how-it-works.md's "Finding the work". A partition whose Redis
+does not answer rests (``outages.py``) while the others are swept.
 """
 
 from __future__ import annotations

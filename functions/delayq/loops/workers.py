@@ -1,7 +1,7 @@
 """A pool of worker threads that runs one callable over the items it is handed, up to a size.
 
-The consumer keeps one per topic, sized by the topic's concurrency, and hands it deliveries; the pool
-knows nothing of jobs. Threads are started as they are needed, never more than ``size``.
+The consumer keeps one for its process, sized by its topics' concurrency, and hands it deliveries;
+the pool knows nothing of jobs. Threads are started as they are needed, never more than ``size``.
 
 A thread that finishes an item takes the next one waiting itself, and a batch wakes one thread:
 quick items are run one after another by the thread already awake, with no context switch and

@@ -1,36 +1,13 @@
-"""Connections to Redis that proxies accept, to the URL in the settings or in a secret.
+"""Connections to Redis that proxies accept (no ``HELLO``, no ``CLIENT SETINFO``, no ``SELECT 0``), to
+the URL in the settings or in the secret ``DELAYQ_REDIS_SECRET`` names; and what counts as Redis
+being unavailable (``unavailable``, ``redis_errors``: a 503, never a 500).
 
-Connection set-up sends nothing a proxy refuses: no ``HELLO`` (RESP2), no ``CLIENT SETINFO``, no
-``SELECT`` for database 0.
-
-No command is sent twice. A connection that fails while a command's answer is awaited does not say
-whether Redis ran it, and every delayq command is a Lua script that must run once: sent again, a take
-would lease a second batch to nobody, a create would answer 409 to its own caller. So redis-py's
-retries are off (a ``Retry`` of 0, in cluster mode too, where ``scripts.run_many`` also avoids the
-cluster pipeline, which sends failed calls again); the caller gets ``RedisUnavailable`` (503) and
-decides. MOVED, ASK and TRYAGAIN redirects are still followed: Redis refused those commands unrun.
-
-What may be retried is what happens before a command is sent, and the connection pool (``Pool``)
-does it when it hands out a connection:
-
-- a pooled connection the server closed (restart, idle timeout, ``CLIENT KILL``) reads as closed:
-  redis-py's pool connects again;
-- a connection idle for ``HEALTH_CHECK_S`` is sent a PING first; when that fails (a connection that
-  died silently, without FIN or RST, times out) the pool connects again and the command goes out on
-  the new connection;
-- with ``DELAYQ_REDIS_SECRET`` (a URL with a password), when Redis refuses the credentials
-  (``WRONGPASS``), the pool reads the secret again past its cache (at most once per
-  ``SECRET_REFRESH_S``) and, when its username or password changed, connects again with them: a
-  rotated password reaches warm containers. Until the secret holds the new password, calls fail (503).
-
-With ``DELAYQ_REDIS_SECRET``, the URL is the value of that Secrets Manager secret (the URL itself,
-JSON ``{"url": ...}``, or JSON ``{"username": ..., "password": ...}`` for the server of
-``DELAYQ_REDIS_URL``), read through Powertools Parameters once per container and cached; its
-credentials go through ``SecretCredentials``.
-
-Every URL is read by ``delayq.core.urls`` before redis-py sees one, so a password redis-py would misread
-(one holding ``/``, ``?`` or ``#``) never reaches its error messages. A URL, which may hold a
-password, is never logged: ``redact`` it first.
+No command is sent twice: a connection that fails while an answer is awaited does not say whether
+Redis ran the script, so redis-py's retries are off, in cluster mode too. What happens before a
+command is sent may be retried, by the pool (``Pool``): a connection the server closed, or one idle
+``HEALTH_CHECK_S`` whose PING fails, is replaced; credentials Redis refuses are read again from the
+secret (``SecretCredentials``). A URL, which may hold a password, is never logged: ``redact`` it.
+docs/redis.md ("Connections") and docs/settings.md ("The Redis secret") say the same for users.
 """
 
 from __future__ import annotations

@@ -1,68 +1,10 @@
-"""Every Redis key name delayq uses, from one place.
-
-A namespace is split into partitions. All keys of one partition share one ``{hash tag}``, so every
-Lua call, which touches one partition, touches one Redis Cluster slot. The tags are chosen so that
-partition ``i`` of ``n`` hashes into the ``i``-th ``n``-th of the slot range: on a cluster whose
-masters own contiguous slot ranges (what ``redis-cli --cluster create`` makes) the partitions spread
-evenly over the masters by construction, not by luck.
-
-Per namespace::
-
-    {ns}:_layout                string   the partition count, recorded at the namespace's first use
-
-Per partition::
-
-    {ns}:{tag}:_topics          set      topics that ever had a job in this partition
-    {ns}:{tag}:_delayed         zset     topic -> the earliest run-at in its delayed set (ms)
-    {ns}:{tag}:_leases          zset     topic -> the earliest lease deadline in its leased set (ms)
-    {ns}:{tag}:_ready           zset     topic -> when its ready list last started holding jobs (ms)
-    {ns}:{tag}:_receipts        zset     topic -> when its first receipt of a done job expires (ms)
-    {ns}:{tag}:_indexed         string   set once the four indexes above cover every topic
-    {ns}:{tag}:_seq             string   counter for lease tokens (takes without an id)
-    {ns}:{tag}:_untaken         zset     take id -> when undone (ms): takes undone before they ran
-    {ns}:{tag}:_lock            string   the sweeper's lock (random token, TTL)
-
-Per partition, the recurring schedules whose ``topic/name`` hashes there (``SCHEDULE_KEYS``, in this
-order, is the layout the schedule scripts expect; ``scheduler.py`` says how they are used)::
-
-    {ns}:{tag}:_schedules       zset     topic/name, all scores 0: the schedules, by name
-    {ns}:{tag}:_schedule_defs   hash     topic/name -> definition (JSON, with when it was written)
-    {ns}:{tag}:_schedule_state  hash     topic/name -> progress: gen|last occurrence|claim|outbox
-    {ns}:{tag}:_schedules_due   zset     topic/name -> when the sweep next has work for it (ms)
-
-Per topic in a partition (``TOPIC_KEYS``, in this order, is the layout every script expects)::
-
-    {ns}:{tag}:{topic}:delayed  zset     id -> run-at (ms); waiting for run-at
-    {ns}:{tag}:{topic}:ready    list     ids, due, in the order they fell due
-    {ns}:{tag}:{topic}:leased   zset     id -> lease deadline (ms); taken by a consumer
-    {ns}:{tag}:{topic}:dead     zset     id -> time it died (ms)
-    {ns}:{tag}:{topic}:meta     hash     id -> state, attempts, times, overrides (``job.Meta``)
-    {ns}:{tag}:{topic}:bodies   hash     id -> body (JSON)
-    {ns}:{tag}:{topic}:errors   hash     id -> last error
-    {ns}:{tag}:{topic}:control  hash     the topic's switch and counters here: ``paused`` (1 while
-                                         paused), ``tail`` (ids ever pushed at the ready list's tail),
-                                         ``holes`` (ids of cancelled jobs left as holes in that list),
-                                         ``rate_at`` (the rate limit's bucket: lua/includes/rate.lua),
-                                         ``done_tail`` and ``done_holes`` (the same for the done list)
-    {ns}:{tag}:{topic}:done     list     ids of the jobs that succeeded, oldest first: receipts, kept
-                                         ``keep_done`` s (their meta is the compact ``d`` form; body
-                                         and error dropped; lua/includes/receipts.lua)
-
-A ready job's place in the list never changes while it stays ready: a job cancelled (or rescheduled,
-or replaced) while ready leaves a hole instead of being removed, and the take drops holes as it reaches
-them. So ``tail - LLEN + index`` is a fixed position, and a listing's cursor can be one
-(``lua/includes/queue.lua``).
-
-Per topic, in one partition chosen by its name (``Keyspace.for_topic``), outside ``TOPIC_KEYS``::
-
-    {ns}:{tag}:{topic}:lateness hash     "<minute>:<bucket>" -> deliveries: recent lateness (lateness.py)
-
-The four indexes (``TOPIC_INDEX_KEYS``, with ``_topics``) follow a topic's keys in the key group of
-every script that changes the topic (``Partition.key_group``), which keeps them
-(``lua/includes/topic_index.lua``): the sweeper and the consumer read them to find the topics that have
-something due, without visiting the others.
-
-Topic names cannot start with ``_``, so topic keys never collide with partition keys.
+"""Every Redis key name delayq uses, from one place: a namespace's, its partitions' (``Partition``:
+their topic index, schedules, lock, counters) and each topic's in a partition (``TOPIC_KEYS``, in the
+order every script expects them). All keys of one partition share one ``{hash tag}``, chosen so that
+partition ``i`` of ``n`` hashes into the ``i``-th ``n``-th of the cluster slot range: every Lua call
+touches one slot, and a cluster's masters get their share of partitions by construction. What each
+key holds: docs/redis.md's "What is in Redis". Topic names cannot start with ``_``, so topic keys
+never collide with a partition's.
 """
 
 from __future__ import annotations

@@ -91,7 +91,6 @@ WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
-STATE_NAMES = {"l": "reserved", "x": "dead"}
 
 
 def new_ids(count: int) -> list[str]:

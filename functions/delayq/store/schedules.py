@@ -1,52 +1,12 @@
 """Recurring schedules in Redis: their definitions, their progress, and the job writes of their
-outboxes. (The calendar is ``core/calendar.py``, the definition ``core/recurring.py``; the sweep's
-part, making each next occurrence, is ``loops/occurrences.py``.)
-
-Where a schedule lives
-    In the partition of its ``topic/name`` (``Keyspace.for_schedule``), in four keys (``keys.py``):
-    its definition (JSON, with ``created_ms``, when it was written, so that every sweep builds the
-    same ``every`` calendar), its progress, and its place in the partition's due index. Its progress
-    is one string, ``generation|last|claim|outbox``:
-
-    - ``generation``: new at each write of the definition, so that a sweep that read an older
-      definition cannot move the newer one's progress;
-    - ``last``: the latest occurrence made, which is the pending one while it is ahead;
-    - ``outbox``: the job writes decided and not yet known to be done (``Step``); ``claim``: the
-      token of whoever carries them out.
-
-    The due index holds a schedule at ``last`` (when its pending occurrence falls due, the sweep makes
-    the next one, well ahead of its time), or at its claim's deadline while an outbox is claimed.
-
-Making the next occurrence
-    An occurrence is a job of the topic, in the partition of ``topic/id``, usually not the schedule's,
-    and one Lua call touches one partition (one cluster slot). So it takes three calls, in this order:
-
-    1. claim (the schedule's partition): compare-and-set of the progress as read, from
-       ``g|last||`` to ``g|next|token|c<next>``, due at the claim's deadline (``CLAIM_MS`` on);
-    2. write (the occurrence's partition): create the job, in create mode: one that exists answers
-       409, and is left as it is;
-    3. settle (the schedule's partition): compare-and-set to ``g|next||``, due at ``next``.
-
-    Sweepers that race read the same progress and decide the same move; the compare-and-set lets one
-    of them claim it and tells the others they lost, so each occurrence is created by one of them. A
-    caller that dies between 1 and 3 leaves its claim: once it expires the schedule is due, and the
-    next sweep claims the same outbox and carries it out (a create repeated answers 409 while the job
-    lives). A claimant that is alive but slow does its writes only if they start within half its
-    claim (``in_time``), so two claimants' writes are never under way at once.
-
-    The one way an occurrence could be created twice: its claimant created it and died before
-    settling, and the job fell due, ran and was forgotten before the claim expired and a sweep
-    created it again. The receipt a done job leaves (topic config ``keep_done``) makes that repeat
-    answer 409; it needs to last longer than ``CLAIM_MS``, which its default (an hour) does.
-
-    Writes of a schedule (``put``, ``delete``) take the same steps: the write script stores the
-    definition (or deletes it) and claims the outbox in one call (a replace never leaves two calendars
-    or none), the caller cancels the old pending occurrence if it has not started and creates the new
-    calendar's first, then settles. A write that finds another caller's claim waits for it (it lasts
-    milliseconds; ``CLAIM_MS`` if that caller died).
-
-    When sweeps stopped for a while, the occurrence made after ``last`` is ``Calendar.next_to_create``'s:
-    the latest one missed, due at once; the calendar goes on from it.
+outboxes. A schedule lives in the partition of its ``topic/name``, in four keys (``keys.py``): its
+definition (JSON, with when it was written, so every sweep builds the same ``every`` calendar), its
+progress, one string ``generation|last|claim|outbox``, and its place in the partition's due index.
+An occurrence lives in its own partition, so making one takes three calls: claim (a compare-and-set
+of the progress, recording the outbox), write (create the job), settle (clear the outbox); a write of
+the schedule itself takes the same steps. Why, and what races and deaths it survives:
+docs/schedules.md's "How it works". The sweep's part is ``loops/occurrences.py``; the
+calendar is ``core/calendar.py``, the definition ``core/recurring.py``.
 """
 
 from __future__ import annotations

@@ -1,76 +1,10 @@
-"""AWS targets: a Lambda function, an SQS queue, an SNS topic or an EventBridge bus.
-
-Every AWS target sends the same message, ``payload(job)``: the job as compact JSON with ``topic``,
-``id``, ``body``, ``attempt``, ``run_at_ms``, ``run_at`` and ``enqueued_at_ms``.
-
-``arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]``
-    ``Invoke``, ``InvocationType=RequestResponse``, ``Payload`` = the message. A function error
-    (``FunctionError`` "Handled" or "Unhandled" in the answer, which includes a function that timed
-    out or crashed) is a failed attempt whose error names the function's ``errorType`` and
-    ``errorMessage``. What the function returns is otherwise ignored. The call waits up to 905 s for
-    the answer, longer than any function can run, so the SDK never re-invokes a function that is
-    still running and a worker stays busy for as long as its function does.
-
-``arn:aws:sqs:REGION:ACCOUNT:NAME``, ``https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`` (or the legacy
-``https://REGION.queue.amazonaws.com/ACCOUNT/NAME``)
-    ``SendMessage`` with ``MessageBody`` = the message. The ARN is turned into the queue URL directly
-    (no ``GetQueueUrl`` call, so no ``sqs:GetQueueUrl`` permission is needed).
-
-``arn:aws:sns:REGION:ACCOUNT:NAME``
-    ``Publish`` with ``Message`` = the message.
-
-``arn:aws:events:REGION:ACCOUNT:event-bus/NAME``
-    ``PutEvents`` with one entry: ``EventBusName`` = the bus ARN, ``Source`` = ``"delayq"``,
-    ``DetailType`` = the job's topic, ``Detail`` = the message. A rule matches delayq's jobs with the
-    pattern ``{"source": ["delayq"], "detail-type": ["TOPIC"]}``. An entry the bus refuses
-    (``FailedEntryCount`` > 0) is a failed attempt with the entry's ``ErrorCode`` and ``ErrorMessage``.
-
-SQS messages and SNS notifications carry the message attributes ``topic`` and ``id`` (String) and
-``attempt`` (Number), so subscribers can filter and route without parsing the body.
-
-FIFO queues and topics (name ending in ``.fifo``) also get:
-
-- ``MessageGroupId`` = ``TOPIC/ID``: one group per job. Jobs are independent, so a message that one
-  consumer is slow to handle (or keeps failing) never holds back the other jobs queued behind it,
-  and the queue's throughput scales with its jobs. Within one job the attempts keep their order.
-  (A ``TOPIC/ID`` longer than the 128 characters SQS allows becomes ``sha256:`` + its SHA-256 in hex.)
-- ``MessageDeduplicationId`` = the SHA-256 in hex of ``TOPIC/ID/ENQUEUED_AT_MS/RUN_AT_MS/ATTEMPT``.
-  The same attempt sent twice (the SDK retrying a send whose answer was lost) has the same id, so
-  the queue keeps one copy. A new attempt has a new id (its attempt number and run-at differ), and so
-  does a job created again under the same id, replaced (both change ``enqueued_at_ms``) or replayed
-  from the dead letters (its run-at is the replay time): a retry is never mistaken for a duplicate.
-
-Region and clients: the region is the one in the ARN or queue URL, so a target in another region
-works. Specs are parsed when the target is made (``ConfigError`` when malformed); the boto3 client is
-made at the first delivery through ``delayq.aws.clients.client`` (one per service and region per
-container, whatever the jobs' timeouts), so a container that never delivers pays nothing.
-
-Timeouts: an SQS, SNS or EventBridge call waits for each answer at most the job's timeout (a read
-timeout set per call, ``delayq.aws.clients.read_timeout``), so a hung AWS endpoint does not hold a worker
-much longer than the consumer's own deadline for the job (the SDK's attempts each wait that long).
-
-Errors. A permanent failure (``PermanentFailure``) sends the job dead at once: the request as sent can
-never succeed, or the target does not exist. Any other error is a failed attempt, retried with the
-topic's backoff. Permanent:
-
-- Lambda: ``ResourceNotFoundException`` (no such function, version or alias),
-  ``InvalidRequestContentException``, ``InvalidParameterValueException``, ``RequestTooLargeException``,
-  ``UnsupportedMediaTypeException``.
-- SQS: ``AWS.SimpleQueueService.NonExistentQueue`` / ``QueueDoesNotExist``, ``InvalidMessageContents``
-  (characters SQS refuses, such as U+FFFF), ``InvalidParameterValue`` (such as a message too long).
-- SNS: ``NotFound`` (no such topic), ``InvalidParameter``, ``InvalidParameterValue``.
-- EventBridge: ``ResourceNotFoundException`` (no such bus), ``ValidationException``, and the entry
-  errors ``MalformedDetail`` and ``InvalidArgument``.
-- Any service: a request the SDK refuses to send (``ParamValidationError``) or a message that cannot
-  be encoded as UTF-8 (a lone surrogate in the body).
-
-Retried: throttling (``ThrottlingException``, ``TooManyRequestsException``, ...), every 5xx answer
-(even with a code listed above), timeouts and lost connections (``ReadTimeoutError``,
-``EndpointConnectionError``, ...), and access errors (``AccessDenied``, ``AuthorizationError``, KMS
-errors, missing credentials): those are fixed in IAM or KMS without touching the job, and the retries
-give that time. The SDK itself also retries throttling, 5xx and connection errors a few times within
-one attempt (``delayq.aws.clients``). Error texts never carry credentials: access key ids, signatures and
-session tokens that AWS echoes back are redacted.
+"""AWS targets: a Lambda function (``Invoke``), an SQS queue (``SendMessage``), an SNS topic
+(``Publish``) or an EventBridge bus (``PutEvents``), each sent ``payload(job)``. A spec is parsed when
+the target is made; its client is made at the first delivery (``delayq.aws.clients``), and each call
+waits at most the job's timeout (a Lambda invocation up to 905 s). An error that the request can
+never get past (no such target, a message the service refuses) is a ``PermanentFailure``; any other
+is a failed attempt. What each service gets and which errors are which: docs/topics.md's "AWS
+targets" section. Error texts never carry credentials.
 """
 
 from __future__ import annotations

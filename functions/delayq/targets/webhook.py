@@ -1,79 +1,8 @@
-"""``https://...`` (and, where a topic allows it, ``http://...``): each due job is POSTed as JSON.
-
-Request
--------
-``POST`` to the topic's URL, body ``payload(job)`` (compact UTF-8 JSON: ``topic``, ``id``, ``body``,
-``attempt``, ``run_at_ms``, ``run_at``, ``enqueued_at_ms``), with the headers::
-
-    Content-Type: application/json
-    User-Agent: delayq/<version>
-    Delayq-Topic: <topic>
-    Delayq-Id: <id>
-    Delayq-Attempt: <attempt>                  1 on the first delivery
-    Idempotency-Key: <topic>/<id>/<enqueued_at_ms>
-    Delayq-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>      only when a webhook secret is set
-
-Delivery is at least once: a receiver that must act once dedupes on ``Idempotency-Key``, which is
-the same for every attempt of one job (and differs for a new job that reuses the id).
-
-Signature
----------
-With a signing key (``DELAYQ_WEBHOOK_SECRET``, or the Secrets Manager secret named by
-``DELAYQ_WEBHOOK_SECRET_ID``: read at run time, cached per container for ``SIGNING_KEY_MAX_AGE_S``),
-every attempt is signed afresh, the way Stripe and GitHub sign theirs: ``t`` is the unix time of the
-attempt in seconds and ``v1 = hex(HMAC-SHA256(key=secret, message=f"{t}.{raw body}"))``. A receiver
-recomputes ``v1`` over the raw body it received (before any JSON parsing), compares in constant time
-and refuses a ``t`` more than five minutes away from its clock (a replayed request).
-``verify_signature`` does all three; copy it, or import it::
-
-    from delayq.targets.webhook import verify_signature
-
-    if not verify_signature(secret, request.headers.get("Delayq-Signature", ""), raw_body):
-        return 401  # not from delayq, tampered with, or replayed
-
-Outcome of one attempt
-----------------------
-- 2xx: success.
-- Retried (a plain exception: the job is retried on the topic's backoff while retries are left):
-  408, 425, 429 and 5xx; timeouts; refused or reset connections; DNS failures; TLS errors
-  (including a certificate that does not verify); a malformed response; any other status.
-- Permanent (``PermanentFailure``: the job goes dead at once): 3xx, which is never followed (the
-  error says where it pointed: point the topic at that URL); any other 4xx; a plain ``http://`` URL
-  when the topic does not set ``allow_http``; an address refused by the guard below.
-
-A retried webhook job waits at least ``WEBHOOK_MIN_BACKOFF_S`` (settings) between attempts, whatever
-its topic's or its own backoff says. A 429 or 503 with ``Retry-After`` (delay seconds, or an HTTP date,
-counted from the answer's own ``Date`` when it has one, else from this machine's clock) raises
-``WebhookRetryAfter``, a ``RetryAfter``: its retry waits max(backoff, min(Retry-After, a day)).
-
-The error text (the job's ``last_error``, which every API caller can read) names the URL's scheme and
-host, the status and its reason phrase: a webhook URL's path, or its server's answer, may hold a
-token. With ``error_detail`` on the topic it also names the path (never the query) and the first
-200 characters of the response body. It never holds the key, the signature or the payload.
-
-Address guard (SSRF)
---------------------
-Unless the topic sets ``allow_private``, the host is resolved (``socket.getaddrinfo``, at every
-delivery: addresses change) and the delivery is refused if ANY of its addresses is outside global
-unicast (``GLOBAL_UNICAST``: IPv4 below 224.0.0.0, IPv6 2000::/3) or in one of the ``REFUSED``
-networks: loopback, private (RFC 1918, fc00::/7), link-local (169.254.0.0/16, fe80::/10), site-local
-(fec0::/10), unspecified, multicast, reserved, carrier-grade NAT (100.64.0.0/10), IETF protocol
-assignments (192.0.0.0/24, 2001::/23), documentation and benchmarking ranges, an instance metadata
-address (169.254.169.254, fd00:ec2::254). The tables are written out here, not taken from
-``ipaddress``'s ``is_global``, which differs between Python versions. IPv4 addresses embedded in
-IPv6 ones (::ffff:a.b.c.d, 6to4, NAT64) are judged as IPv4. The connection then goes to a vetted
-address itself, never through a second lookup that a rebinding DNS could answer differently; the
-``Host`` header, TLS SNI and certificate check use the URL's host name. Certificates are verified
-with ``ssl.create_default_context()`` (which honours ``SSL_CERT_FILE``). Proxies (``HTTPS_PROXY``)
-are not used.
-
-Timeout
--------
-The ``timeout`` the consumer passes (the topic's, or the job's own) bounds the whole exchange:
-connecting, TLS, sending and receiving the response. A server that stalls, or trickles its answer a
-byte at a time, has its connection shut at the deadline, so the worker thread is free again. Only a
-DNS lookup that hangs can outlast it (the resolver's own timeout applies); the consumer has failed
-the attempt at its timeout in any case.
+"""``https://...`` (and, where a topic allows it, ``http://...``) targets: each attempt is a POST of
+the job as JSON, signed when a signing key is set, to an address the guard (``REFUSED``,
+``GLOBAL_UNICAST``) lets through, within the attempt's timeout from the lookup to the last byte.
+2xx is success; what each other answer means, the headers, the signature and the guard's networks
+are docs/topics.md's "webhooks" section. A receiver checks a signature with ``verify_signature``.
 """
 
 from __future__ import annotations
