@@ -44,17 +44,15 @@ from delayq.core.models import (
     TOPIC_PATTERN,
     TOPIC_RE,
     JobOptions,
-    NewJob,
     PutJob,
     Reschedule,
     body_json,
     invalid,
     plain_job,
-    same_as_path,
     validate_new_job,
 )
 from delayq.core.observability import Telemetry
-from delayq.core.recurring import Schedule, ScheduleInfo, check_schedule_name, validate_schedule
+from delayq.core.recurring import ScheduleInfo, check_schedule_name, validate_schedule
 from delayq.core.settings import Settings, Topics
 
 from . import calls
@@ -185,10 +183,6 @@ class Queue(Namespace):
         )
         return self._create(self._job_write(fields, _lazy_ids(1), time.time()))
 
-    def create(self, job: NewJob) -> Scheduled:
-        """Create a validated job (the API's ``POST /jobs``)."""
-        return self._create(self._prepare(job, job.topic, job.id or new_id()))
-
     def _create(self, write: JobWrite) -> Scheduled:
         code, run_at_ms = self._write(write)
         if code < 0:
@@ -217,50 +211,37 @@ class Queue(Namespace):
             options = PutJob.model_validate(fields)
         except ValidationError as exc:
             raise invalid(exc) from None
-        return self.replace(check_topic(topic), check_id(id), options)
-
-    def replace(self, topic: str, job_id: str, job: PutJob) -> Scheduled:
-        """Create or replace a validated job (the API's ``PUT /jobs/{topic}/{id}``)."""
-        same_as_path("topic", job.topic, topic)
-        same_as_path("id", job.id, job_id)
-        write = self._prepare(job, topic, job_id)
+        write = self._prepare(options, check_topic(topic), check_id(id))
         code, run_at_ms = self._write(write, replace=True)
         if code < 0:
-            raise code_error(code, topic, job_id)
+            raise code_error(code, topic, id)
         self.telemetry.count("Enqueued", topic)
-        return Scheduled(topic, job_id, run_at_ms, created=code == Code.CREATED)
+        return Scheduled(topic, id, run_at_ms, created=code == Code.CREATED)
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[EnqueueResult]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]], *, chunk: int = STREAM_CHUNK) -> list[EnqueueResult]:
         """Create many jobs, each validated and written on its own: valid ones are written even when
         others are not. One answer per job, in order, as ``POST /jobs/batch`` answers: a ``Scheduled``
         (``status`` 201) for a job written, a ``Refused`` (``status`` 409 or 422, ``error`` the
         ``DelayqError`` that ``enqueue`` would raise) for one that was not.
 
-        Jobs go ``STREAM_CHUNK`` (250) at a time, one Lua call per chunk and partition (each whole or not
-        at all): a chunk is sent as soon as it is validated, and its answers read once the next one is
-        sent, so Redis writes one chunk while Python validates the next. If Redis fails,
+        Jobs go ``chunk`` (250; at most ``WRITE_CHUNK``) at a time, one Lua call per chunk and partition,
+        each whole or not at all: a chunk is sent as soon as it is validated, and its answers read once
+        the next one is sent, so Redis writes one chunk while Python validates the next. If Redis fails,
         ``RedisUnavailable`` is raised: the chunks before the one whose answers were lost are written,
         that one and the one after it may be, none later. Calling it again with the same ids is safe:
-        the jobs already written answer 409."""
-        return self._enqueue_chunks(jobs, STREAM_CHUNK)
-
-    def create_batch(self, jobs: Sequence[Any]) -> list[EnqueueResult]:
-        """``POST /jobs/batch``: at most ``WRITE_CHUNK`` jobs (the API refuses more), answered as
-        ``enqueue_many`` answers them, but written in one Lua call per partition: if Redis fails,
-        each partition's jobs are all written or none."""
-        return self._enqueue_chunks(jobs, WRITE_CHUNK)
-
-    def _enqueue_chunks(self, jobs: Iterable[Any], size: int) -> list[EnqueueResult]:
-        """``jobs`` validated and written ``size`` at a time, each chunk sent while the next is validated."""
-        chunks = _chunks(jobs, size)
+        the jobs already written answer 409. (``POST /jobs/batch`` takes its 1,000 jobs as one chunk:
+        each partition's jobs are all written or none.)"""
+        if not 1 <= chunk <= WRITE_CHUNK:
+            raise ValueError(f"chunk must be between 1 and {WRITE_CHUNK}")
+        chunks = _chunks(jobs, chunk)
         first = next(chunks, None)
         if first is None:
             return []
         validated: deque[tuple[_Batch, list[_Send]]] = deque()
 
         def sends() -> Iterator[list[Call[calls.Enqueued]]]:
-            for chunk in chain((first,), chunks):
-                batch = self._validate_chunk(chunk)
+            for items in chain((first,), chunks):
+                batch = self._validate_chunk(items)
                 parts = self._sends(batch.writes)
                 validated.append((batch, parts))
                 yield [call for _, call in parts]
@@ -369,16 +350,13 @@ class Queue(Namespace):
             when = Reschedule.model_validate(_fields(delay=delay, run_at=run_at))
         except ValidationError as exc:
             raise invalid(exc) from None
-        return self.reschedule_to(topic, id, when)
-
-    def reschedule_to(self, topic: str, job_id: str, when: Reschedule) -> Scheduled:
-        partition = self.keys.for_job(check_topic(topic), check_id(job_id))
+        partition = self.keys.for_job(check_topic(topic), check_id(id))
         kind, value = when.when()
         with redis_errors(self.server):
-            code, run_at_ms = calls.reschedule(partition, topic, job_id, kind, value).run(self.redis)
+            code, run_at_ms = calls.reschedule(partition, topic, id, kind, value).run(self.redis)
         if code < 0:
-            raise code_error(code, topic, job_id)
-        return Scheduled(topic, job_id, run_at_ms)
+            raise code_error(code, topic, id)
+        return Scheduled(topic, id, run_at_ms)
 
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
@@ -424,14 +402,6 @@ class Queue(Namespace):
             backoff=backoff,
         )
         return self._schedules.put(topic, name, validate_schedule(fields))  # its body checked too
-
-    def put_schedule(self, topic: str, name: str, schedule: Schedule) -> ScheduleInfo:
-        """Create or replace a schedule whose fields are validated (the API's ``PUT
-        /schedules/{topic}/{name}``): its body is checked here, before anything is written."""
-        check_topic(topic)
-        check_schedule_name(name)
-        body_json(schedule.body)
-        return self._schedules.put(topic, name, schedule)
 
     def get_schedule(self, topic: str, name: str) -> ScheduleInfo:
         """A schedule with its next runs; ``ScheduleNotFound`` when there is none."""

@@ -44,6 +44,7 @@ from delayq.core.models import (
     Reschedule,
     TopicJob,
     describe,
+    same_as_path,
 )
 from delayq.core.recurring import SCHEDULE_NAME_PATTERN, ScheduleInfo
 from delayq.core.recurring import Schedule as ScheduleIn
@@ -321,9 +322,15 @@ def _queue(request: Request) -> Queue:
     return _app(request).queue
 
 
+def given(model: BaseModel, *, leave: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields a request body set, as the ``Queue`` method of its route takes them (which checks
+    them by the same rules as the model: the route's model is what the OpenAPI document shows)."""
+    return {name: value for name, value in model.model_dump(exclude_unset=True).items() if name not in leave}
+
+
 @router.post("/jobs", summary="Create a job", responses=_responses(201, ScheduledOut, 400, 409, 413, words=EXISTS))
 def create_job(request: Request, job: Annotated[NewJob, Body()]) -> Response[Any]:
-    return _scheduled(_queue(request).create(job))
+    return _scheduled(_queue(request).enqueue(**given(job)))
 
 
 @router.post(
@@ -332,7 +339,7 @@ def create_job(request: Request, job: Annotated[NewJob, Body()]) -> Response[Any
     responses=_responses(201, ScheduledOut, 400, 404, 409, 413, words=EXISTS),
 )
 def create_topic_job(request: Request, topic: TopicPath, job: Annotated[TopicJob, Body()]) -> Response[Any]:
-    return _scheduled(_queue(request).create(job.in_topic(topic)))
+    return _scheduled(_queue(request).enqueue(**given(job.in_topic(topic))))
 
 
 @router.post(
@@ -343,7 +350,8 @@ def create_topic_job(request: Request, topic: TopicPath, job: Annotated[TopicJob
 def create_batch(request: Request, batch: Annotated[Batch, Body()]) -> Response[Any]:
     if len(batch.jobs) > MAX_BATCH:
         raise TooLarge("jobs", f"{len(batch.jobs)} jobs; at most {MAX_BATCH} per batch")
-    return _json(200, {"results": [_batch_item(result) for result in _queue(request).create_batch(batch.as_sent())]})
+    results = _queue(request).enqueue_many(batch.as_sent(), chunk=MAX_BATCH)  # each partition's, whole or none
+    return _json(200, {"results": [_batch_item(result) for result in results]})
 
 
 @router.put(
@@ -354,7 +362,9 @@ def create_batch(request: Request, batch: Annotated[Batch, Body()]) -> Response[
     | {200: {"description": "Replaced", "content": {"application/json": {"model": ScheduledOut}}}},
 )
 def put_job(request: Request, topic: TopicPath, job_id: IdPath, job: Annotated[PutJob, Body()]) -> Response[Any]:
-    return _scheduled(_queue(request).replace(topic, job_id, job))
+    same_as_path("topic", job.topic, topic)
+    same_as_path("id", job.id, job_id)
+    return _scheduled(_queue(request).put(topic, job_id, **given(job, leave=("topic", "id"))))
 
 
 @router.get("/jobs/<topic>/<id>", summary="Read a job", responses=_responses(200, JobOut, 404, words={404: NO_JOB}))
@@ -377,7 +387,7 @@ def get_job(request: Request, topic: TopicPath, job_id: IdPath) -> Response[Any]
 def reschedule_job(
     request: Request, topic: TopicPath, job_id: IdPath, when: Annotated[Reschedule, Body()]
 ) -> Response[Any]:
-    return _scheduled(_queue(request).reschedule_to(topic, job_id, when))
+    return _scheduled(_queue(request).reschedule(topic, job_id, **given(when)))
 
 
 @router.delete(
@@ -494,7 +504,7 @@ def resume_topic(request: Request, topic: TopicPath) -> Response[Any]:
 def put_schedule(
     request: Request, topic: TopicPath, name: NamePath, schedule: Annotated[ScheduleIn, Body()]
 ) -> Response[Any]:
-    return _schedule(_queue(request).put_schedule(topic, name, schedule))
+    return _schedule(_queue(request).schedule(topic, name, **given(schedule)))
 
 
 @router.get(
