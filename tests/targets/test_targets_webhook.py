@@ -44,6 +44,7 @@ from delayq.targets.webhook import (
     WebhookError,
     WebhookRefused,
     WebhookRetryAfter,
+    delivery,
     refusal,
     retry_after_s,
     sign,
@@ -51,7 +52,7 @@ from delayq.targets.webhook import (
     webhook_target,
 )
 
-from loops_support import running, state, wait_until
+from support.loops import running, state, wait_until
 
 SECRET = "whsec-test-5e3f1a"
 MakeQueue = Callable[..., Queue]
@@ -347,7 +348,7 @@ def no_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(webhook, "_connect", refuse)
+    monkeypatch.setattr(delivery, "_connect", refuse)
     return attempts
 
 
@@ -588,13 +589,13 @@ def test_https_connects_to_the_vetted_ip_with_sni_and_host_of_the_name(
     https_server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     connected: list[webhook.Address] = []
-    real_connect = webhook._connect
+    real_connect = delivery._connect
 
     def spy(address: webhook.Address, timeout: float) -> socket.socket:
         connected.append(address)
         return real_connect(address, timeout)
 
-    monkeypatch.setattr(webhook, "_connect", spy)
+    monkeypatch.setattr(delivery, "_connect", spy)
     job = make_job()
     target(https_server.url(), secret=SECRET)(job, 5)
 
@@ -712,7 +713,7 @@ def test_a_public_name_passes_and_the_vetted_ip_is_what_gets_connected(monkeypat
         connected.append((str(address.ip), address.sockaddr, timeout))
         raise ConnectionRefusedError(111, "Connection refused")  # stop before the network
 
-    monkeypatch.setattr(webhook, "_connect", record)
+    monkeypatch.setattr(delivery, "_connect", record)
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("create_connection was used"))
     deliver = target("https://public.example/hook", allow_http=False, allow_private=False)
 
@@ -737,7 +738,7 @@ def test_allow_private_lets_a_loopback_address_through(monkeypatch: pytest.Monke
         connected.append(str(address.ip))
         raise ConnectionRefusedError(111, "Connection refused")
 
-    monkeypatch.setattr(webhook, "_connect", record)
+    monkeypatch.setattr(delivery, "_connect", record)
     exc = failure(target("https://127.0.0.1:9/hook", allow_http=False, allow_private=True))
     assert retryable(exc)
     assert connected == ["127.0.0.1"]
@@ -843,7 +844,7 @@ def test_a_non_ascii_path_is_delivered(server: LocalServer) -> None:
 
 def test_a_webhook_topic_s_backoff_has_a_floor_and_other_topics_do_not() -> None:
     hooks = TopicConfig(target="https://hooks.example/x", backoff=[0, 0.25, 5])
-    python = TopicConfig(target="python:recorder:deliver", backoff=[0, 0.25, 5])
+    python = TopicConfig(target="python:support.recorder:deliver", backoff=[0, 0.25, 5])
     assert WEBHOOK_MIN_BACKOFF_S == 1.0
     assert hooks.backoff_csv == "1000,1000,5000"
     assert python.backoff_csv == "0,250,5000"
