@@ -1,5 +1,5 @@
 """API Gateway (a REST API, or an HTTP API with payload 1.0 or 2.0) -> the HTTP API of delayq. The
-routes live in ``delayq.surfaces.api``; the payload format is read per event (``delayq.surfaces.gateway``)."""
+routes live in ``delayq.surfaces.api.routes``; the payload format is read per event (``delayq.surfaces.gateway``)."""
 
 from typing import Any
 

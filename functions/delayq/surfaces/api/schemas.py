@@ -1,0 +1,197 @@
+"""What the API answers, as the OpenAPI document describes it: one model per answer, and the errors
+each route can answer (``responses``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from delayq.core.recurring import Schedule as ScheduleIn
+
+
+class ErrorOut(BaseModel):
+    status: int
+    error: str = Field(
+        description="malformed, invalid, too_large, not_found, method_not_allowed, exists, reserved, dead, done, "
+        "unavailable, not_replicated"
+    )
+    field: str | None = Field(description="The request field at fault, when there is one")
+    message: str
+
+
+class UnavailableOut(ErrorOut):
+    """A 503: Redis down, failing over, loading or full (``unavailable``), or a create that too few
+    replicas hold (``not_replicated``, with the counts)."""
+
+    replicas: int | None = Field(
+        default=None, description="not_replicated: how many replicas said they hold the write in time"
+    )
+    wanted: int | None = Field(default=None, description="not_replicated: how many were wanted (DELAYQ_MIN_REPLICAS)")
+
+
+class ScheduledOut(BaseModel):
+    topic: str
+    id: str
+    run_at: str = Field(description="ISO-8601 UTC")
+    run_at_ms: int
+
+
+class JobOut(ScheduledOut):
+    state: str = Field(description="delayed, ready, reserved, dead or done (succeeded: a receipt, kept keep_done s)")
+    enqueued_at_ms: int
+    attempts: int
+    retries: int
+    body: Any = Field(default=None, description="null for a done job: its receipt keeps no body")
+    last_error: str | None
+    started_at_ms: int | None = Field(
+        description="A done job's: when the handler of the attempt that succeeded started (Redis time); else null"
+    )
+    done_at: str | None = Field(description="A done job's: when it succeeded, ISO-8601 UTC; else null")
+    done_at_ms: int | None = Field(description="A done job's: when it succeeded (Redis time); else null")
+
+
+class BatchItemOut(BaseModel):
+    status: int = Field(description="201 created, 409 exists, 422 invalid")
+    id: Any = None
+    topic: str | None = None
+    run_at: str | None = None
+    run_at_ms: int | None = None
+    error: ErrorOut | None = None
+
+
+class BatchOut(BaseModel):
+    results: list[BatchItemOut]
+
+
+class LatenessOut(BaseModel):
+    window_s: int = Field(description="How far back the deliveries counted started")
+    deliveries: int = Field(description="Handler starts in the window, by every consumer")
+    p50_ms: float | None = Field(description="Median of handler start minus run-at (ms, within 9%); null: none")
+    p99_ms: float | None = Field(description="99th percentile of the same; null: none")
+
+
+class TopicOut(BaseModel):
+    topic: str
+    delayed: int
+    ready: int
+    reserved: int
+    dead: int
+    done: int = Field(description="Receipts of jobs that succeeded, kept for the topic's keep_done")
+    next_run_at_ms: int | None
+    next_run_at: str | None
+    paused: bool = Field(description="No consumer starts a job of the topic while it is paused")
+    oldest_ready_ms: int = Field(description="How long ago (Redis time) the oldest due job fell due; 0 if none")
+    lateness: LatenessOut
+
+
+class DeadJobOut(BaseModel):
+    topic: str
+    id: str
+    died_at: str
+    died_at_ms: int
+    attempts: int
+    run_at_ms: int
+    enqueued_at_ms: int
+    body: Any = None
+    last_error: str
+
+
+class DeadListOut(BaseModel):
+    jobs: list[DeadJobOut]
+
+
+NEXT = "The cursor of the next page (pass it as ?cursor=); null on the last page"
+
+
+class JobPageOut(BaseModel):
+    jobs: list[JobOut]
+    next: str | None = Field(description=NEXT)
+
+
+class TopicPageOut(BaseModel):
+    topics: list[TopicOut]
+    next: str | None = Field(description=NEXT)
+
+
+class BucketOut(BaseModel):
+    from_ms: int
+    to_ms: int
+    count: int = Field(description="Delayed jobs falling due from from_ms (included) to to_ms (excluded)")
+
+
+class ForecastOut(BaseModel):
+    topic: str
+    buckets: list[BucketOut] = Field(description="From Redis' now on, every bucket, empty ones with count 0")
+
+
+class PausedOut(BaseModel):
+    paused: bool
+
+
+class ReplayedOut(BaseModel):
+    replayed: int
+
+
+class PurgedOut(BaseModel):
+    purged: int
+
+
+class CancelledOut(BaseModel):
+    cancelled: int
+
+
+class HealthOut(BaseModel):
+    status: str = Field(description="ok, or unavailable (with 503)")
+
+
+class ScheduleOut(ScheduleIn):
+    """A schedule: its definition as given, when it was written, its next runs."""
+
+    topic: str
+    name: str
+    created_at: str = Field(description="ISO-8601 UTC: when the PUT that created or last replaced it was made")
+    created_at_ms: int
+    next_run_at: str | None = Field(description="ISO-8601 UTC: its pending occurrence; null once it has ended")
+    next_run_at_ms: int | None
+    next_runs: list[str] = Field(description="The next five runs, ISO-8601 UTC (fewer near its end)")
+
+
+class ScheduleListOut(BaseModel):
+    schedules: list[ScheduleOut]
+
+
+NO_ROUTE = "No route for the path (a path parameter with characters no route takes)"
+NO_JOB = "No such job; or " + NO_ROUTE.lower()
+NO_TOPIC = "No such topic: neither configured (nor covered by *) nor holding jobs; or " + NO_ROUTE.lower()
+NO_SCHEDULE = "No such schedule; or " + NO_ROUTE.lower()
+RETRY_AFTER_HEADER = {
+    "description": "Seconds to wait before trying again (Redis down, failing over, loading or full)",
+    "schema": {"type": "integer"},
+}
+_ERROR_TEXT = {
+    400: "Malformed JSON",
+    404: NO_ROUTE,
+    409: "Conflict with the job's state",
+    413: "Too large",
+    422: "A field is invalid",
+    503: "Redis is unavailable",
+}
+
+
+def responses(ok: int, model: type[BaseModel] | None, *errors: int, words: Mapping[int, str] = {}) -> dict[int, Any]:
+    """OpenAPI responses of a route: its success, and the errors it can answer (always 422, 503),
+    described by ``_ERROR_TEXT`` or, for this route, by ``words``."""
+    out: dict[int, Any] = {
+        ok: {"description": HTTPStatus(ok).phrase}
+        | ({"content": {"application/json": {"model": model}}} if model else {})
+    }
+    for code in sorted({*errors, 422, 503}):
+        out[code] = {
+            "description": words.get(code, _ERROR_TEXT[code]),
+            "content": {"application/json": {"model": UnavailableOut if code == 503 else ErrorOut}},
+        }
+    out[503]["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
+    return out
