@@ -53,11 +53,11 @@ check: lint typecheck test faults
 
 BENCH_ARGS ?=
 bench: $(READY)        ## delayq vs the Redis limit and peer queues on a private redis-server: bench/README.md
-	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/compare/run.py $(BENCH_ARGS)
 
 SCALE_ARGS ?=
 bench-scale: $(READY)  ## delayq's cost against topics, backlog and load (SCALE_ARGS="--compare ../other"): bench/README.md
-	$(BIN)/python bench/scale.py $(SCALE_ARGS)
+	$(BIN)/python bench/scale/run.py $(SCALE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-sam .pytest_cache .mypy_cache .ruff_cache .bench bench/peers/bullmq_node/node_modules
+	rm -rf $(VENV) .venv-sam .pytest_cache .mypy_cache .ruff_cache .bench bench/compare/peers/bullmq_node/node_modules

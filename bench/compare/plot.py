@@ -1,6 +1,6 @@
 """The lateness distribution per system of one run, as a PNG: one ECDF per system, burst and steady.
 
-    .bench/venvs/plot/bin/python bench/plot.py bench/results/<run>.json [out.png]
+    .bench/venvs/plot/bin/python bench/compare/plot.py .bench/results/<run>.json [out.png]
 
 Runs in the bench's own environment (matplotlib is no dependency of the project). The x axis is
 symmetric-log: linear within ±1 ms, so a delivery before its due time (negative) shows.

@@ -1,5 +1,5 @@
 """The systems' processes: an adapter command run to its end, a worker started and stopped (its whole
-process group), the CPU a worker's processes used, and the wait for its deliveries.
+process group), and the CPU a worker's processes used.
 """
 
 from __future__ import annotations
@@ -7,18 +7,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import resource
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from systems import System, log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared import log
+from shared.checkout import base_env
+from systems import System
 
 RESULT_PREFIX = "BENCH-RESULT "
 
@@ -33,9 +36,7 @@ class Worker:
 def child_env(system: System | None = None) -> dict[str, str]:
     """The environment of the bench's processes; delayq's import their checkout's ``functions/``
     (``System.checkout``: this one's, or a ``--compare`` checkout's) with this checkout's ``.venv``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELAYQ_", "VIRTUAL_ENV", "PYTHONPATH"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = base_env()
     if system is not None and system.env == "delayq":
         env["PYTHONPATH"] = system.checkout.pythonpath()
     return env
@@ -122,34 +123,3 @@ def running_worker(system: System, url: str, workdir: Path, extra: list[str]) ->
         yield worker
     finally:
         stop_worker(worker)
-
-
-def wait_for(expected: set[str], out: Path, deadline: float, stall_s: float) -> float:
-    """Reads the worker's starts as they come until every expected id started, the deadline (epoch s)
-    passes, or nothing new starts for ``stall_s`` past the due times. The time the last one arrived."""
-    seen: set[str] = set()
-    offset, rest = 0, b""
-    last_new = time.time()
-    while True:
-        if out.exists():
-            with out.open("rb") as f:
-                f.seek(offset)
-                chunk = f.read()
-            offset += len(chunk)
-            data = rest + chunk
-            lines = data.split(b"\n")
-            rest = lines.pop()
-            for line in lines:
-                match = re.search(rb'"id":"([^"]+)"', line)
-                if match:
-                    job_id = match.group(1).decode()
-                    if job_id in expected and job_id not in seen:
-                        seen.add(job_id)
-                        last_new = time.time()
-        if len(seen) >= len(expected):
-            return last_new
-        now = time.time()
-        if now > deadline or now - last_new > stall_s:
-            log(f"stopped waiting: {len(seen)}/{len(expected)} delivered")
-            return last_new
-        time.sleep(0.2)

@@ -1,94 +1,17 @@
-"""The benchmark's figures from its raw records, and the markdown report of a run's JSON.
+"""The peers compare's Markdown report of a run's JSON.
 
-    .venv/bin/python bench/report.py bench/results/<run>.json    rewrites <run>.md from the JSON
+    .venv/bin/python bench/compare/report.py .bench/results/<run>.json    rewrites <run>.md from the JSON
 
-Standard library only: ``run.py`` and ``scenarios.py`` import it; it runs with any Python 3.11.
+Standard library only: ``run.py`` imports it; it runs with any Python 3.11.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
-
-QUANTILES = 200  # lateness quantiles kept per scenario in the JSON, for the plot
-
-
-def percentile(ordered: Sequence[float], p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), of sorted values."""
-    if not ordered:
-        return math.nan
-    k = (len(ordered) - 1) * p / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def read_jsonl(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    rows = []
-    for path in paths:
-        if not path.exists():
-            continue
-        for raw in path.read_text().splitlines():
-            line = raw.strip()
-            if line:
-                with contextlib.suppress(json.JSONDecodeError):  # a line cut by a kill -9 mid-write
-                    rows.append(json.loads(line))
-    return rows
-
-
-def deliveries(expected: dict[str, float], starts: list[dict[str, Any]], early_tolerance_ms: float) -> dict[str, Any]:
-    """Lateness (handler start - due, ms) of each job's first delivery, and lost / duplicated / early.
-
-    ``expected``: id -> due_ms; ``starts``: the workers' {id, start_ms} lines (every delivery).
-    Early counts every delivery (first or not) that started more than ``early_tolerance_ms`` before due.
-    """
-    by_id: dict[str, list[float]] = {}
-    unexpected = 0
-    for row in starts:
-        job_id = row["id"]
-        if job_id not in expected:
-            unexpected += 1
-            continue
-        by_id.setdefault(job_id, []).append(float(row["start_ms"]))
-    lateness = sorted(min(times) - expected[job_id] for job_id, times in by_id.items())
-    early = sum(1 for job_id, times in by_id.items() for t in times if t < expected[job_id] - early_tolerance_ms)
-    earliest_ms = min((min(times) - expected[j] for j, times in by_id.items()), default=math.nan)
-    first_due = min(expected.values()) if expected else math.nan
-    last_start = max((max(times) for times in by_id.values()), default=math.nan)
-    return {
-        "jobs": len(expected),
-        "delivered": len(by_id),
-        "lost": len(expected) - len(by_id),
-        "duplicated": sum(len(times) - 1 for times in by_id.values()),
-        "early": early,
-        "unexpected": unexpected,
-        "earliest_ms": earliest_ms,
-        "lateness_ms": summary(lateness),
-        "quantiles_ms": [round(percentile(lateness, 100 * i / QUANTILES), 3) for i in range(QUANTILES + 1)]
-        if lateness
-        else [],
-        "last_start_after_first_due_s": (last_start - first_due) / 1000 if by_id else math.nan,
-    }
-
-
-def summary(ordered: Sequence[float]) -> dict[str, float]:
-    if not ordered:
-        return {}
-    return {
-        "min": ordered[0],
-        "p50": percentile(ordered, 50),
-        "p95": percentile(ordered, 95),
-        "p99": percentile(ordered, 99),
-        "max": ordered[-1],
-        "mean": sum(ordered) / len(ordered),
-    }
-
-
-# ------------------------------------------------------------------------------------- markdown
 
 
 def _num(value: Any, digits: int = 0) -> str:
@@ -177,7 +100,7 @@ def markdown(run: dict[str, Any]) -> str:
     if meta.get("small_run"):
         lines += [
             "",
-            "**A small run (fewer jobs than the issue's figures): a check of the harness, not a measurement.**",
+            "**A small run (fewer jobs than the defaults): a check of the harness, not a measurement.**",
         ]
     if meta.get("load_note"):
         lines += ["", f"**{meta['load_note']}**"]

@@ -1,28 +1,23 @@
 """delayq against the physical limit of its Redis and against peer queues, in one run on one server.
 
-    make bench                                   everything, the issue's figures (about half an hour)
+    make bench                                   everything (about 18 minutes on 2 cores)
     make bench BENCH_ARGS="--only delayq,arq --jobs 2000 --steady-seconds 5 --mem-jobs 10000"
     make bench BENCH_ARGS="--only delayq --compare ../before"   this delayq and another checkout's, A/B
 
-Starts a private redis-server (a free port, no persistence, a temporary directory; stopped by pid at
-the end), measures the primitives a delay queue uses with redis-benchmark, then runs each system's
-scenarios one system at a time, FLUSHALL between them, each system's producer and worker in processes
-of their own, with that system's own interpreter. Installs the peers itself the first time, each in
-an environment of its own under ``.bench/`` (pins in ``bench/peers/*/requirements.txt`` and
-``bench/peers/bullmq_node/package-lock.json``). Writes ``bench/results/<date>-<machine>.{json,md,png}``.
-``bench/README.md`` says what each figure means.
+Starts a private redis-server (``shared.servers``), measures the primitives a delay queue uses with
+redis-benchmark, then runs each system's scenarios one system at a time, FLUSHALL between them, each
+system's producer and worker in processes of their own, with that system's own interpreter. Installs
+the peers itself the first time, each in an environment of its own under ``.bench/`` (pins in
+``peers/*/requirements.txt`` and ``peers/bullmq_node/package-lock.json``). Writes
+``.bench/results/<date>-<machine>.{json,md,png}``; ``bench/README.md`` says what each figure means.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -30,37 +25,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from redis_server import PrivateRedis, physical_limits
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from limits import physical_limits
 from report import markdown
 from scenarios import Context, run_system
-from systems import BENCH, BY_NAME, REPO, STATE, VENVS, Checkout, System, ensure, log, versions
+from shared import log
+from shared.checkout import Checkout
+from shared.machine import machine_facts
+from shared.paths import REPO, RESULTS, RUNS
+from shared.servers import PrivateRedis
+from shared.venvs import plot_python
+from systems import BY_NAME, System, ensure, versions
 
 LABEL = re.compile(r"[A-Za-z0-9._+-]+")
-
-
-def machine_facts() -> dict[str, Any]:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    cores = os.cpu_count() or 0
-    node = (
-        subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
-        if shutil.which("node")
-        else "-"
-    )
-    slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")
-    return {
-        "cpu": cpu,
-        "cores": cores,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "node": node.lstrip("v"),
-        "slug": f"{cores}c-{slug}",
-        "loadavg_at_start": os.getloadavg(),
-    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -109,7 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--assumed-enqueue-rate", type=float, default=2000, help=argparse.SUPPRESS)
     parser.add_argument("--machine", help="machine name in the result file names (default: cores and CPU model)")
-    parser.add_argument("--out-dir", type=Path, default=BENCH / "results")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the results go (.bench/results)")
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
     args.scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
@@ -165,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     started = datetime.now(UTC)
     stamp = started.strftime("%Y-%m-%dT%H%M%S")
     machine = args.machine or facts["slug"]
-    rundir = STATE / "runs" / f"{stamp}-{machine}"
+    rundir = RUNS / f"{stamp}-{machine}"
     rundir.mkdir(parents=True)  # to the second: two runs never share their raw records
     run: dict[str, Any] = {
         "meta": meta(args, argv, systems=systems, facts=facts, started=started, machine=machine, rundir=rundir),
@@ -235,7 +212,7 @@ def write(run: dict[str, Any], args: argparse.Namespace, base: Path) -> None:
     base.with_suffix(".md").write_text(markdown(run))
     written = [base.with_suffix(".json"), base.with_suffix(".md")]
     if not args.no_plot:
-        plot = [str(VENVS / "plot" / "bin" / "python"), str(BENCH / "plot.py"), str(base.with_suffix(".json"))]
+        plot = [str(plot_python()), str(Path(__file__).resolve().parent / "plot.py"), str(base.with_suffix(".json"))]
         if subprocess.run([*plot, str(base.with_suffix(".png"))], check=False).returncode == 0:
             written.append(base.with_suffix(".png"))
     print()

@@ -9,16 +9,19 @@ import argparse
 import json
 import math
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
 from peers.common import PAYLOAD, QUEUE_NAME
-from processes import Worker, group_cpu_s, run_adapter, running_worker, stop_worker, wait_for
-from redis_server import PrivateRedis, delta
-from report import deliveries, read_jsonl
-from systems import System, log
+from processes import Worker, group_cpu_s, run_adapter, running_worker, stop_worker
+from shared import log
+from shared.records import deliveries, read_jsonl, wait_for
+from shared.servers import PrivateRedis, delta
+from systems import System
 
 BATCH = 1000  # jobs per JSON batch of the enqueue figure: the API's limit, and BullMQ's addBulk chunk
 

@@ -1,71 +1,29 @@
-"""The systems the bench compares (delayq and its peers), the delayq checkouts it measures, where the
-bench keeps its files, and how each system's environment is installed: once, then again only when its
-pins change.
+"""The systems the peers compare runs (delayq and its peers), and how each system's environment is
+installed: once, then again only when its pins change.
 
-To add a system: an adapter under ``bench/peers/`` (``bench/peers/common.py`` documents the protocol)
+To add a system: an adapter under ``bench/compare/peers/`` (``peers/common.py`` documents the protocol)
 and an entry in ``SYSTEMS``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / "bench"
-PEERS = BENCH / "peers"
-STATE = REPO / ".bench"
-VENVS = STATE / "venvs"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared import log
+from shared.checkout import Checkout
+from shared.paths import PROJECT_PYTHON, REPO, VENVS
+from shared.venvs import digest, ensure_venv, plot_python
+
+HERE = Path(__file__).resolve().parent
+PEERS = HERE / "peers"
 NODE_DIR = PEERS / "bullmq_node"
-PROJECT_PYTHON = REPO / ".venv" / "bin" / "python"
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-# ------------------------------------------------------------------------------------- checkouts
-
-
-@dataclass(frozen=True)
-class Checkout:
-    """A source tree whose delayq is measured. Its processes run this checkout's ``.venv`` with the
-    tree's ``functions/`` first on PYTHONPATH (``pythonpath``), so the same harness measures the engine
-    of any checkout, unchanged (``make bench --compare``, ``make bench-scale --compare``)."""
-
-    root: Path
-
-    @classmethod
-    def of(cls, root: Path) -> Checkout:
-        root = root.resolve()
-        if not (root / "functions" / "delayq" / "__init__.py").exists():
-            raise SystemExit(f"{root} holds no functions/delayq: not a delayq checkout")
-        return cls(root)
-
-    @cached_property
-    def commit(self) -> str:
-        """The short commit id, ``+dirty`` when its ``functions/`` has uncommitted changes."""
-        commit = _git(self.root, "rev-parse", "--short", "HEAD") or "?"
-        return commit + ("+dirty" if _git(self.root, "status", "--porcelain", "functions") else "")
-
-    def pythonpath(self, *more: Path) -> str:
-        """PYTHONPATH of this checkout's delayq processes: its ``functions/`` first, then ``more``."""
-        return os.pathsep.join(str(path) for path in (self.root / "functions", *more))
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False).stdout.strip()
-
-
-HERE = Checkout(REPO)
+THIS = Checkout(REPO)  # the checkout the bench runs from
 
 
 # ------------------------------------------------------------------------------------- systems
@@ -75,14 +33,14 @@ HERE = Checkout(REPO)
 class System:
     name: str
     env: str  # "delayq" (the project's .venv), "node", or a venv under .bench/venvs
-    adapter: str  # path under bench/peers
+    adapter: str  # path under peers/
     worker_args: list[str] = field(default_factory=list)
     base: str | None = None  # a variant: same enqueue path as its base, another worker config
     label: str = ""
     notes: str = ""
     early_tolerance_ms: float = 0.0
     fed: bool = False  # has a bulk call: its enqueue figure is fed the run's JSON batches (enqueue --batches)
-    checkout: Checkout = HERE  # env "delayq": whose functions/ its processes import
+    checkout: Checkout = THIS  # env "delayq": whose functions/ its processes import
 
     def command(self) -> list[str]:
         if self.env == "node":
@@ -184,53 +142,34 @@ SYSTEMS = [
     ),
 ]
 BY_NAME = {s.name: s for s in SYSTEMS}
-PIP_ENVS = ("arq", "rq", "bullmq", "celery", "plot")
 
 
 # ------------------------------------------------------------------------------------- installs
 
 
-def _digest(*paths: Path) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def ensure_venv(name: str) -> Path:
-    """``.bench/venvs/<name>`` with ``bench/peers/<name>/requirements.txt``, installed once per change."""
-    requirements = PEERS / name / "requirements.txt"
-    venv = VENVS / name
-    stamp = venv / ".bench-installed"
-    digest = _digest(requirements)
-    if stamp.exists() and stamp.read_text() == digest and (venv / "bin" / "python").exists():
-        return venv
-    log(f"installing {name} into {venv.relative_to(REPO)} (pins: {requirements.relative_to(REPO)})")
-    base = getattr(sys, "_base_executable", sys.executable)
-    if not (venv / "bin" / "python").exists():
-        subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "-r", str(requirements)], check=True)
-    stamp.write_text(digest)
-    return venv
+def ensure_peer(name: str) -> Path:
+    """``.bench/venvs/<name>`` with ``peers/<name>/requirements.txt``."""
+    return ensure_venv(name, PEERS / name / "requirements.txt")
 
 
 def ensure_node() -> None:
-    """``npm install`` of the locked versions in bench/peers/bullmq_node, once per change of its lock.
+    """``npm install`` of the locked versions in ``peers/bullmq_node``, once per change of its lock.
 
     Not ``npm ci``: npm 11 writes a lock without the other platforms' entries of msgpackr's optional
     native add-on, and then ``npm ci`` refuses that lock as out of sync; ``npm install`` installs the
-    locked versions and leaves the lock as it is."""
+    locked versions, and may add those entries to the lock, which is put back as it was."""
     if not shutil.which("node") or not shutil.which("npm"):
         raise SystemExit("bullmq-node needs node and npm on PATH")
     lock = NODE_DIR / "package-lock.json"
     stamp = NODE_DIR / "node_modules" / ".bench-installed"
-    digest = _digest(NODE_DIR / "package.json", lock)
-    if stamp.exists() and stamp.read_text() == digest:
+    pins = digest(NODE_DIR / "package.json", lock)
+    if stamp.exists() and stamp.read_text() == pins:
         return
-    log("installing BullMQ (Node) into bench/peers/bullmq_node/node_modules (npm install of package-lock.json)")
+    log(f"installing BullMQ (Node) into {NODE_DIR.relative_to(REPO)}/node_modules (npm install of package-lock.json)")
+    pinned = lock.read_bytes()
     subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, check=True)
-    stamp.write_text(digest)
+    lock.write_bytes(pinned)
+    stamp.write_text(pins)
 
 
 def ensure(systems: list[System], plot: bool) -> None:
@@ -240,9 +179,9 @@ def ensure(systems: list[System], plot: bool) -> None:
         if env == "node":
             ensure_node()
         elif env != "delayq":
-            ensure_venv(env)
+            ensure_peer(env)
     if plot:
-        ensure_venv("plot")
+        plot_python()
 
 
 def versions(systems: list[System]) -> dict[str, str]:

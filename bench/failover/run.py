@@ -1,18 +1,19 @@
-"""The failover table of issue 26: what delayq does while a Redis primary fails over (a cluster master
-killed, frozen, with AOF, without full coverage; a primary and its replica promoted, the replica in step
-or 50 ms behind, with and without min replicas), for this checkout and, with ``--compare``, others.
+"""The failover table: what delayq does while a Redis primary fails over (a cluster master killed,
+frozen, with AOF, without full coverage; a primary and its replica promoted, the replica in step or
+50 ms behind, with and without min replicas), for this checkout and, with ``--compare``, others.
 
-    .venv/bin/python bench/failover.py                                    every setup, the issue's durations
-    .venv/bin/python bench/failover.py --setups cluster --kill-after 8 --after 10          a quick look
-    .venv/bin/python bench/failover.py --compare ../before --runs 3 --out /tmp/failover.json  before and after
+    .venv/bin/python bench/failover/run.py                               every setup (about 8 minutes)
+    .venv/bin/python bench/failover/run.py --setups cluster --kill-after 8 --after 10        a quick look
+    .venv/bin/python bench/failover/run.py --compare ../before --runs 3                      before and after
 
-Each run is ``tests/faults/failover_support.run_scenario``: private servers on free ports, one sweep
-and one consume process, the API's handler in a producer process at 200 jobs/s, the failover
-``--kill-after`` s into the traffic, ``--after`` s more, the drain. The processes of a side run this
-``.venv`` with that side's ``functions/`` first on PYTHONPATH (``systems.Checkout``), so the harness
-measures any checkout's code, unchanged. For each setup and run, the sides go one after the other,
-the first in turn. Prints a markdown table; writes nothing into the repository (``--out``: the rows as
-JSON, where you say; the processes' logs in a temporary directory, removed, or ``--workdir``, kept).
+Each run is the fault tier's harness (``run_scenario`` in ``tests/support/failover.py``): private
+servers on free ports, one sweep and one consume process, the API's handler in a producer process at
+200 jobs/s, the failover ``--kill-after`` s into the traffic, ``--after`` s more, the drain. The
+processes of a side run this ``.venv`` with that side's ``functions/`` first on PYTHONPATH
+(``shared.checkout``), so the harness measures any checkout's code, unchanged. For each setup and run,
+the sides go one after the other, the first in turn. Prints a markdown table and writes it, with the
+rows as JSON, to ``.bench/results/failover-<date>-<machine>.{md,json}`` (``--out``: the JSON
+elsewhere); the processes' logs go to a temporary directory, removed, or to ``--workdir``, kept.
 """
 
 from __future__ import annotations
@@ -30,16 +31,15 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-sys.path[:0] = [str(REPO / "functions"), str(REPO / "tests"), str(REPO / "tests" / "faults")]
-from systems import Checkout, log  # noqa: E402 - a side: its source tree and its commit
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared import log
+from shared.checkout import Checkout
+from shared.machine import machine_facts
+from shared.paths import REPO, RESULTS
 
-from failover_support import LABELS, SETUPS, Row, run_scenario  # noqa: E402 - the harness, in tests/faults
-
-
-def side_name(checkout: Checkout) -> str:
-    return f"{checkout.root.name}@{checkout.commit}"
+sys.path.insert(0, str(REPO / "functions"))  # this checkout's delayq
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, the package support
+from support.failover import LABELS, SETUPS, Row, run_scenario  # the fault tier's harness
 
 
 def cell(value: float | None, unit: str = " s", digits: int = 1) -> str:
@@ -63,7 +63,7 @@ def exits_cell(row: Row) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    """The issue's columns, then the extra measurements, then a note per row (exits, warnings, what died)."""
+    """The table's columns, then the extra measurements, then a note per row (exits, warnings, what died)."""
     head = (
         "| run | acknowledged | lost | early | loop exits | 500s | 503s | healthy partitions' widest delivery gap "
         "| warnings sweep / consume | consumer CPU idle / steady / outage (cores) | ran twice (same attempt) "
@@ -126,7 +126,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=200, help="jobs/s (200)")
     parser.add_argument("--drain-timeout", type=float, default=30, help="s to wait for the last deliveries (30)")
     parser.add_argument("--compare", type=Path, action="append", default=[], help="another checkout to measure")
-    parser.add_argument("--out", type=Path, help="write the rows as JSON there")
+    parser.add_argument("--out", type=Path, help="the rows as JSON there (default: .bench/results/failover-*.json)")
     parser.add_argument("--workdir", type=Path, help="keep the runs' logs and records there (default: removed)")
     args = parser.parse_args(argv)
     unknown = set(args.setups) - set(SETUPS)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
             for run in range(args.runs):
                 # Whichever side goes first turns from one run to the next: the machine drifts.
                 for side in sides[turn % len(sides) :] + sides[: turn % len(sides)]:
-                    name = side_name(side)
+                    name = side.name
                     log(f"--- {setup}, run {run + 1} of {args.runs}: {name}")
                     try:
                         row = run_scenario(
@@ -170,16 +170,27 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    now = datetime.now(UTC)
+    title = (
+        f"Failover, {now:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}: the failover "
+        f"{args.kill_after:g} s into {args.rate:g} jobs/s, {args.after:g} s more, then the drain "
+        f"(`.venv/bin/python bench/failover/run.py {shlex.join(argv)}`)"
+    )
+    table = markdown(rows)
     print()
-    print(f"Failover, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}: "
-          f"the failover {args.kill_after:g} s into {args.rate:g} jobs/s, {args.after:g} s more, then the drain "
-          f"(`.venv/bin/python bench/failover.py {shlex.join(argv)}`)")  # fmt: skip
+    print(title)
     print()
-    print(markdown(rows))
-    if args.out:
-        meta = {"date": datetime.now(UTC).isoformat(), "argv": argv, "sides": [side_name(s) for s in sides]}
-        args.out.write_text(json.dumps({"meta": meta, "rows": [row.to_dict() for row in rows]}, indent=1) + "\n")
-        log(f"wrote {args.out}")
+    print(table)
+    base = RESULTS / f"failover-{now:%Y-%m-%dT%H%M%S}-{machine_facts()['slug']}"
+    out = args.out or base.with_suffix(".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"date": now.isoformat(), "argv": argv, "sides": [side.name for side in sides]}
+    out.write_text(json.dumps({"meta": meta, "rows": [row.to_dict() for row in rows]}, indent=1) + "\n")
+    written = [out]
+    if args.out is None:
+        base.with_suffix(".md").write_text(f"{title}\n\n{table}")
+        written.append(base.with_suffix(".md"))
+    log(f"wrote {', '.join(str(path) for path in written)}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,22 @@
 """What the HTTP API layer costs on the enqueue path: ``create_app(queue).resolve`` over N events of
 ``POST /jobs`` and N of ``POST /jobs/batch``, as the Lambda receives them.
 
-    .venv/bin/python bench/api_resolve.py [--events 10000] [--batch 10] [--runs 5] [--stub-redis]
+    .venv/bin/python bench/probes/api_resolve.py [--events 10000] [--batch 10] [--runs 5] [--stub-redis]
 
-For each run, in a fresh namespace on the Redis at DELAYQ_REDIS_URL (default 127.0.0.1:6379), removed
-afterwards: resolve the ``POST /jobs`` events (a job each, its own id, due in 10 minutes), then the
+For each run, in a fresh namespace on a private redis-server (or the Redis ``--redis-url`` names),
+removed afterwards: resolve the ``POST /jobs`` events (a job each, its own id, due in 10 minutes), then the
 ``POST /jobs/batch`` events (``--batch`` jobs each), and split each route's time into:
 
-- Redis: the round trips of the enqueue script (``Queue._write``, wrapped with a timer);
+- Redis: the round trips of the enqueue scripts (``run_many`` and ``stream`` as ``delayq.store.queue``
+  calls them, wrapped with a timer; the time ``stream`` spends waiting for the batches it is fed,
+  which the caller validates meanwhile, left out);
 - the API layer: the rest (the event read, routing, validation, the core's preparation of the
   writes, the answer built and serialised).
 
 The events are built before the clock starts, from ``events/api/post_jobs.json``. The run with the
 median total is printed, with the spread of every run's API-layer time.
 
-With ``--stub-redis`` the writes are answered without Redis (each job created, due now) and the clock
+With ``--stub-redis`` the enqueue calls are answered without Redis (each job created, due now) and the clock
 is the process's CPU time: the API layer alone, free of the noise of a Redis and a machine shared with
 other work, to compare two versions of the code.
 """
@@ -24,8 +26,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,11 +35,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import redis_url
+
 from delayq import Queue, Settings, Topics
-from delayq.store.calls import Enqueued
+from delayq.store import queue as store_queue
 from delayq.surfaces.api import create_app
 
-SAMPLE = Path(__file__).resolve().parent.parent / "events" / "api" / "post_jobs.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "events" / "api" / "post_jobs.json"
 
 
 def events(route: str, count: int, batch: int) -> list[dict[str, Any]]:
@@ -57,30 +62,66 @@ def events(route: str, count: int, batch: int) -> list[dict[str, Any]]:
     return out
 
 
-def stub_write(self: Queue, writes: list[Any], *, replace: bool = False) -> Enqueued:
-    """``Queue._write`` without Redis: every job created, due now."""
-    now_ms = int(time.time() * 1000)
-    return Enqueued([1] * len(writes), [now_ms] * len(writes))
+def stub_answer(call: Any) -> Any:
+    """What Redis would answer ``call`` (an enqueue of one job, or of a chunk): every job created, due now."""
+    jobs = len(call.args) - 1 if call.args and call.args[0] in ("c", "r") else 1  # a chunk: its mode, then a line a job
+    return call.decode([1, int(time.time() * 1000)] * jobs)
+
+
+def stub_run_many(client: Any, calls: Any, **options: Any) -> list[Any]:
+    return [stub_answer(call) for call in calls]
+
+
+def stub_stream(connect: Any, batches: Any, **options: Any) -> Iterator[list[Any]]:
+    for batch in batches:
+        yield [stub_answer(call) for call in batch]
 
 
 @contextmanager
 def timed_writes(spent: list[float], stub: bool) -> Iterator[None]:
-    """``Queue._write`` (the Redis round trips of a create, or ``stub_write``) timed into ``spent``."""
-    original = Queue._write
-    inner = stub_write if stub else original
+    """The enqueue path's round trips (``run_many`` for one job, ``stream`` for a batch, as
+    ``delayq.store.queue`` calls them), or their stubs, timed into ``spent``."""
+    run_many, stream = store_queue.run_many, store_queue.stream
+    inner_run, inner_stream = (stub_run_many, stub_stream) if stub else (run_many, stream)
 
-    def write(self: Queue, *args: Any, **kwargs: Any) -> Any:
+    def timed_run(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return inner(self, *args, **kwargs)
+            return inner_run(*args, **kwargs)
         finally:
             spent.append(time.perf_counter() - started)
 
-    Queue._write = write  # type: ignore[method-assign]
+    def timed_stream(connect: Any, batches: Any, **kwargs: Any) -> Iterator[list[Any]]:
+        building = [0.0]  # the time the caller took to build the batches, inside the stream's turns
+        replies = inner_stream(connect, _timed(iter(batches), building), **kwargs)
+        while True:
+            started, built = time.perf_counter(), building[0]
+            try:
+                reply = next(replies)
+            except StopIteration:
+                return
+            finally:
+                spent.append(time.perf_counter() - started - (building[0] - built))
+            yield reply
+
+    store_queue.run_many, store_queue.stream = timed_run, timed_stream  # type: ignore[assignment]
     try:
         yield
     finally:
-        Queue._write = original  # type: ignore[method-assign]
+        store_queue.run_many, store_queue.stream = run_many, stream
+
+
+def _timed(items: Iterator[Any], total: list[float]) -> Iterator[Any]:
+    """``items``, with the time each took to come added to ``total[0]``."""
+    while True:
+        started = time.perf_counter()
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        finally:
+            total[0] += time.perf_counter() - started
+        yield item
 
 
 def resolve_all(queue: Queue, batch: list[dict[str, Any]], expected: int, stub: bool) -> tuple[float, float]:
@@ -121,9 +162,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10, help="jobs per POST /jobs/batch event")
     parser.add_argument("--runs", type=int, default=5, help="the run with the median total is printed")
     parser.add_argument("--stub-redis", action="store_true", help="writes answered without Redis: the API layer alone")
+    parser.add_argument("--redis-url", help="a Redis of yours, serving nothing else (default: a private redis-server)")
     args = parser.parse_args()
-    url = os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0")
-    runs = [run_once(url, args.events, args.batch, args.stub_redis) for _ in range(args.runs)]
+    with redis_url(args.redis_url) as url:
+        runs = [run_once(url, args.events, args.batch, args.stub_redis) for _ in range(args.runs)]
     redis = "a stub of Redis" if args.stub_redis else url
     print(f"{args.events:,} events per route, {args.batch} jobs per batch, {args.runs} runs, on {redis}")
     print(f"{'route':18} {'µs/event':>9} {'Redis':>7} {'API layer':>10}   API layer, every run (µs/event)")

@@ -1,6 +1,6 @@
 """What computing a schedule's next occurrence costs: microseconds per ``next_after`` call.
 
-    .venv/bin/python bench/calendar_next.py [--calls 20000] [--repeat 5]
+    .venv/bin/python bench/probes/calendar_next.py [--calls 20000] [--repeat 5]
 
 For each expression and zone, ``next_after`` is called on ``--calls`` instants from 2026-01-01 on, one
 every ~53 minutes (20,000 of them cover two years, at every minute of the hour, DST changes

@@ -2,8 +2,8 @@
 do at a steady 200 jobs/s, on a private redis-server; and the whole server's CPU per call at a steady
 rate of calls: the floor under what a job costs at that rate when its producer makes one call.
 
-    .venv/bin/python bench/cold_call.py                      # the default gaps: 0, 0.5, 2, 5 and 20 ms
-    .venv/bin/python bench/cold_call.py --calls 200 --gaps 0,5 --rate 200
+    .venv/bin/python bench/probes/cold_call.py                      # the default gaps: 0, 0.5, 2, 5 and 20 ms
+    .venv/bin/python bench/probes/cold_call.py --calls 200 --gaps 0,5 --rate 200
 
 The calls: ``PING`` (no script; the steady rate only), ``return 1`` (a script call alone), the five commands a create
 writes (``TIME``, ``HSETNX``, ``HSET``, ``ZADD``, ``ZADD LT``), and delayq's enqueue of one delayed job
@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from redis_server import PrivateRedis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import PrivateRedis
 
 from delayq import Queue, Settings, Topics
 

@@ -1,8 +1,8 @@
 """Due-to-delivery latency: N jobs due at the same instant, with the sweep and consume loops running.
 
-    .venv/bin/python bench/due_latency.py [--jobs 1000] [--concurrency 8 32] [--partitions 1] [--topics 1]
+    .venv/bin/python bench/probes/due_latency.py [--jobs 1000] [--concurrency 8 32] [--partitions 1] [--topics 1]
 
-For each concurrency, in a fresh namespace on the Redis at DELAYQ_REDIS_URL (default 127.0.0.1:6379):
+For each concurrency, in a fresh namespace on a private redis-server (or the Redis ``--redis-url`` names):
 enqueue N jobs with the same run_at 2 s ahead, run one sweeper and one consumer (threads, as in the
 local stack) with a no-op handler, and report, per job, handler start minus run_at (ms): p50, p99,
 max (the max is the drain time: run_at to the last handler start), and lost / duplicated / early.
@@ -14,12 +14,16 @@ The machine's clock and Redis' clock are the same clock here, so lateness is mea
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import redis_url
 
 from delayq import Job, Queue, Settings, Topics
 from delayq.core.loop import Budget
@@ -99,18 +103,19 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--topics", type=int, default=1, help="spread the jobs over this many topics, under '*'")
     parser.add_argument("--wait", type=float, default=60, help="s to wait for the last start (then: lost)")
-    parser.add_argument("--redis-url", default=os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--redis-url", help="a Redis of yours (default: a private redis-server)")
     args = parser.parse_args()
     spread = f" in {args.topics} topics" if args.topics > 1 else ""
     print(f"{args.jobs} jobs due at the same instant{spread}; lateness = handler start - run_at (ms)")
     print("| concurrency | min ms | p50 ms | p99 ms | max ms | lost | duplicated | early |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for concurrency in args.concurrency:
-        r = run(args.jobs, concurrency, args.partitions, args.redis_url, spread=args.topics, wait_s=args.wait)
-        print(
-            f"| {r['concurrency']} | {r['min_ms']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
-            f"| {r['lost']} | {r['duplicated']} | {r['early']} |"
-        )
+    with redis_url(args.redis_url) as url:
+        for concurrency in args.concurrency:
+            r = run(args.jobs, concurrency, args.partitions, url, spread=args.topics, wait_s=args.wait)
+            print(
+                f"| {r['concurrency']} | {r['min_ms']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} "
+                f"| {r['lost']} | {r['duplicated']} | {r['early']} |"
+            )
 
 
 if __name__ == "__main__":

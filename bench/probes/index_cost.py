@@ -1,8 +1,8 @@
-"""What the topic index (issue 17) adds to the hot path: Redis commands and script time per enqueue,
+"""What the topic index adds to the hot path: Redis commands and script time per enqueue,
 per take and per ack, on a private redis-server, for the delayq of a checkout.
 
-    .venv/bin/python bench/index_cost.py                          # this checkout's functions/
-    .venv/bin/python bench/index_cost.py --functions ../main/functions
+    .venv/bin/python bench/probes/index_cost.py                          # this checkout's functions/
+    .venv/bin/python bench/probes/index_cost.py --functions ../main/functions
 
 One topic: ``--calls`` enqueues of one delayed job each; then as many jobs made ready, taken one per
 take, then acknowledged one per ack (receipts kept, as by default). Commands are those Redis counts
@@ -19,18 +19,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+BENCH = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--functions", type=Path, default=HERE.parent / "functions", help="whose delayq")
+    parser.add_argument("--functions", type=Path, default=BENCH.parent / "functions", help="whose delayq")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(BENCH))  # for shared/
     sys.path.insert(0, str(args.functions.resolve()))
-    from redis_server import PrivateRedis  # noqa: PLC0415
+    from shared.servers import PrivateRedis  # noqa: PLC0415
 
     import delayq  # noqa: PLC0415
     import delayq.store.calls  # noqa: PLC0415

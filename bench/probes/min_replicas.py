@@ -1,8 +1,8 @@
 """What ``DELAYQ_MIN_REPLICAS`` costs a create on loopback: a private primary and its replica, the same
 calls with the setting and without it, in alternated rounds, in one run.
 
-    .venv/bin/python bench/min_replicas.py                  # 6 rounds of each: 2,000 creates, 100,000 jobs
-    .venv/bin/python bench/min_replicas.py --rounds 2 --creates 500 --jobs 20000
+    .venv/bin/python bench/probes/min_replicas.py                  # 6 rounds of each: 2,000 creates, 100,000 jobs
+    .venv/bin/python bench/probes/min_replicas.py --rounds 2 --creates 500 --jobs 20000
 
 Each round, for each side: ``--creates`` single creates one after the other (``Queue.enqueue``, a
 delayed job with a 100-byte body), each timed; then ``--jobs`` jobs in one ``Queue.enqueue_many`` call
@@ -21,11 +21,12 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "functions"), str(REPO / "tests")]
-from delayq import Queue, Settings, Topics  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.paths import REPO
+from shared.servers import PrivateRedis
 
-from servers import ReplicaPair  # noqa: E402 - the test tier's private servers
+sys.path.insert(0, str(REPO / "functions"))  # this checkout's delayq
+from delayq import Queue, Settings, Topics
 
 TOPIC = "bench"
 BODY = {"pad": "x" * 88}  # 100 bytes as JSON
@@ -68,13 +69,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     args = parser.parse_args()
     rounds: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
-    with ReplicaPair("--repl-diskless-sync-delay", "0") as pair:
+    options = ("--repl-diskless-sync-delay", "0")
+    with PrivateRedis(*options) as primary, PrivateRedis(*options, replica_of=primary):
         for n in range(args.rounds):
             order = list(SIDES) if n % 2 == 0 else list(reversed(SIDES))
             for side in order:
-                rounds[side].append(one_round(pair.primary.url, SIDES[side], args.creates, args.jobs))
-                with pair.primary.client() as client:
-                    client.flushall()
+                rounds[side].append(one_round(primary.url, SIDES[side], args.creates, args.jobs))
+                primary.client.flushall()
     medians = {
         side: {key: round(statistics.median(r[key] for r in results), 3) for key in results[0]}
         for side, results in rounds.items()

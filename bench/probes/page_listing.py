@@ -1,9 +1,9 @@
-"""What paging through a topic's jobs costs, against the topic's size (issue 18): the time to walk
+"""What paging through a topic's jobs costs, against the topic's size: the time to walk
 ``--walk`` (100,000) jobs ``--limit`` (1,000) at a time with ``Queue.jobs``, in topics of each
 ``--sizes`` (10,000 and 1,000,000 jobs), and Redis' CPU per page.
 
-    .venv/bin/python bench/page_listing.py                       # delayed: 10k and 1M jobs
-    .venv/bin/python bench/page_listing.py --states delayed,ready,dead --sizes 10000,1000000 --partitions 1
+    .venv/bin/python bench/probes/page_listing.py                       # delayed: 10k and 1M jobs
+    .venv/bin/python bench/probes/page_listing.py --states delayed,ready,dead --sizes 10000,1000000 --partitions 1
 
 For each state and size, on a private redis-server (a free port, no persistence, stopped by pid):
 fill one topic with that many jobs in that state (delayed: due in a day, a tenth of them at one instant,
@@ -25,16 +25,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "functions"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.paths import REPO
+from shared.servers import PrivateRedis
 
-from redis_server import PrivateRedis  # noqa: E402
+sys.path.insert(0, str(REPO / "functions"))  # this checkout's delayq
 
-from delayq import Queue, Settings, Topics  # noqa: E402
-from delayq.core.settings import TopicConfig  # noqa: E402
-from delayq.store import calls  # noqa: E402
-from delayq.store.calls import Failure  # noqa: E402
+from delayq import Queue, Settings, Topics
+from delayq.core.settings import TopicConfig
+from delayq.store import calls
+from delayq.store.calls import Failure
 
 TOPIC = "pages"
 FILL_CHUNK = 10_000

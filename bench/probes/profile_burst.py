@@ -1,8 +1,8 @@
 """Where one consume process spends a burst's drain: the profile behind the burst figure.
 
-    .venv/bin/python bench/profile_burst.py [--jobs 20000] [--concurrency 100] [--batch 500] [--runs 3]
+    .venv/bin/python bench/probes/profile_burst.py [--jobs 20000] [--concurrency 100] [--batch 500] [--runs 3]
 
-For each run, in a fresh namespace on the Redis at DELAYQ_REDIS_URL (default 127.0.0.1:6379): enqueue
+For each run, in a fresh namespace on a private redis-server (or the Redis ``--redis-url`` names): enqueue
 N jobs due 1 s ahead, then run one consumer (as ``python -m delayq consume`` runs it, no sweeper: its
 take moves due jobs itself) with a no-op handler until all have started, and split the drain, from
 the due time to the last ack, into:
@@ -15,22 +15,26 @@ the due time to the last ack, into:
 - the rest of the loop.
 
 The consumer's methods are timed by wrapping them (a few hundred calls per run: the timers cost
-nothing next to what they measure). Redis must not serve other work meanwhile: its statistics are
-the server's. The run with the median drain is printed.
+nothing next to what they measure). A Redis of yours must serve no other work meanwhile: the statistics
+are the server's. The run with the median drain is printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
+import sys
 import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import redis_url
 
 from delayq import Job, Queue, Settings, Topics
 from delayq.core.loop import Budget
@@ -169,9 +173,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=100, help="the topic's (100: as the peers in make bench)")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3, help="the run with the median drain is printed")
+    parser.add_argument("--redis-url", help="a Redis of yours, serving nothing else (default: a private redis-server)")
     args = parser.parse_args()
-    url = os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0")
-    runs = [run_once(args.jobs, args.concurrency, args.batch, url) for _ in range(args.runs)]
+    with redis_url(args.redis_url) as url:
+        runs = [run_once(args.jobs, args.concurrency, args.batch, url) for _ in range(args.runs)]
     runs.sort(key=lambda run: float(run["drain"]))
     drains = ", ".join(f"{run['drain'] * 1000:.0f}" for run in runs)
     print(f"drains: {drains} ms; the median run:")

@@ -1,9 +1,9 @@
 """What receipts cost Redis: CPU per job with receipts on (the default) against off (``keep_done: 0``),
 and memory per receipt.
 
-    .venv/bin/python bench/receipts_cost.py [--jobs 200000] [--group 2000] [--receipts 100000]
+    .venv/bin/python bench/probes/receipts_cost.py [--jobs 200000] [--group 2000] [--receipts 100000]
 
-On a private redis-server (``bench/redis_server.py``: nothing else runs on it, so its ``INFO`` is
+On a private redis-server (``shared.servers``: nothing else runs on it, so its ``INFO`` is
 ours alone):
 
 - CPU: two topics in one namespace, one with receipts (the defaults: an hour, at most 10,000), one
@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 from typing import Any
 
-from redis_server import PrivateRedis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import PrivateRedis
 
 from delayq import Queue, Settings, Topics
 from delayq.store import calls

@@ -1,9 +1,9 @@
 """Recurring schedules: how late their occurrences are handed over, next to ordinary jobs, and what a
 schedule costs Redis per occurrence.
 
-    .venv/bin/python bench/schedule_latency.py [--schedules 50] [--occurrences 1000] [--partitions 1]
+    .venv/bin/python bench/probes/schedule_latency.py [--schedules 50] [--occurrences 1000] [--partitions 1]
 
-On a private redis-server (``redis_server.PrivateRedis``), one sweeper and one consumer (threads, as in
+On a private redis-server (``shared.servers.PrivateRedis``), one sweeper and one consumer (threads, as in
 the local stack) with a handler that only notes when it started, three runs in fresh namespaces:
 
 1. schedules: ``--schedules`` schedules ``every: 1`` until ``--occurrences`` occurrences were handed
@@ -14,7 +14,7 @@ the local stack) with a handler that only notes when it started, three runs in f
 3. idle: 0, ``--schedules`` and 100 times as many schedules at ``every: 3600``, 10 s each: what the
    sweep's look at them costs when nothing is due (the same, whatever their number).
 
-For 1 and 2, Redis' side from INFO around the run (``redis_server.delta``): commands per job (those
+For 1 and 2, Redis' side from INFO around the run (``shared.servers.delta``): commands per job (those
 run inside scripts included), script calls per job, CPU per job; the difference is what a schedule
 adds per occurrence. The machine's clock is Redis' clock here: lateness is meaningful to the ms.
 """
@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from redis_server import PrivateRedis, delta
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.servers import PrivateRedis, delta
 
 from delayq import Job, Queue, Settings, Topics
 from delayq.core.loop import Budget

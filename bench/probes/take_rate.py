@@ -1,8 +1,8 @@
-"""What a topic's rate limit adds to a take (issue 18): Redis CPU per take.lua call and per job taken,
+"""What a topic's rate limit adds to a take: Redis CPU per take.lua call and per job taken,
 without a rate and with one, on a private redis-server.
 
-    .venv/bin/python bench/take_rate.py                     # 20,000 takes of 10 jobs, then of 1 job
-    .venv/bin/python bench/take_rate.py --takes 5000 --count 100
+    .venv/bin/python bench/probes/take_rate.py                     # 20,000 takes of 10 jobs, then of 1 job
+    .venv/bin/python bench/probes/take_rate.py --takes 5000 --count 100
 
 Each case fills one topic with ``takes * count`` ready jobs, then takes them ``count`` at a time, one
 call per round trip, and reads Redis' CPU and ``take``'s share of it from ``INFO`` around the run. The
@@ -21,15 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "functions"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.paths import REPO
+from shared.servers import PrivateRedis
 
-from redis_server import PrivateRedis  # noqa: E402
+sys.path.insert(0, str(REPO / "functions"))  # this checkout's delayq
 
-from delayq import Queue, Settings, Topics  # noqa: E402
-from delayq.core.settings import TopicConfig  # noqa: E402
-from delayq.store import calls  # noqa: E402
+from delayq import Queue, Settings, Topics
+from delayq.core.settings import TopicConfig
+from delayq.store import calls
 
 TOPIC = "metered"
 FILL_CHUNK = 10_000

@@ -1,9 +1,9 @@
-"""The scale benchmark's producers. ``scale.py`` runs them with one side's delayq (its ``functions/``
+"""The scale run's producers. ``run.py`` runs them with one side's delayq (its ``functions/``
 first on PYTHONPATH) and its ``DELAYQ_*`` settings:
 
-    scale_load.py fill --jobs N --first K --topics T     jobs bK.. due in a day over T topics: a backlog
-    scale_load.py seed --topics T --ids FILE             one job due now in each of T topics
-    scale_load.py steady --rate R --seconds S --topics T --min-delay 1 --max-delay 3 --max-batch B --ids FILE
+    load.py fill --jobs N --first K --topics T     jobs bK.. due in a day over T topics: a backlog
+    load.py seed --topics T --ids FILE             one job due now in each of T topics
+    load.py steady --rate R --seconds S --topics T --min-delay 1 --max-delay 3 --max-batch B --ids FILE
 
 Job i goes to topic ``t{i % T}``, every topic under ``*``. ``--ids`` gets one ``{"id", "due_ms"}``
 line per job (the due time Redis answered). Each command prints one JSON line: what it did.

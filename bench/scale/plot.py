@@ -1,8 +1,8 @@
-"""The scale benchmark's figures against the scale, as a PNG: a row per figure, a column per axis that
+"""The scale run's figures against the scale, as a PNG: a row per figure, a column per axis that
 varies (topics, backlog, load), a line per server and side. Along one axis the other two stay at their
-first value, as in ``scale.py``'s default grid.
+first value, as in ``run.py``'s default grid.
 
-    .bench/venvs/plot/bin/python bench/scale_plot.py bench/results/scale-<run>.json [out.png]
+    .bench/venvs/plot/bin/python bench/scale/plot.py .bench/results/scale-<run>.json [out.png]
 
 Runs in the bench's plot environment (matplotlib is no dependency of the project).
 """

@@ -1,8 +1,8 @@
-"""The scale benchmark's figures and its Markdown report.
+"""The scale run's figures and its Markdown report.
 
-    .venv/bin/python bench/scale_report.py bench/results/scale-<run>.json    rewrites <run>.md from the JSON
+    .venv/bin/python bench/scale/report.py .bench/results/scale-<run>.json    rewrites <run>.md from the JSON
 
-Standard library only (``report.py``'s ``deliveries`` turns handler starts into lateness and faults).
+Standard library only (``shared.records``' ``deliveries`` turns handler starts into lateness and faults).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from report import deliveries
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.records import deliveries
 
 COLUMNS = (
     ("server", "server"),

@@ -1,15 +1,16 @@
 """delayq's cost against the scale: topics, a backlog of waiting jobs, steady load; on one server or a
 3-master Redis Cluster; this checkout's engine and, with ``--compare``, another's, side by side.
 
-    make bench-scale                                            the issue's table (about 4 minutes a side)
+    make bench-scale                                            the default grid (about 4 minutes a side)
     make bench-scale SCALE_ARGS="--compare ../main"             the same, before and after, in one table
     make bench-scale SCALE_ARGS="--topics 1,1000,10000 --backlog 0,1000000 --rates 200,1000 --full --cluster"
+    .venv/bin/python bench/scale/run.py --help                  the same command line, every option
 
 Each point gets a fresh private Redis; on it, one side: the backlog filled (``enqueue_many`` from a few
 processes, no loop running), one job due now in each topic, then one sweep and one consume process;
 once the seeds ran and their recent lateness was written, Redis' CPU while nothing is due (idle), then a
 steady load until every job started.
-Writes ``bench/results/scale-<date>-<machine>.{json,md,png}``; the raw records stay under ``.bench/runs``.
+Writes ``.bench/results/scale-<date>-<machine>.{json,md,png}``; the raw records stay under ``.bench/runs``.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from processes import wait_for
-from report import read_jsonl
-from run import machine_facts
-from scale_report import faults_and_lateness, markdown
-from scale_stack import BENCH, REPO, TICK_S, Loops, Side, Store, answer, delta, load
-from systems import VENVS, ensure_venv, log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from report import faults_and_lateness, markdown
+from shared import log
+from shared.checkout import Checkout
+from shared.machine import machine_facts
+from shared.paths import REPO, RESULTS, RUNS
+from shared.records import read_jsonl, wait_for
+from shared.servers import PrivateRedis, spent
+from shared.venvs import plot_python
+from stack import HERE, TICK_S, Loops, answer, load, side_env
 
 from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
 from delayq.loops.consumer import LATENESS_CHUNK, LOOKS_PER_TICK
@@ -58,7 +63,7 @@ class Point:
 
 def grid(args: argparse.Namespace) -> list[Point]:
     """Every combination (``--full``), or the first value of each axis and, from there, each other value
-    of one axis at a time: the issue's table, a line per axis."""
+    of one axis at a time: the default grid, a line per axis."""
     axes = (args.servers, args.topics, args.backlog, args.rates)
     if args.full:
         return [Point(*values) for values in product(*axes)]
@@ -78,7 +83,7 @@ class Stage:
 
     point: Point
     args: argparse.Namespace
-    store: Store
+    store: PrivateRedis
     env: dict[str, str]
     workdir: Path
     warnings: list[str] = field(default_factory=list)
@@ -88,10 +93,12 @@ class Stage:
         return self.workdir / "starts.jsonl"
 
 
-def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def run_point(point: Point, side: Checkout, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     workdir.mkdir(parents=True)
-    store = Store(point.server == "cluster", args.partitions if point.server == "cluster" else 1)
-    stage = Stage(point, args, store, side.env(store, workdir / "starts.jsonl"), workdir)
+    cluster = point.server == "cluster"
+    store = PrivateRedis(masters=3) if cluster else PrivateRedis()
+    env = side_env(side, store, args.partitions if cluster else 1, workdir / "starts.jsonl")
+    stage = Stage(point, args, store, env, workdir)
     figures: dict[str, Any] = {"warnings": stage.warnings, "loadavg": os.getloadavg()[0]}
     try:
         figures |= fill(stage)
@@ -107,7 +114,7 @@ def run_point(point: Point, side: Side, args: argparse.Namespace, workdir: Path)
             figures |= steady(stage)
             loops.check()
     finally:
-        store.close()
+        store.stop()
     figures |= faults_and_lateness(figures.pop("expected"), seeds, read_jsonl([stage.starts]))
     if figures["lost"] or figures["duplicated"] or figures["early"]:
         stage.warnings.append("delayq must start every job once, never before it is due")
@@ -137,7 +144,7 @@ def fill(stage: Stage) -> dict[str, Any]:
     ]
     for proc in fillers:
         answer(proc, stage.workdir, "fill", 600 + jobs / 1000)
-    seconds, used = time.monotonic() - started, delta(before, stage.store.info())
+    seconds, used = time.monotonic() - started, spent(before, stage.store.info())
     log(f"backlog of {jobs:,} in {seconds:.1f} s: {used['memory'] / jobs:.0f} B/job")
     return {"memory_bytes_per_job": used["memory"] / jobs, "fill_jobs_per_s": jobs / seconds}
 
@@ -155,7 +162,7 @@ def idle(stage: Stage, loops: Loops) -> dict[str, Any]:
     anything due."""
     before, cpu, started = stage.store.info(), loops.cpu_s(), time.monotonic()
     time.sleep(stage.args.idle_seconds)
-    used, elapsed = delta(before, stage.store.info()), time.monotonic() - started
+    used, elapsed = spent(before, stage.store.info()), time.monotonic() - started
     return {
         "idle_redis_cpu_ms_per_s": used["cpu_s"] * 1000 / elapsed,
         "idle_commands_per_s": used["commands"] / elapsed,
@@ -180,7 +187,7 @@ def steady(stage: Stage) -> dict[str, Any]:
     last_due = max(expected.values()) / 1000
     wait_for(set(expected), stage.starts, last_due + args.drain_timeout, args.stall_timeout)
     time.sleep(args.settle)  # the acks land; a duplicate would show up here
-    used, jobs = delta(before, stage.store.info()), len(expected)
+    used, jobs = spent(before, stage.store.info()), len(expected)
     stats = stage.store.command_stats()
     diff = {
         name: (n - stats_before.get(name, (0, 0))[0], us - stats_before.get(name, (0, 0))[1])
@@ -234,7 +241,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=float, default=300, help="s to wait after the last due time")
     parser.add_argument("--stall-timeout", type=float, default=60, help="give up when nothing starts this long")
     parser.add_argument("--machine", help="machine name in the result file names (default: cores and CPU model)")
-    parser.add_argument("--out-dir", type=Path, default=BENCH / "results")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the results go (.bench/results)")
     parser.add_argument("--no-plot", action="store_true")
     args = parser.parse_args(argv)
     if args.cluster:
@@ -247,7 +254,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    sides = [Side.of(REPO), *(Side.of(path) for path in args.compare)]
+    sides = [Checkout(REPO), *(Checkout.of(path) for path in args.compare)]
     run: dict[str, Any] = {
         "meta": meta(args, argv),
         "sides": [{"name": side.name, "root": str(side.root)} for side in sides],
@@ -287,7 +294,7 @@ def meta(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "the figures are noisy; compare the sides within one run."
         if load > 0.5
         else "",
-        "raw_records": f".bench/runs/scale-{started.strftime('%Y-%m-%dT%H%M%S')}-{machine}",
+        "raw_records": str((RUNS / f"scale-{started.strftime('%Y-%m-%dT%H%M%S')}-{machine}").relative_to(REPO)),
         **facts,
     }
 
@@ -311,8 +318,7 @@ def write(run: dict[str, Any], args: argparse.Namespace) -> None:
     base.with_suffix(".md").write_text(markdown(run))
     written = [base.with_suffix(".json"), base.with_suffix(".md")]
     if not args.no_plot:
-        ensure_venv("plot")
-        plot = [str(VENVS / "plot" / "bin" / "python"), str(BENCH / "scale_plot.py"), str(base.with_suffix(".json"))]
+        plot = [str(plot_python()), str(HERE / "plot.py"), str(base.with_suffix(".json"))]
         if subprocess.run(plot, check=False).returncode == 0:
             written.append(base.with_suffix(".png"))
     print()

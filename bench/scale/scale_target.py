@@ -1,4 +1,4 @@
-"""The scale benchmark's handler, ``python:scale_target:deliver``: notes that a job started, nothing else.
+"""The scale run's handler, ``python:scale_target:deliver``: notes that a job started, nothing else.
 
 One line ``{"id", "start_ms"}`` per delivery, the format of every worker of the benchmark
 (``bench/README.md``), appended to the file ``BENCH_OUT`` names with one write(2) on an O_APPEND

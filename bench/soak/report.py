@@ -1,12 +1,12 @@
-"""The soak benchmark's figures and its Markdown report: per topic, the lateness of every attempt and
+"""The soak's figures and its Markdown report: per topic, the lateness of every attempt and
 whether anything was lost, duplicated, early or leaked; the goal checked; the kills, replays, producer,
 namespace, Redis and the loops' logs in a few lines.
 
-    .venv/bin/python bench/soak_report.py bench/results/soak-<run>.json    rewrites <run>.md from the JSON
+    .venv/bin/python bench/soak/report.py .bench/results/soak-<run>.json    rewrites <run>.md from the JSON
 
-(``.venv/bin/python bench/soak.py --markdown <run>.json`` does the same.) Standard library only
-(``report.py``'s ``summary`` turns lateness into quantiles); ``soak.py`` imports this module, never the
-reverse.
+(``.venv/bin/python bench/soak/run.py --markdown <run>.json`` does the same.) Standard library only
+(``shared.records``' ``summary`` turns lateness into quantiles); ``run.py`` imports this module, never
+the reverse.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from report import summary
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from shared.records import summary
 
 KILL_WINDOW_MS = 8000  # attempts due within this long after a kill are in its window
 AT_KILL_MS = 2000  # an attempt started this long before a consumer's kill may have been that consumer's
 EARLY_TOLERANCE_MS = 1
 GOAL_P99_MS = 10
-# soak.py's RESTART_AFTER_S and STILL_DELAYED_MS, which a run notes under "producer": a run noted before
+# run.py's RESTART_AFTER_S and STILL_DELAYED_MS, which a run notes under "producer": a run noted before
 # they were there had these.
 OLDER_RESTART_AFTER_S, OLDER_STILL_DELAYED_MS = 2.0, 200
 
@@ -231,7 +232,7 @@ def table(per_topic: dict[str, dict[str, Any]]) -> str:
 
 
 def verdict(result: dict[str, Any]) -> list[str]:
-    """The issue's goal, checked: p99 at most 10 ms on every topic; nothing lost, duplicated, early or
+    """The goal, checked: p99 at most 10 ms on every topic; nothing lost, duplicated, early or
     leaked."""
     per_topic = {t: f for t, f in result["topics"].items() if t != "all"}
     every, found = result["topics"]["all"], []

@@ -3,21 +3,21 @@ timeouts, cancels, reschedules, replays of dead letters, a kill -9 of a consume 
 for minutes; per topic, the lateness of every attempt, and whether anything was lost, duplicated,
 early or leaked.
 
-    .venv/bin/python bench/soak.py                              5 minutes at 150 jobs/s, 2 partitions
-    .venv/bin/python bench/soak.py --minutes 12                 the issue's soak
-    .venv/bin/python bench/soak.py --minutes 1 --rate 100       a quick run
-    .venv/bin/python bench/soak.py --no-kills                   the same load, no process killed
-    .venv/bin/python bench/soak.py --markdown bench/results/soak-<run>.json    rewrites <run>.md from the JSON
+    .venv/bin/python bench/soak/run.py                          5 minutes at 150 jobs/s, 2 partitions
+    .venv/bin/python bench/soak/run.py --minutes 12             a longer soak
+    .venv/bin/python bench/soak/run.py --minutes 1 --rate 100   a quick run
+    .venv/bin/python bench/soak/run.py --no-kills               the same load, no process killed
+    .venv/bin/python bench/soak/run.py --markdown .bench/results/soak-<run>.json    rewrites <run>.md from the JSON
 
-One private redis-server (``scale_stack.Store``); on it, namespace ``soak`` with ``--partitions``
+One private redis-server (``shared.servers``); on it, namespace ``soak`` with ``--partitions``
 partitions, two ``python -m delayq consume`` and two ``python -m delayq sweep`` processes (tick 1 s), and
 a producer in this process: one ``Queue.enqueue`` per job at ``--rate``, each job due 1-5 s later, in one
 of seven topics (``orders``, ``reminders``, ``payments``, ``slow``, and ``tenant-a``, ``-b``, ``-c`` that
 only ``*`` covers). Every topic's target is ``python:soak_target:deliver``, which notes each attempt's
 start. Once the producer stops, the run waits until no job is delayed, ready or reserved, stops the loops
-(SIGTERM), checks the namespace (``tests/hostile/invariants.py``) and every job's final state.
-Writes ``bench/results/soak-<date>-<machine>.{json,md}`` (the figures and the report: ``soak_report.py``);
-the raw records stay under ``.bench/runs``.
+(SIGTERM), checks the namespace (the tests' invariant, ``tests/support/invariants.py``) and every job's
+final state. Writes ``.bench/results/soak-<date>-<machine>.{json,md}`` (the figures and the report:
+``report.py``); the raw records stay under ``.bench/runs``.
 """
 
 from __future__ import annotations
@@ -40,20 +40,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from report import read_jsonl
-from run import machine_facts
-from scale_stack import BENCH, REPO, Side, Store, delta
-from soak_report import Kill, Planned, figures, markdown, rewrite
-from systems import PROJECT_PYTHON, log
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shared/
+from report import Kill, Planned, figures, markdown, rewrite
+from shared import log
+from shared.checkout import Checkout, base_env
+from shared.machine import machine_facts
+from shared.paths import PROJECT_PYTHON, REPO, RESULTS, RUNS
+from shared.records import read_jsonl
+from shared.servers import PrivateRedis, spent
 
 from delayq import DelayqError, JobNotFound, Queue, Settings, Topics
 from delayq.store.keys import Keyspace
 
-sys.path.insert(0, str(REPO / "tests" / "hostile"))
-from invariants import check, problems, read_atomic, unsettled
+sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, the package support
+from support.invariants import check, problems, read_atomic, unsettled
 
+HERE = Path(__file__).resolve().parent
 NAMESPACE = "soak"
-TARGET = "python:soak_target:deliver"
+TARGET = "python:soak_target:deliver"  # soak_target.py, here
 MIX = {"orders": 30, "reminders": 20, "payments": 15, "slow": 5, "tenant-a": 10, "tenant-b": 10, "tenant-c": 10}
 FAIL_ONCE = 0.05  # payments jobs that fail their first attempt, then succeed
 FAIL_ALWAYS = 0.02  # payments jobs that fail every attempt: dead letters (replayed, they die again)
@@ -80,8 +84,23 @@ def topics_config(keep_done_max: int) -> dict[str, Any]:
     }
 
 
+def loop_env(store: PrivateRedis, partitions: int, topics: dict[str, Any], out: Path) -> dict[str, str]:
+    """The environment of the loops and the producer: this checkout's delayq on ``store``, the soak's
+    namespace and topics (their target here, ``soak_target.py``); handler starts go to ``out``."""
+    return base_env() | {
+        "PYTHONPATH": Checkout(REPO).pythonpath(HERE),
+        "DELAYQ_REDIS_URL": store.url,
+        "DELAYQ_REDIS_MODE": "standalone",
+        "DELAYQ_PARTITIONS": str(partitions),
+        "DELAYQ_NAMESPACE": NAMESPACE,
+        "DELAYQ_TOPICS": json.dumps(topics),
+        "DELAYQ_TICK": "1",
+        "BENCH_OUT": str(out),
+    }
+
+
 class Fleet:
-    """The loops as processes, ``python -m delayq consume|sweep`` as ``scale_stack.Loops`` starts them,
+    """The loops as processes, ``python -m delayq consume|sweep`` as a deployment outside Lambda runs them,
     each named ``<loop>-<n>`` with a log of its own, killed (SIGKILL) or stopped (SIGTERM) by its pid."""
 
     def __init__(self, env: dict[str, str], workdir: Path) -> None:
@@ -152,7 +171,7 @@ class Soak:
     """The producer and what it does besides creating jobs (cancels, reschedules, replays, kills), in
     one loop: jobs at their pace, the other actions from a heap of (when, ...) in between."""
 
-    def __init__(self, args: argparse.Namespace, queue: Queue, store: Store, fleet: Fleet) -> None:
+    def __init__(self, args: argparse.Namespace, queue: Queue, store: PrivateRedis, fleet: Fleet) -> None:
         self.args, self.queue, self.store, self.fleet = args, queue, store, fleet
         self.rng = random.Random(args.seed)
         self.action_rng = random.Random(args.seed + 1)
@@ -370,7 +389,7 @@ def final_states(queue: Queue, jobs: dict[str, Planned]) -> dict[str, str]:
     return states
 
 
-def namespace_check(store: Store, partitions: int) -> dict[str, Any]:
+def namespace_check(store: PrivateRedis, partitions: int) -> dict[str, Any]:
     """The namespace invariant once the loops stopped: its problems (none expected), and the jobs left
     neither done nor dead (none expected: nothing delayed, ready or leased, nothing leaked)."""
     client = store.clients[0]
@@ -410,10 +429,10 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     keep = min(10_000_000, max(10_000, round(args.rate * args.minutes * 60)))
     config = topics_config(keep)
     retries = {topic: Topics.parse(config).retrying(topic).retries for topic in MIX}
-    store = Store(False, args.partitions)
+    store = PrivateRedis()
     try:
         out = workdir / "starts.jsonl"
-        env = Side.of(REPO).env(store, out) | {"DELAYQ_NAMESPACE": NAMESPACE, "DELAYQ_TOPICS": json.dumps(config)}
+        env = loop_env(store, args.partitions, config, out)
         queue = Queue(Settings.from_env(env))
         fleet = Fleet(env, workdir)
         soak = Soak(args, queue, store, fleet)
@@ -428,7 +447,7 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             produced_s = time.monotonic() - started
             log(f"produced {len(soak.jobs):,} jobs in {produced_s:.0f} s; waiting for them to settle")
             soak.wait()
-            used, load_s = delta(before, store.info()), time.monotonic() - started
+            used, load_s = spent(before, store.info()), time.monotonic() - started
             time.sleep(args.settle)  # the last acks land; a duplicate would show up here
         finally:
             fleet.stop()
@@ -439,7 +458,7 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         finals = final_states(queue, soak.jobs)
         queue.close()
     finally:
-        store.close()
+        store.stop()
     return {
         "topics": figures(soak.jobs, soak.kills, read_jsonl([out]), finals, retries),
         "kills": [asdict(kill) for kill in soak.kills],
@@ -458,7 +477,7 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "max_behind_s": soak.max_behind_s,
             "skipped": dict(soak.skipped),
             "refused_creates": soak.refused_creates,
-            "still_delayed_ms": STILL_DELAYED_MS,  # for the report (soak_report.markdown)
+            "still_delayed_ms": STILL_DELAYED_MS,  # for the report (report.markdown)
             "restart_after_s": RESTART_AFTER_S,
         },
         "logs": scan_logs(fleet),
@@ -484,7 +503,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stall-timeout", type=float, default=60, help="give up when nothing changes this long (60)")
     parser.add_argument("--drain-timeout", type=float, default=300, help="s to wait after the last due time (300)")
     parser.add_argument("--machine", help="machine name in the result file names (default: cores and CPU model)")
-    parser.add_argument("--out-dir", type=Path, default=BENCH / "results")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the results go (.bench/results)")
     parser.add_argument("--markdown", type=Path, metavar="JSON", help="rewrite a run's .md from its .json; no run")
     args = parser.parse_args(argv)
     if args.min_delay * 1000 < ACTION_AFTER_S * 1000 + STILL_DELAYED_MS:
@@ -501,11 +520,11 @@ def meta(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     return {
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine,
-        "command": ".venv/bin/python bench/soak.py" + (f" {shlex.join(argv)}" if argv else ""),
+        "command": ".venv/bin/python bench/soak/run.py" + (f" {shlex.join(argv)}" if argv else ""),
         "params": {k: v for k, v in vars(args).items() if k not in ("out_dir", "machine", "markdown")},
         "redis_version": version.split("v=")[-1].split()[0],
-        "delayq": Side.of(REPO).name,  # the tree whose functions/ the loops run: <directory>@<commit>[+dirty]
-        "raw_records": f".bench/runs/soak-{started.strftime('%Y-%m-%dT%H%M%S')}-{machine}",
+        "delayq": Checkout(REPO).name,  # the tree whose functions/ the loops run: <directory>@<commit>[+dirty]
+        "raw_records": str((RUNS / f"soak-{started.strftime('%Y-%m-%dT%H%M%S')}-{machine}").relative_to(REPO)),
         **facts,
         "loadavg_at_start": facts["loadavg_at_start"][0],
     }

@@ -2,7 +2,7 @@
 what the job's body asks.
 
 First thing, one line ``{"id", "topic", "attempt", "run_at_ms", "start_ms"}`` appended to the file
-``BENCH_OUT`` names, with one write(2) on an O_APPEND descriptor (as ``scale_target.py``): lines from
+``BENCH_OUT`` names, with one write(2) on an O_APPEND descriptor (as ``bench/scale/scale_target.py``): lines from
 several threads never interleave, and none is lost when the process is killed. Then, by the body:
 
 - ``{"fail": n}``: raises ``RuntimeError`` while the attempt is at most ``n`` (a planned failure);

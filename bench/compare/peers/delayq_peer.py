@@ -57,7 +57,7 @@ except ImportError:
     from delayq.loop import Budget  # type: ignore[import-not-found, no-redef]
     from delayq.sweeper import Sweeper  # type: ignore[import-not-found, no-redef]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # The sweeper leaves a job just due to the consumers this long (older engines: not at all).
 SWEEP_LAG_S = getattr(sys.modules[Sweeper.__module__], "SWEEP_LAG_MS", 0) / 1000
 FUNCTIONS = Path(delayq.__file__).resolve().parents[1]  # the checkout measured (PYTHONPATH), maybe not REPO's

@@ -1,4 +1,4 @@
-// BullMQ's (Node) adapter of the delayq benchmark; the protocol is in bench/peers/common.py.
+// BullMQ's (Node) adapter of the delayq benchmark; the protocol is in bench/compare/peers/common.py.
 //
 //   node peer.mjs --redis-url URL enqueue --jobs N (--due-ms T | --delay-s D) [--prefix b] [--ids FILE] [--chunk 1000]
 //   node peer.mjs --redis-url URL enqueue --batches FILE

@@ -5,7 +5,7 @@
 --
 -- A list, not a sorted set: a receipt is made at every success, and pushing at a list's tail and
 -- trimming its head cost next to nothing, where a sorted set of thousands costs a walk of its
--- skiplist for every insert and every removal (the hot path's cost, measured in bench/receipts_cost.py).
+-- skiplist for every insert and every removal (the hot path's cost, measured in bench/probes/receipts_cost.py).
 -- A receipt forgotten before its turn (cancelled, or replaced by a PUT) leaves a hole ('') instead
 -- of being removed, as in the ready list (queue.lua), so that positions hold: a receipt's position,
 -- done_tail - LLEN + its index (control 'done_tail' counts the ids ever pushed), never changes, and
