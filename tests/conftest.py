@@ -1,4 +1,5 @@
-"""Fixtures shared by every test tier.
+"""Fixtures every tier shares: the server, a namespace per test, settings and queues in it, the
+handlers' environment. A tier's own fixtures are in its ``conftest.py``; helpers in ``support``.
 
 Tests run against the real Redis at ``DELAYQ_TEST_REDIS_URL`` (default 127.0.0.1:6379, database 0),
 each in its own namespace, removed afterwards. A Redis that does not answer fails the run: nothing
@@ -6,41 +7,28 @@ is skipped.
 
 With ``DELAYQ_TEST_SERVER=valkey`` they run on Valkey: on a private valkey-server started for the
 session (or the one at ``DELAYQ_TEST_REDIS_URL``), and the tests that start servers of their own
-start valkey-server (tests/servers.py). The session checks that the server it was given is the one
+start valkey-server (``support.servers``). The session checks that the server it was given is the one
 it was asked for.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from delayq import Queue, Settings, Topics
-from delayq.core.job import EnqueueResult, Refused, Scheduled
 
-import recorder
-from servers import SERVER_ENV, RedisServer, Server, server_kind
+from support import recorder
+from support.recorder import DEFAULT_TOPICS
+from support.servers import SERVER_ENV, RedisServer, Server, server_kind
 
 REDIS_URL = os.environ.get("DELAYQ_TEST_REDIS_URL")
-EVENTS = Path(__file__).resolve().parent.parent / "events"
-RECORDER = "python:recorder:deliver"
-
-# Topics of the events/ samples, and "*" for any other; all delivered to the recorder.
-DEFAULT_TOPICS: dict[str, Any] = {
-    "orders": {"target": RECORDER},
-    "reminders": {"target": RECORDER},
-    "payments": {"target": RECORDER, "retries": 8},
-    "*": {"target": RECORDER},
-}
 
 
 @pytest.fixture(scope="session")
@@ -149,100 +137,3 @@ def handler_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, namespace: str)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
-
-
-class FakeContext:
-    """The part of a Lambda context the handlers read."""
-
-    function_name = "delayq-test"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:delayq-test"
-    aws_request_id = "00000000-0000-0000-0000-000000000000"
-
-    def __init__(self, remaining_ms: int = 60_000) -> None:
-        self._deadline_ms = remaining_ms + _now_ms()
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int(self._deadline_ms - _now_ms()))
-
-
-def _now_ms() -> float:
-    return time.monotonic() * 1000
-
-
-def load_event(name: str) -> dict[str, Any]:
-    """A sample event from ``events/`` (``"api/post_jobs"``, ``"sweep"``), as a fresh copy."""
-    return copy.deepcopy(json.loads((EVENTS / f"{name}.json").read_text()))
-
-
-def api_event(
-    method: str,
-    path: str,
-    body: Any = None,
-    *,
-    query: dict[str, str] | None = None,
-    raw_body: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """An API Gateway REST proxy event built on the ``events/api/post_jobs.json`` sample."""
-    event = load_event("api/post_jobs")
-    event["httpMethod"] = method
-    event["path"] = path
-    event["resource"] = "/{proxy+}"
-    event["pathParameters"] = {"proxy": path.lstrip("/")}
-    event["requestContext"]["httpMethod"] = method
-    event["requestContext"]["path"] = "/prod" + path
-    event["queryStringParameters"] = query
-    event["multiValueQueryStringParameters"] = None if query is None else {k: [v] for k, v in query.items()}
-    event["body"] = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
-    if headers:
-        event["headers"].update(headers)
-        event["multiValueHeaders"].update({k: [v] for k, v in headers.items()})
-    return event
-
-
-def http_api_event(
-    method: str,
-    path: str,
-    body: Any = None,
-    *,
-    query: dict[str, str] | None = None,
-    raw_body: str | None = None,
-    headers: dict[str, str] | None = None,
-    stage: str = "$default",
-) -> dict[str, Any]:
-    """An API Gateway HTTP API event (payload 2.0) built on ``events/api/v2/post_jobs.json``: the
-    stage in front of the raw path unless it is ``$default``, header names in lower case."""
-    event = load_event("api/v2/post_jobs")
-    raw_path = path if stage == "$default" else f"/{stage}{path}"
-    event["rawPath"] = raw_path
-    event["pathParameters"] = {"proxy": path.lstrip("/")}
-    event["requestContext"]["http"]["method"] = method
-    event["requestContext"]["http"]["path"] = raw_path
-    event["requestContext"]["stage"] = stage
-    event["rawQueryString"] = "&".join(f"{name}={value}" for name, value in (query or {}).items())
-    event.pop("queryStringParameters", None)
-    if query:
-        event["queryStringParameters"] = query
-    text = raw_body if raw_body is not None else (None if body is None else json.dumps(body))
-    event.pop("body", None)
-    if text is not None:
-        event["body"] = text
-    event["headers"].update({name.lower(): value for name, value in (headers or {}).items()})
-    return event
-
-
-def created(result: EnqueueResult) -> Scheduled:
-    """An answer of ``Queue.enqueue_many`` that must be a job written."""
-    assert isinstance(result, Scheduled), result
-    return result
-
-
-def refusal(result: EnqueueResult) -> tuple[int, str | None]:
-    """``(status, field)`` of an answer of ``Queue.enqueue_many`` that must be a refusal."""
-    assert isinstance(result, Refused), result
-    return result.status, result.error.field
-
-
-def response_json(response: dict[str, Any]) -> Any:
-    return json.loads(response["body"]) if response.get("body") else None

@@ -6,25 +6,13 @@ import re
 from typing import Any
 
 import pytest
-import redis
 
 from delayq.core.models import ID_PATTERN, MAX_BODY_BYTES
 from delayq.surfaces.api import BatchItemOut, BatchOut, ErrorOut
 
-from api_support import ANY_FIELD, Api, assert_model
+from support.api import ANY_FIELD, Api, assert_model
 
 DAY_S = 86_400
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
-
-
-@pytest.fixture
-def seeded(api: Api) -> Api:
-    api.create("orders", "seed", delay=600, body={"seed": True})
-    return api
 
 
 def batch(api: Api, jobs: list[Any]) -> list[dict[str, Any]]:

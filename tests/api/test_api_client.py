@@ -24,10 +24,11 @@ import pytest
 import redis
 
 import enqueue
+from delayq.surfaces.localhttp import request_event
 
-import api_http
-from api_support import Api
-from conftest import FakeContext
+from support import api_http
+from support.api import Api
+from support.events import FakeContext
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 
@@ -36,7 +37,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return enqueue.lambda_handler(event, FakeContext())
 
 
-@pytest.fixture(params=[api_http.rest_event, api_http.http_api_event], ids=["1.0", "2.0"])
+@pytest.fixture(params=[request_event, api_http.http_api_event], ids=["1.0", "2.0"])
 def served(
     request: pytest.FixtureRequest, handler_env: dict[str, str], redis_client: redis.Redis, namespace: str
 ) -> Iterator[tuple[Api, str]]:

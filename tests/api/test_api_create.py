@@ -15,24 +15,20 @@ import redis
 from delayq.core.models import ID_PATTERN, MAX_BODY_BYTES
 from delayq.surfaces.api import JobOut, ScheduledOut
 
-from api_support import ANY_FIELD, Api, assert_model, b64_event
-from conftest import RECORDER, api_event
+from support.api import ANY_FIELD, Api, assert_model, b64_event
+from support.events import api_event
+from support.recorder import RECORDER
 
 DAY_S = 86_400
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 @pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
-
-
-@pytest.fixture
-def seeded(api: Api) -> Api:
-    """Some state in the namespace, so "nothing written" compares something."""
-    api.create("orders", "seed-delayed", delay=600, body={"n": 1})
-    api.create("orders", "seed-ready", delay=0, body={"n": 2})
-    return api
+def seeded(seeded: Api) -> Api:
+    """The tier's ``seeded`` (a delayed job, ``seed``) and a ready job: "nothing written" compares the
+    ready list too."""
+    seeded.create("orders", "seed-ready", delay=0, body={"n": 2})
+    return seeded
 
 
 def iso_to_ms(text: str) -> int:
@@ -220,7 +216,7 @@ def test_existing_job_is_409_in_every_live_state(seeded: Api):
     api.create("orders", "leased-1", delay=0)
     api.lease("orders", "leased-1")
     api.create("orders", "ready-1", delay=0)
-    states = {"seed-delayed": "delayed", "ready-1": "ready", "leased-1": "reserved", "dead-1": "dead"}
+    states = {"seed": "delayed", "ready-1": "ready", "leased-1": "reserved", "dead-1": "dead"}
     for job_id, state in states.items():
         assert api.job("orders", job_id)["state"] == state
         reply = api.refused(
@@ -452,7 +448,7 @@ def test_create_in_a_topic_the_body_contradicts_is_422_naming_topic(seeded: Api)
 @pytest.mark.parametrize(
     ("path", "body", "status", "field"),
     [
-        ("/topics/orders/jobs", {"id": "seed-delayed"}, 409, "id"),
+        ("/topics/orders/jobs", {"id": "seed"}, 409, "id"),
         ("/topics/orders/jobs", {"delay": -1}, 422, "delay"),
         ("/topics/orders/jobs", {"id": "bad id"}, 422, "id"),
         ("/topics/orders/jobs", {"delay_s": 5}, 422, "delay_s"),

@@ -11,15 +11,11 @@ import redis
 from delayq.store.queue import Queue
 from delayq.surfaces.api import HealthOut
 
-from api_support import ANY_FIELD, ERROR_KEYS, NO_BODY, Api, assert_model, check_reply
-from conftest import EVENTS, RECORDER, load_event
+from support.api import ANY_FIELD, ERROR_KEYS, NO_BODY, Api, assert_model, check_reply
+from support.events import EVENTS, load_event
+from support.recorder import RECORDER
 
 DOWN_URL = "redis://127.0.0.1:1/0"
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
 
 
 @pytest.fixture

@@ -6,27 +6,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import redis
 
 from delayq.core.models import MAX_BODY_BYTES
 from delayq.surfaces.api import JobOut, ScheduledOut
 
-from api_support import ANY_FIELD, NO_BODY, Api, assert_model, b64_event
+from support.api import ANY_FIELD, NO_BODY, Api, assert_model, b64_event
 
 DAY_S = 86_400
 BAD_IDS = ["-dash", "has space", "i" * 129, "_under"]
 BAD_TOPICS = ["_private", "has space", "a" * 65, "-dash"]
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
-
-
-@pytest.fixture
-def seeded(api: Api) -> Api:
-    api.create("orders", "seed", delay=600, body={"seed": True})
-    return api
 
 
 def path(job_id: str, topic: str = "orders") -> str:

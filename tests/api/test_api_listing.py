@@ -13,15 +13,8 @@ from delayq import Queue
 from delayq.store.listing import encode_cursor
 from delayq.surfaces.api import CancelledOut, ForecastOut, JobOut, JobPageOut, PausedOut, TopicOut, TopicPageOut
 
-from api_support import Api, assert_model
-from conftest import RECORDER
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    api = Api.start(redis_client, namespace)
-    api.create("orders", "seed", delay=600)
-    return api
+from support.api import Api, assert_model
+from support.recorder import RECORDER
 
 
 def walk(api: Api, path: str, key: str, **query: str) -> list[dict]:
@@ -39,40 +32,40 @@ def walk(api: Api, path: str, key: str, **query: str) -> list[dict]:
 # ------------------------------------------------------------------------------------------ GET /topics
 
 
-def test_topics_by_name_a_page_at_a_time(api: Api):
-    api.create("zeta", "z", delay=0)  # a "*" topic holding a job
-    reply = api.get("/topics", query={"limit": "2"})
+def test_topics_by_name_a_page_at_a_time(seeded: Api):
+    seeded.create("zeta", "z", delay=0)  # a "*" topic holding a job
+    reply = seeded.get("/topics", query={"limit": "2"})
     assert reply.status == 200, reply
     assert_model(TopicPageOut, reply.json)
     assert [topic["topic"] for topic in reply.json["topics"]] == ["orders", "payments"]
     for topic in reply.json["topics"]:
         assert_model(TopicOut, topic)
-    assert [topic["topic"] for topic in walk(api, "/topics", "topics", limit="2")] == [
+    assert [topic["topic"] for topic in walk(seeded, "/topics", "topics", limit="2")] == [
         "orders", "payments", "reminders", "zeta"
     ]  # fmt: skip
-    assert api.get("/topics").json["topics"][0] == api.stats("orders")
+    assert seeded.get("/topics").json["topics"][0] == seeded.stats("orders")
 
 
 # ------------------------------------------------------------------------------------------ GET /topics/{topic}/jobs
 
 
-def test_jobs_by_state_as_get_shows_each(api: Api):
-    api.kill("orders", "x1", error="it broke")
+def test_jobs_by_state_as_get_shows_each(seeded: Api):
+    seeded.kill("orders", "x1", error="it broke")
     for i in range(5):
-        api.create("orders", f"d{i}", delay=60 + i, body={"i": i})
-    api.create("orders", "r1", delay=0)
-    reply = api.get("/topics/orders/jobs", query={"state": "delayed", "limit": "2"})
+        seeded.create("orders", f"d{i}", delay=60 + i, body={"i": i})
+    seeded.create("orders", "r1", delay=0)
+    reply = seeded.get("/topics/orders/jobs", query={"state": "delayed", "limit": "2"})
     assert reply.status == 200, reply
     assert_model(JobPageOut, reply.json)
-    assert reply.json["jobs"] == [api.job("orders", "d0"), api.job("orders", "d1")]
+    assert reply.json["jobs"] == [seeded.job("orders", "d0"), seeded.job("orders", "d1")]
     for job in reply.json["jobs"]:
         assert_model(JobOut, job)
-    delayed = walk(api, "/topics/orders/jobs", "jobs", state="delayed", limit="2")
+    delayed = walk(seeded, "/topics/orders/jobs", "jobs", state="delayed", limit="2")
     assert [job["id"] for job in delayed] == ["d0", "d1", "d2", "d3", "d4", "seed"]
-    assert [job["id"] for job in walk(api, "/topics/orders/jobs", "jobs", state="ready")] == ["r1"]
-    dead = walk(api, "/topics/orders/jobs", "jobs", state="dead")
+    assert [job["id"] for job in walk(seeded, "/topics/orders/jobs", "jobs", state="ready")] == ["r1"]
+    dead = walk(seeded, "/topics/orders/jobs", "jobs", state="dead")
     assert [(job["id"], job["state"], job["last_error"]) for job in dead] == [("x1", "dead", "it broke")]
-    assert api.get("/topics/orders/jobs", query={"state": "reserved"}).json == {"jobs": [], "next": None}
+    assert seeded.get("/topics/orders/jobs", query={"state": "reserved"}).json == {"jobs": [], "next": None}
 
 
 @pytest.mark.parametrize(
@@ -89,30 +82,30 @@ def test_jobs_by_state_as_get_shows_each(api: Api):
         ({"state": "delayed", "cursor": "x" * 20_000}, "cursor"),
     ],
 )
-def test_job_lists_refuse_bad_queries_naming_the_field(api: Api, query: dict[str, str], field: str):
-    api.refused(422, field, "GET", "/topics/orders/jobs", query=query, error="invalid")
+def test_job_lists_refuse_bad_queries_naming_the_field(seeded: Api, query: dict[str, str], field: str):
+    seeded.refused(422, field, "GET", "/topics/orders/jobs", query=query, error="invalid")
 
 
-def test_topics_refuse_bad_queries_naming_the_field(api: Api):
-    api.refused(422, "limit", "GET", "/topics", query={"limit": "0"})
-    api.refused(422, "cursor", "GET", "/topics", query={"cursor": encode_cursor("delayed", 1, "a")})
+def test_topics_refuse_bad_queries_naming_the_field(seeded: Api):
+    seeded.refused(422, "limit", "GET", "/topics", query={"limit": "0"})
+    seeded.refused(422, "cursor", "GET", "/topics", query={"cursor": encode_cursor("delayed", 1, "a")})
 
 
 # ------------------------------------------------------------------------------------------ forecast
 
 
-def test_forecast_buckets_from_now(api: Api):
+def test_forecast_buckets_from_now(seeded: Api):
     for i in range(3):
-        api.create("orders", f"soon{i}", delay=30)
-    reply = api.get("/topics/orders/forecast", query={"minutes": "15", "bucket": "300"})
+        seeded.create("orders", f"soon{i}", delay=30)
+    reply = seeded.get("/topics/orders/forecast", query={"minutes": "15", "bucket": "300"})
     assert reply.status == 200, reply
     assert_model(ForecastOut, reply.json)
     first = reply.json["buckets"][0]
-    seed = (api.job("orders", "seed")["run_at_ms"] - first["from_ms"]) // 300_000  # its bucket: in 10 minutes
+    seed = (seeded.job("orders", "seed")["run_at_ms"] - first["from_ms"]) // 300_000  # its bucket: in 10 minutes
     assert [bucket["count"] for bucket in reply.json["buckets"]] == [3 + (seed == 0), int(seed == 1), int(seed == 2)]
-    assert abs(first["from_ms"] - api.server_ms()) < 10_000
+    assert abs(first["from_ms"] - seeded.server_ms()) < 10_000
     assert reply.json["buckets"][-1]["to_ms"] == first["from_ms"] + 15 * 60_000
-    assert len(api.get("/topics/orders/forecast").json["buckets"]) == 60
+    assert len(seeded.get("/topics/orders/forecast").json["buckets"]) == 60
 
 
 @pytest.mark.parametrize(
@@ -120,29 +113,29 @@ def test_forecast_buckets_from_now(api: Api):
     [({"minutes": "0"}, "minutes"), ({"minutes": "10081"}, "minutes"), ({"minutes": "1.5"}, "minutes"),
      ({"bucket": "0"}, "bucket"), ({"bucket": "86401"}, "bucket"), ({"minutes": "10080", "bucket": "1"}, "bucket")],
 )  # fmt: skip
-def test_forecast_refuses_bad_windows_naming_the_field(api: Api, query: dict[str, str], field: str):
-    api.refused(422, field, "GET", "/topics/orders/forecast", query=query, error="invalid")
+def test_forecast_refuses_bad_windows_naming_the_field(seeded: Api, query: dict[str, str], field: str):
+    seeded.refused(422, field, "GET", "/topics/orders/forecast", query=query, error="invalid")
 
 
 # ------------------------------------------------------------------------------------------ pause, resume
 
 
-def test_pause_and_resume_are_idempotent_and_shown_in_the_stats(api: Api):
+def test_pause_and_resume_are_idempotent_and_shown_in_the_stats(seeded: Api):
     for _ in range(2):
-        reply = api.post("/topics/orders/pause")
+        reply = seeded.post("/topics/orders/pause")
         assert (reply.status, reply.json) == (200, {"paused": True})
         assert_model(PausedOut, reply.json)
-        assert api.stats("orders")["paused"] is True
-    assert api.stats("reminders")["paused"] is False
+        assert seeded.stats("orders")["paused"] is True
+    assert seeded.stats("reminders")["paused"] is False
     for _ in range(2):
-        reply = api.post("/topics/orders/resume")
+        reply = seeded.post("/topics/orders/resume")
         assert (reply.status, reply.json) == (200, {"paused": False})
-    assert api.stats("orders")["paused"] is False
+    assert seeded.stats("orders")["paused"] is False
 
 
-def test_a_body_is_not_needed_but_must_be_json_when_given(api: Api):
-    assert api.post("/topics/orders/pause", {}).status == 200
-    api.refused(400, None, "POST", "/topics/orders/pause", raw_body="{not json")
+def test_a_body_is_not_needed_but_must_be_json_when_given(seeded: Api):
+    assert seeded.post("/topics/orders/pause", {}).status == 200
+    seeded.refused(400, None, "POST", "/topics/orders/pause", raw_body="{not json")
 
 
 # ------------------------------------------------------------------------------------------ topics nobody knows
@@ -186,42 +179,42 @@ def test_a_topic_no_longer_configured_but_holding_jobs_is_seen_and_steered(
 # ------------------------------------------------------------------------------------------ DELETE /topics/{topic}/jobs
 
 
-def test_cancel_all_of_a_state_leaves_the_other_states_and_topics(api: Api):
-    api.kill("orders", "x1")
+def test_cancel_all_of_a_state_leaves_the_other_states_and_topics(seeded: Api):
+    seeded.kill("orders", "x1")
     for n in range(3):
-        api.create("orders", f"d{n}", delay=600)
-        api.create("orders", f"r{n}", delay=0)
-    api.create("payments", "other", delay=600)
-    reply = api.delete("/topics/orders/jobs", query={"state": "delayed"})
+        seeded.create("orders", f"d{n}", delay=600)
+        seeded.create("orders", f"r{n}", delay=0)
+    seeded.create("payments", "other", delay=600)
+    reply = seeded.delete("/topics/orders/jobs", query={"state": "delayed"})
     assert (reply.status, reply.json) == (200, {"cancelled": 4})  # the seed and d0..d2
     assert_model(CancelledOut, reply.json)
-    stats = api.stats("orders")
+    stats = seeded.stats("orders")
     assert (stats["delayed"], stats["ready"], stats["dead"]) == (0, 3, 1)
-    assert api.get("/jobs/orders/d1").status == 404
-    assert api.stats("payments")["delayed"] == 1
-    assert api.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 3}
-    assert api.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 1}
-    assert api.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 0}
-    stats = api.stats("orders")
+    assert seeded.get("/jobs/orders/d1").status == 404
+    assert seeded.stats("payments")["delayed"] == 1
+    assert seeded.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 3}
+    assert seeded.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 1}
+    assert seeded.delete("/topics/orders/jobs", query={"state": "dead"}).json == {"cancelled": 0}
+    stats = seeded.stats("orders")
     assert (stats["delayed"], stats["ready"], stats["reserved"], stats["dead"]) == (0, 0, 0, 0)
-    assert api.get("/jobs/orders/r2").status == 404
-    assert api.get("/jobs/orders/x1").status == 404
+    assert seeded.get("/jobs/orders/r2").status == 404
+    assert seeded.get("/jobs/orders/x1").status == 404
 
 
-def test_cancel_all_leaves_reserved_jobs_alone(api: Api):
-    api.create("orders", "busy", delay=0)
-    api.lease("orders", "busy")
-    assert api.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 0}
-    assert api.job("orders", "busy")["state"] == "reserved"
+def test_cancel_all_leaves_reserved_jobs_alone(seeded: Api):
+    seeded.create("orders", "busy", delay=0)
+    seeded.lease("orders", "busy")
+    assert seeded.delete("/topics/orders/jobs", query={"state": "ready"}).json == {"cancelled": 0}
+    assert seeded.job("orders", "busy")["state"] == "reserved"
 
 
 @pytest.mark.parametrize("query", [{}, {"state": "reserved"}, {"state": "all"}, {"state": ""}, {"state": "READY"}])
-def test_cancel_all_needs_a_cancellable_state_naming_state(api: Api, query: dict[str, str]):
-    api.refused(422, "state", "DELETE", "/topics/orders/jobs", query=query)
+def test_cancel_all_needs_a_cancellable_state_naming_state(seeded: Api, query: dict[str, str]):
+    seeded.refused(422, "state", "DELETE", "/topics/orders/jobs", query=query)
 
 
-def test_cancel_all_of_a_bad_topic_is_422_naming_topic(api: Api):
-    api.refused(422, "topic", "DELETE", "/topics/no%20pe/jobs", query={"state": "ready"})
+def test_cancel_all_of_a_bad_topic_is_422_naming_topic(seeded: Api):
+    seeded.refused(422, "topic", "DELETE", "/topics/no%20pe/jobs", query={"state": "ready"})
 
 
 def test_cancel_all_of_a_topic_nobody_knows_is_404(named_only: Api):

@@ -13,7 +13,7 @@ import redis
 import delayq
 from delayq.core.models import MAX_BATCH
 
-from api_support import Api
+from support.api import Api
 
 # The contract's routes (CONTRACT.md, "HTTP API"), parameters normalised to {}.
 CONTRACT_ROUTES: dict[str, set[str]] = {
@@ -88,11 +88,6 @@ METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 
 def normalise(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "{}", path)
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
 
 
 @pytest.fixture

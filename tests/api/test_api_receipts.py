@@ -3,19 +3,11 @@ window for creates; PUT makes it anew, DELETE forgets it, PATCH refuses it; coun
 
 from __future__ import annotations
 
-import pytest
-import redis
-
 from delayq.core.settings import Settings
 from delayq.store import calls
 from delayq.surfaces.api import JobOut, TopicOut
 
-from api_support import Api, assert_model
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
+from support.api import Api, assert_model
 
 
 def test_get_of_a_done_job(api: Api):

@@ -18,8 +18,8 @@ import enqueue
 from delayq import Queue
 from delayq.surfaces.api import create_app
 
-from api_support import Api, check_reply
-from conftest import FakeContext, api_event, http_api_event
+from support.api import Api, check_reply
+from support.events import FakeContext, api_event, http_api_event
 
 # Every route, with the seeded job and topic in its path.
 ROUTES = [
@@ -43,16 +43,10 @@ FORMATS = pytest.mark.parametrize("make", [api_event, http_api_event], ids=["1.0
 
 
 @pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
-
-
-@pytest.fixture
-def seeded(api: Api) -> Api:
-    """A delayed job ``seed`` and a dead job: a purge or a replay would be seen."""
-    api.create("orders", "seed", delay=600, body={"seed": True})
-    api.kill("orders", "dead-one")
-    return api
+def seeded(seeded: Api) -> Api:
+    """The tier's ``seeded`` (a delayed job, ``seed``) and a dead job: a purge or a replay would be seen."""
+    seeded.kill("orders", "dead-one")
+    return seeded
 
 
 def body_for(method: str, path: str) -> Any:

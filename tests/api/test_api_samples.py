@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
 import enqueue
 from delayq.surfaces.api import (
@@ -28,8 +27,8 @@ from delayq.surfaces.api import (
     TopicPageOut,
 )
 
-from api_support import Api, assert_model, check_reply
-from conftest import EVENTS, FakeContext, load_event
+from support.api import Api, assert_model, check_reply
+from support.events import EVENTS, FakeContext, load_event
 
 SAMPLES = {
     "delete_dead",
@@ -57,11 +56,6 @@ SAMPLES = {
     "put_schedule",
 }
 FORMATS = ["api", "api/v2"]  # the sample directories: payload 1.0, payload 2.0
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
 
 
 @pytest.mark.parametrize("where", FORMATS)

@@ -14,14 +14,9 @@ from delayq.core.recurring import occurrence_id
 from delayq.core.schedule import iso_utc
 from delayq.surfaces.api import ScheduleListOut, ScheduleOut
 
-from api_support import Api, assert_model
+from support.api import Api, assert_model
 
 DAILY = {"cron": "0 8 * * 1-5", "timezone": "Europe/Paris", "body": {"report": "daily"}, "retries": 3}
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
 
 
 def test_put_creates_then_replaces_and_answers_the_definition_with_its_next_runs(api: Api) -> None:
@@ -122,7 +117,7 @@ def test_a_body_too_large_is_a_413_and_writes_nothing(api: Api) -> None:
 def test_a_topic_nobody_configured_is_a_422_naming_topic(
     api: Api, monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis, namespace: str
 ) -> None:
-    monkeypatch.setenv("DELAYQ_TOPICS", '{"orders": {"target": "python:recorder:deliver"}}')
+    monkeypatch.setenv("DELAYQ_TOPICS", '{"orders": {"target": "python:support.recorder:deliver"}}')
     api = Api.start(redis_client, namespace)
     assert api.put("/schedules/orders/seed", {"every": 3600}).status == 201
     reply = api.refused(422, "topic", "PUT", "/schedules/elsewhere/s", {"every": 60})

@@ -12,21 +12,10 @@ import redis
 from delayq import Queue, TopicNotFound
 from delayq.surfaces.api import DeadJobOut, DeadListOut, PurgedOut, ReplayedOut, TopicOut
 
-from api_support import ANY_FIELD, ANY_STATUS, Api, assert_model
-from conftest import RECORDER
+from support.api import ANY_FIELD, ANY_STATUS, Api, assert_model
+from support.recorder import RECORDER
 
 BAD_TOPICS = ["_private", "has space", "a" * 65]
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Api:
-    return Api.start(redis_client, namespace)
-
-
-@pytest.fixture
-def seeded(api: Api) -> Api:
-    api.create("orders", "seed", delay=600, body={"seed": True})
-    return api
 
 
 def kill_several(api: Api, topic: str, ids: list[str]) -> None:

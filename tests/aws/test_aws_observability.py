@@ -21,8 +21,9 @@ from delayq.core.observability import Telemetry, route_logs_to
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 
-from conftest import RECORDER, FakeContext, load_event
-from redis_support import server_ms
+from support.events import FakeContext, load_event
+from support.recorder import RECORDER
+from support.scripts import server_ms
 
 METRICS = {"Enqueued", "Moved", "Delivered", "Failed", "TimedOut", "Retried", "Dead", "LeaseExpired", "RedisErrors"}
 DEAD_REDIS = "redis://127.0.0.1:1/0"

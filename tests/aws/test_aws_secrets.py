@@ -22,8 +22,10 @@ from delayq.core.errors import ConfigError
 from delayq.store import connection
 from delayq.store.connection import redis_url, split_credentials, url_from_secret
 
-from conftest import DEFAULT_TOPICS, FakeContext, api_event, response_json
-from servers import RedisServer
+from support.answers import response_json
+from support.events import FakeContext, api_event
+from support.recorder import DEFAULT_TOPICS
+from support.servers import RedisServer
 
 PASSWORD = "s3cr3t-hunter2"
 

@@ -20,7 +20,7 @@ from delayq.store import calls
 from delayq.store.calls import Failure
 from delayq.surfaces import answers
 
-from conftest import DEFAULT_TOPICS
+from support.recorder import DEFAULT_TOPICS
 
 Run = Callable[..., tuple[int, str, str]]
 ENTRY_POINTS = [[sys.executable, "-m", "delayq"], [str(Path(sys.executable).parent / "delayq")]]

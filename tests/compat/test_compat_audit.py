@@ -21,8 +21,9 @@ from delayq.loops.sweeper import Sweeper
 from delayq.store.scripts import all_scripts
 from delayq.surfaces.api import create_app
 
-import recorder
-from compat_support import (
+from support import recorder
+from support.answers import response_json
+from support.compat import (
     OK_IDS,
     TOPIC,
     Monitor,
@@ -38,8 +39,8 @@ from compat_support import (
     lifecycle,
     make_settings,
 )
-from conftest import api_event, response_json
-from servers import RedisServer
+from support.events import api_event
+from support.servers import RedisServer
 
 # Every command delayq may send, from its connections or its scripts: all in Redis 6.2 (the oldest the
 # contract supports) with the options used (checked below). A new one must be added here on purpose.

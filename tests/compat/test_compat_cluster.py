@@ -24,8 +24,8 @@ from delayq.core.loop import Budget
 from delayq.loops.consumer import Consumer
 from delayq.store.keys import Keyspace, partition_tag
 
-import recorder
-from compat_support import (
+from support import recorder
+from support.compat import (
     MANY_IDS,
     TOPIC,
     TOPICS,
@@ -42,8 +42,8 @@ from compat_support import (
     new_namespace,
     schedule_lifecycle,
 )
-from security_support import USER, acl_rules
-from servers import RedisClusterServers
+from support.security import USER, acl_rules
+from support.servers import RedisClusterServers
 
 README = Path(__file__).resolve().parents[2] / "docs" / "redis.md"
 

@@ -14,8 +14,8 @@ import redis
 
 from delayq import NotReplicated, Queue, Settings, Topics
 
-from conftest import RECORDER
-from servers import RedisClusterServers, RedisServer
+from support.recorder import RECORDER
+from support.servers import RedisClusterServers, RedisServer
 
 TOPIC = "orders"
 TOPICS: dict[str, Any] = {TOPIC: {"target": RECORDER}}

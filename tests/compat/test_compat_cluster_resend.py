@@ -21,9 +21,9 @@ from delayq.core.loop import Budget
 from delayq.loops.consumer import Consumer
 from delayq.store.scripts import Scripts, all_scripts
 
-import recorder
-from compat_support import RECORDER, TOPIC, error_stats, make_settings
-from servers import BreakingProxy, RedisServer
+from support import recorder
+from support.compat import RECORDER, TOPIC, error_stats, make_settings
+from support.servers import BreakingProxy, RedisServer
 
 CLUSTER_ARGS = ("--cluster-enabled", "yes", "--cluster-node-timeout", "5000", "--appendonly", "no")
 

@@ -16,9 +16,9 @@ from delayq.core.loop import Budget
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 
-import recorder
-from compat_support import TOPIC, check_deliveries, direct_client, error_stats, make_settings
-from servers import RedisServer
+from support import recorder
+from support.compat import TOPIC, check_deliveries, direct_client, error_stats, make_settings
+from support.servers import RedisServer
 
 
 @pytest.fixture(scope="module")

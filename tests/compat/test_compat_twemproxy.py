@@ -20,10 +20,11 @@ from delayq.store.connection import client_options
 from delayq.store.scripts import Scripts, all_scripts
 from delayq.surfaces.api import create_app
 
-import recorder
-from compat_support import TOPIC, check_deliveries, direct_client, lifecycle, make_settings, schedule_lifecycle
-from conftest import api_event, response_json
-from servers import RedisServer, Twemproxy
+from support import recorder
+from support.answers import response_json
+from support.compat import TOPIC, check_deliveries, direct_client, lifecycle, make_settings, schedule_lifecycle
+from support.events import api_event
+from support.servers import RedisServer, Twemproxy
 
 
 @pytest.fixture(scope="module")

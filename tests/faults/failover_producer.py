@@ -49,7 +49,7 @@ class Context:
 
 def api_event(sample: dict[str, Any], method: str, path: str, body: Any = None) -> dict[str, Any]:
     """An API Gateway REST proxy event on the ``events/api/post_jobs.json`` sample, as the tests'
-    ``conftest.api_event`` builds one (not imported from there: it brings the test tiers' modules)."""
+    ``support.events.api_event`` builds one, on a sample read once rather than at every request."""
     event = copy.deepcopy(sample)
     event["httpMethod"] = method
     event["path"] = path

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     by_job,
@@ -38,7 +38,7 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from servers import RedisServer
+from support.servers import RedisServer
 
 JOBS = 40
 RETRIED = 2  # of which this many fail their first attempt, and are retried after BACKOFF_S
@@ -65,7 +65,7 @@ API_ENQUEUE = """
 import json, sys
 sys.path.insert(0, "tests")
 import enqueue
-from conftest import FakeContext, api_event
+from support.events import FakeContext, api_event
 answers = []
 for job in json.loads(sys.argv[1]):
     response = enqueue.lambda_handler(api_event("POST", "/jobs", job), FakeContext())

@@ -1,6 +1,6 @@
 """Scenario 8: a Redis primary fails over while the API, a sweeper and a consumer run (issue 26).
 
-Three runs of the failover harness (``failover_support``), shortened from the issue's (the failover 8 s
+Three runs of the failover harness (``support.failover``), shortened from the issue's (the failover 8 s
 into 200 jobs/s, 12 s more, then the drain), each asserting the contract's "Failover and durability":
 
 - a cluster master SIGKILLed with Redis' defaults: no loop exits, no 500, nothing lost, nothing early;
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from failover_support import Row, run_scenario
-from faults_support import FUNCTIONS, report
+from support.failover import Row, run_scenario
+from support.faults import FUNCTIONS, report
 
 KILL_AFTER_S = 8.0
 AFTER_S = 12.0

@@ -16,7 +16,7 @@ import pytest
 
 from delayq.loops.consumer import LEASE_GRACE_MS
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     by_job,
@@ -30,8 +30,8 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 JOBS = 40
 SLEEP_S = 0.6  # each handler runs this long, so a batch is mid-flight most of the time

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from faults_support import Enqueued, Fleet, check, loop_env, make_queue, read_records, report, topics_json, wait_until
-from servers import RedisServer
+from support.faults import Enqueued, Fleet, check, loop_env, make_queue, read_records, report, topics_json, wait_until
+from support.servers import RedisServer
 
 TICK_S = 0.1
 LOCK_TTL_S = max(5.0, 5 * TICK_S)  # Sweeper.lock_ttl_ms

@@ -6,7 +6,7 @@ lost, none delivered twice, none early (by Redis' clock). Every consumer deliver
 
 The first sweeper to pass takes every free lock and keeps it, so midway a sweeper holding locks is
 stopped (SIGTERM: it releases them) and the others take every lock over, under load. The namespace
-keeps its invariant (``invariants``, read at one instant) midway, around the handover and at the end.
+keeps its invariant (``support.invariants``, read at one instant) midway, around the handover and at the end.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from faults_support import Enqueued, Fleet, check, loop_env, make_queue, read_records, report, topics_json, wait_until
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.faults import Enqueued, Fleet, check, loop_env, make_queue, read_records, report, topics_json, wait_until
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 JOBS = 20_000
 TOPICS = ("load-a", "load-b", "load-c", "load-d")

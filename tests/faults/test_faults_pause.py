@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from faults_support import Enqueued, Fleet, check, loop_env, make_queue, read_records, topics_json, wait_until
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.faults import Enqueued, Fleet, check, loop_env, make_queue, read_records, topics_json, wait_until
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 JOBS = 200
 CONCURRENCY = 8

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     by_job,
@@ -24,7 +24,7 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from servers import RedisServer
+from support.servers import RedisServer
 
 GOOD = 200
 BACKOFF_S = 0.2

@@ -17,7 +17,7 @@ import pytest
 from delayq.loops.consumer import LEASE_GRACE_MS
 from delayq.loops.settlement import ACK_RIDE_S
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     busiest_window,
@@ -28,8 +28,8 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 JOBS = 120
 CONCURRENCY = 8

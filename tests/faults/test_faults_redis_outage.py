@@ -24,7 +24,7 @@ import pytest
 from delayq import JobNotFound, Queue
 from delayq.store.connection import SOCKET_TIMEOUT_S
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     HandlerApi,
@@ -36,8 +36,8 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 OUTAGE_S = 10.0
 QUICK_S = 1.0  # a 503 during the outage comes at least this fast

@@ -18,7 +18,7 @@ import pytest
 
 from delayq import DelayqError, JobNotFound
 
-from faults_support import (
+from support.faults import (
     Enqueued,
     Fleet,
     HandlerApi,
@@ -29,7 +29,7 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from servers import RedisServer
+from support.servers import RedisServer
 
 API_JOBS = 100
 BATCH_JOBS = 400

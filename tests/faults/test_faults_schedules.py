@@ -30,13 +30,13 @@ from typing import Any
 
 import pytest
 import redis
-from dying_sweeper import CLAIMS_ENV
 
 from delayq import Queue
 from delayq.core.recurring import occurrence_id
 from delayq.store.schedules import CLAIM_MS
 
-from faults_support import (
+from support.dying_sweeper import CLAIMS_ENV
+from support.faults import (
     ROOT,
     Enqueued,
     Fleet,
@@ -51,8 +51,8 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from invariants import check_redis, unsettled
-from servers import RedisServer
+from support.invariants import check_redis, unsettled
+from support.servers import RedisServer
 
 TOPIC = "cron"
 SECOND = 1000
@@ -84,7 +84,7 @@ class Calendars:
         return any(lo < at_ms < hi for key in (name, None) for lo, hi in self.windows.get(key, []))
 
     def check(self, scenario: str, records: list[dict[str, Any]], until_ms: float, **extra: Any) -> list[str]:
-        """``faults_support.check`` of the deliveries against the calendars up to ``until_ms``: an
+        """``support.faults.check`` of the deliveries against the calendars up to ``until_ms``: an
         occurrence in a fault's window may be missing (the catch-up rule), no other. Returns the ids
         of the occurrences skipped."""
         every = self.occurrences(until_ms + 3 * SECOND)  # those that came after the cut-off are no strangers
@@ -191,7 +191,7 @@ def test_a_sweeper_killed_between_claim_and_write_loses_no_schedule(tmp_path: Pa
             began = time.monotonic()
             fleet.consumer("consumer")
             dying = LoopProcess("dying-sweeper", "sweep", env, tmp_path)
-            dying.command = [sys.executable, "-m", "dying_sweeper"]
+            dying.command = [sys.executable, "-m", "support.dying_sweeper"]
             fleet.processes.append(dying.start())
             assert wait_until(lambda: not dying.alive, 15), "the dying sweeper did not die"
             died_ms = redis_ms(client)
@@ -286,7 +286,7 @@ SCHEDULE_VIA_API = """
 import json, sys
 sys.path.insert(0, "tests")
 import enqueue
-from conftest import FakeContext, api_event
+from support.events import FakeContext, api_event
 answers = []
 for name in json.loads(sys.argv[1]):
     response = enqueue.lambda_handler(api_event("PUT", f"/schedules/cron/{name}", {"every": 1}), FakeContext())

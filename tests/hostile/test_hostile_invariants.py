@@ -16,10 +16,10 @@ from delayq.store import calls
 from delayq.store.calls import Failure
 from delayq.store.keys import TOPIC_KEYS, Keyspace
 
-from conftest import api_event
-from hostile_support import SEED_TOPIC, Hostile, server_ms
-from invariants import Broken, Snapshot, check, check_redis, problems, read_atomic, read_namespace
-from redis_support import Rules
+from support.events import api_event
+from support.hostile import SEED_TOPIC, Hostile
+from support.invariants import Broken, Snapshot, check, check_redis, problems, read_atomic, read_namespace
+from support.scripts import Rules, server_ms
 
 
 @pytest.fixture

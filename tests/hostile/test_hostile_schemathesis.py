@@ -1,5 +1,5 @@
 """schemathesis against the app's own ``GET /openapi.json``, in-process: the schema is loaded from the
-real handler through ``hostile_support.wsgi_app`` (each HTTP request becomes the API Gateway event the
+real handler through ``support.hostile.wsgi_app`` (each HTTP request becomes the API Gateway event the
 local stack builds), and every generated request, schema-valid and schema-violating, is sent the same
 way, without a network.
 
@@ -12,10 +12,6 @@ delayq's own: every error is ``{"status", "error", "field", "message"}`` with th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-import redis
 import schemathesis
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import (
@@ -27,7 +23,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.parameters import ParameterLocation
 
-from hostile_support import HOSTILE_SCHEMA, Hostile, strict_json, wsgi_app
+from support.hostile import HOSTILE_SCHEMA, Hostile, strict_json, wsgi_app
 
 schema = schemathesis.openapi.from_wsgi("/openapi.json", wsgi_app)
 schema.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
@@ -36,16 +32,6 @@ rejection.expected_statuses = [*rejection.expected_statuses, "413"]  # a batch o
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance, content_type_conformance]
 BATCH = "/jobs/batch"  # answers each job on its own: not negative_data_rejection, ``refused_some`` below
 ERROR_KEYS = {"status", "error", "field", "message"}
-
-
-@pytest.fixture
-def api(handler_env: dict[str, str], redis_client: redis.Redis, namespace: str) -> Iterator[Hostile]:
-    """The handler reloaded for this test's namespace, with the seeded jobs (so that generated ids
-    sometimes name real ones: ``seed-delayed``, ``seed-dead`` ...). At the end, the namespace must
-    still keep its invariant (``invariants``)."""
-    api = Hostile.start(redis_client, namespace)
-    yield api
-    api.jobs()
 
 
 @schema.parametrize()

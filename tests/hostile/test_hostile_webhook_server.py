@@ -25,8 +25,9 @@ from delayq import Queue
 from delayq.core.settings import WEBHOOK_MIN_BACKOFF_S
 from delayq.loops.consumer import Consumer
 
-from conftest import FakeContext, api_event, response_json
-from loops_support import running, wait_until
+from support.answers import response_json
+from support.events import FakeContext, api_event
+from support.loops import running, wait_until
 
 PATH_TOKEN = "xoxb-path-T0KEN-4f1d"  # a webhook URL's path is often its only secret (Slack's are)
 BODY_TOKEN = "leaked-session-9c2e"

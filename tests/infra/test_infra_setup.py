@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from servers import free_port
+from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "tests" / "setup.sh"

@@ -31,11 +31,11 @@ from delayq.core.settings import Settings, TopicConfig
 from delayq.store.queue import Queue
 from delayq.surfaces.api import create_app
 
+from support.security import ACL_COMMANDS  # the ACL the security tier proves sufficient
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "infra" / "template.yaml"
 TOPIC_POLICY = ROOT / "infra" / "policies" / "topic-caller.json"
-sys.path.insert(0, str(ROOT / "tests" / "security"))
-from security_support import ACL_COMMANDS  # noqa: E402 - the ACL the security tier proves sufficient
 
 FUNCTIONS = ROOT / "functions"
 EVENTS = ROOT / "events"

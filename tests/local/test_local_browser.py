@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from local_support import Stack, base_env, eventually, local_stack
+from support.local import Stack, base_env, eventually, local_stack
 
 ATTACK_IDS = ("csrf-text", "csrf-json", "csrf-blob", "csrf-form")
 

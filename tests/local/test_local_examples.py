@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from local_support import ROOT, Stack, base_env, eventually, local_stack, send
-from servers import free_port
+from support.local import ROOT, Stack, base_env, eventually, local_stack, send
+from support.servers import free_port
 
 EXAMPLES_DOC = ROOT / "docs" / "local.md"  # where the local stack's examples live
 DOC_ADDRESS = "127.0.0.1:8000"

@@ -18,7 +18,7 @@ import pytest
 from delayq.core.errors import ConfigError
 from delayq.surfaces.localhttp import MAX_REQUEST_BYTES, Binding, Server, lambda_app
 
-from local_support import JSON, Answer, send
+from support.local import JSON, Answer, send
 
 TOKEN = "s3cret-token-\u00e9"
 

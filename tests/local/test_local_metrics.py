@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from local_support import CLOSED, Stack, base_env, eventually, local_stack, running_process, send, start_module
-from servers import free_port
+from support.local import CLOSED, Stack, base_env, eventually, local_stack, running_process, send, start_module
+from support.servers import free_port
 
 pytestmark = pytest.mark.timeout(180)
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

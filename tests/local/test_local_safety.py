@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from local_support import CLOSED, JSON, ROOT, base_env, eventually, local_stack, send
-from servers import free_port
+from support.local import CLOSED, JSON, ROOT, base_env, eventually, local_stack, send
+from support.servers import free_port
 
 TOKEN = "a-token-for-the-test"
 

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from local_support import CLOSED, ROOT, Stack, base_env, local_stack
+from support.local import CLOSED, ROOT, Stack, base_env, local_stack
 
 
 def post_and_see_delivery(stack: Stack) -> None:

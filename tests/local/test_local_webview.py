@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from local_support import JSON, Stack, base_env, local_stack, send
+from support.local import JSON, Stack, base_env, local_stack, send
 
 UI = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "surfaces" / "ui"
 

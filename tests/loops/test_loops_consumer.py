@@ -9,7 +9,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,20 +25,13 @@ from delayq.store import calls as calls_module
 from delayq.store.keys import partition_of
 from delayq.store.scripts import run_many
 
-import loops_targets
-import recorder
-from conftest import RECORDER, created
-from loops_support import Running, running, state, wait_until
+from support import loop_targets, recorder
+from support.answers import created
+from support.loops import Running, running, state, wait_until
+from support.recorder import RECORDER
 
-GATE = "python:loops_targets:gate"
+GATE = "python:support.loop_targets:gate"
 MakeQueue = Callable[..., Queue]
-
-
-@pytest.fixture(autouse=True)
-def _clean_targets() -> Iterator[None]:
-    loops_targets.reset()
-    yield
-    loops_targets.reset()
 
 
 def test_lifecycle_delayed_ready_reserved_gone(make_queue: MakeQueue) -> None:
@@ -60,7 +53,7 @@ def test_lifecycle_delayed_ready_reserved_gone(make_queue: MakeQueue) -> None:
         reserved = queue.get("life", "job-1")
         assert reserved.attempts == 1
         assert queue.stats("life").reserved == 1
-        loops_targets.release("job-1")
+        loop_targets.release("job-1")
         assert wait_until(lambda: state(queue, "life", "job-1") == "done")
     summary = consumer.summary
     assert summary is not None
@@ -77,7 +70,7 @@ def test_lifecycle_delayed_ready_reserved_gone(make_queue: MakeQueue) -> None:
     assert summary["redis_errors"] == 0
     assert summary["passes"] >= 1
 
-    calls = loops_targets.of("job-1")
+    calls = loop_targets.of("job-1")
     assert len(calls) == 1
     job = calls[0].job
     assert isinstance(job, Job)
@@ -167,9 +160,9 @@ def test_retry_follows_the_backoff_schedule(make_queue: MakeQueue) -> None:
 
 def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     queue = make_queue(
-        topics={"dl": {"target": "python:loops_targets:switch", "retries": 2, "backoff": [0.1]}}, tick=0.1
+        topics={"dl": {"target": "python:support.loop_targets:switch", "retries": 2, "backoff": [0.1]}}, tick=0.1
     )
-    loops_targets.failing = True
+    loop_targets.failing = True
     queue.enqueue("dl", {"keep": "me"}, id="d1", delay=0)
 
     with running(Consumer(queue)) as consumer:
@@ -177,7 +170,7 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     summary = consumer.summary
     assert summary is not None
     assert (summary["failed"], summary["retried"], summary["dead"], summary["acked"]) == (3, 2, 1, 0)
-    assert [c.job.attempt for c in loops_targets.of("d1")] == [1, 2, 3]
+    assert [c.job.attempt for c in loop_targets.of("d1")] == [1, 2, 3]
 
     info = queue.get("dl", "d1")
     assert info.state == "dead"
@@ -193,14 +186,14 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     stats = queue.stats("dl")
     assert (stats.dead, stats.delayed, stats.ready, stats.reserved) == (1, 0, 0, 0)
 
-    loops_targets.failing = False
+    loop_targets.failing = False
     assert queue.replay("dl", ["d1"]) == 1
     replayed = queue.get("dl", "d1")
     assert replayed.state == "ready"
     assert replayed.attempts == 0
     with running(Consumer(queue)) as again:
         assert wait_until(lambda: state(queue, "dl", "d1") == "done", timeout=5)
-    calls = loops_targets.of("d1")
+    calls = loop_targets.of("d1")
     assert [c.job.attempt for c in calls] == [1, 2, 3, 1]
     assert calls[-1].job.body == {"keep": "me"}
     assert queue.dead("dl") == []
@@ -231,17 +224,19 @@ def test_timeout_is_a_failed_attempt_and_the_late_result_is_dropped(make_queue: 
 
 def test_late_result_does_not_disturb_the_next_lease(make_queue: MakeQueue) -> None:
     queue = make_queue(
-        topics={"slow": {"target": "python:loops_targets:first_sleeps", "timeout": 1, "retries": 1, "backoff": [0]}},
+        topics={
+            "slow": {"target": "python:support.loop_targets:first_sleeps", "timeout": 1, "retries": 1, "backoff": [0]}
+        },
         tick=0.1,
     )
-    loops_targets.queue = queue
+    loop_targets.queue = queue
     queue.enqueue("slow", {"sleep": 1.5}, id="t1", delay=0)
 
     with running(Consumer(queue)) as consumer:
         assert wait_until(
             lambda: state(queue, "slow", "t1") == "done" and consumer.counts["late_results"] == 1, timeout=5
         )
-    first, second = loops_targets.of("t1")
+    first, second = loop_targets.of("t1")
     assert (first.job.attempt, second.job.attempt) == (1, 2)
     # the second attempt was leased while the first thread was still sleeping ...
     assert second.extra["first_was_running"] is True
@@ -293,7 +288,7 @@ def test_cancelled_reserved_job_is_not_retried_and_the_late_ack_changes_nothing(
         assert queue.stats("g").reserved == 0
         # a new job under the same id: the old attempt's ack must not touch it
         fresh = queue.enqueue("g", {"v": 2}, id="g1", delay=60)
-        loops_targets.release("g1")
+        loop_targets.release("g1")
         assert wait_until(lambda: consumer.counts["succeeded"] == 1)
         passes = consumer.counts["passes"]
         assert wait_until(lambda: consumer.counts["passes"] >= passes + 2)  # the ack went out
@@ -308,7 +303,7 @@ def test_cancelled_reserved_job_is_not_retried_and_the_late_ack_changes_nothing(
     assert info.run_at_ms == fresh.run_at_ms
     assert info.last_error is None
     assert queue.dead("g") == []
-    assert len(loops_targets.of("g1")) == 1
+    assert len(loop_targets.of("g1")) == 1
     # nothing left to take back either
     sweep = Sweeper(queue).run(Budget.of(0))
     assert (sweep["retried"], sweep["dead"]) == (0, 0)
@@ -353,7 +348,7 @@ def test_reschedule_ready_job_to_the_future_goes_back_to_delayed(make_queue: Mak
 
 def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
     queue = make_queue(
-        topics={"busy": {"target": "python:loops_targets:counted", "concurrency": 2, "batch": 100}}, tick=0.1
+        topics={"busy": {"target": "python:support.loop_targets:counted", "concurrency": 2, "batch": 100}}, tick=0.1
     )
     for i in range(10):
         queue.enqueue("busy", {"sleep": 0.25}, id=f"b{i}", delay=0)
@@ -363,16 +358,16 @@ def test_concurrency_bounds_handlers_and_takes(make_queue: MakeQueue) -> None:
     def done() -> bool:
         stats = queue.stats("busy")
         reserved_seen.append(stats.reserved)
-        return len(loops_targets.of()) == 10 and stats.reserved == stats.ready == 0
+        return len(loop_targets.of()) == 10 and stats.reserved == stats.ready == 0
 
     with running(Consumer(queue)) as consumer:
         assert wait_until(done, timeout=6)
         workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert len(workers) == 2  # threads started as needed, never more than the topic's concurrency
-    assert loops_targets.max_active == 2
+    assert loop_targets.max_active == 2
     assert wait_until(lambda: not any(t.name.startswith("delayq-worker_") for t in threading.enumerate()))
     assert max(reserved_seen) <= 2  # never leased more jobs than it had free workers
-    assert sorted(c.job.id for c in loops_targets.of()) == sorted(f"b{i}" for i in range(10))
+    assert sorted(c.job.id for c in loop_targets.of()) == sorted(f"b{i}" for i in range(10))
     summary = consumer.summary
     assert summary is not None
     assert (summary["taken"], summary["acked"]) == (10, 10)
@@ -383,19 +378,19 @@ def test_handlers_that_wait_each_get_a_worker_at_once(make_queue: MakeQueue) -> 
     gets a thread of its own a moment later: the whole batch is in flight while the first is still
     waiting. The handlers wait at a gate until the test opens it, so "in flight at once" does not
     depend on how fast the machine is."""
-    queue = make_queue(topics={"io": {"target": "python:loops_targets:gate", "concurrency": 20}}, tick=0.1)
+    queue = make_queue(topics={"io": {"target": "python:support.loop_targets:gate", "concurrency": 20}}, tick=0.1)
     ids = [f"w{i}" for i in range(20)]
     queue.enqueue_many([{"topic": "io", "id": job_id, "body": {}} for job_id in ids])
 
     with running(Consumer(queue)):
-        assert wait_until(lambda: len(loops_targets.of()) == 20, timeout=loops_targets.GATE_LIMIT_S - 1)
-        assert all(call.ended_ms is None for call in loops_targets.of())  # all 20 wait at the gate at once
+        assert wait_until(lambda: len(loop_targets.of()) == 20, timeout=loop_targets.GATE_LIMIT_S - 1)
+        assert all(call.ended_ms is None for call in loop_targets.of())  # all 20 wait at the gate at once
         workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert len(workers) == 20
         for job_id in ids:
-            loops_targets.release(job_id)
+            loop_targets.release(job_id)
         assert wait_until(lambda: queue.stats("io").reserved == 0, timeout=5)
-    assert sorted(call.job.id for call in loops_targets.of()) == sorted(ids)
+    assert sorted(call.job.id for call in loop_targets.of()) == sorted(ids)
 
 
 def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
@@ -417,11 +412,11 @@ def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
         batches.append((len(deliveries), len(workers._threads) - before))
 
     monkeypatch.setattr(workers_module.Workers, "submit", counted_submit)
-    queue = make_queue(topics={"quick": {"target": "python:loops_targets:counted", "concurrency": 50}}, tick=0.1)
+    queue = make_queue(topics={"quick": {"target": "python:support.loop_targets:counted", "concurrency": 50}}, tick=0.1)
     queue.enqueue_many([{"topic": "quick", "id": f"q{i}", "body": {}} for i in range(500)])
 
     with running(Consumer(queue)):
-        assert wait_until(lambda: len(loops_targets.of()) == 500, timeout=30)
+        assert wait_until(lambda: len(loop_targets.of()) == 500, timeout=30)
         workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
     assert sum(size for size, _ in batches) == 500
     assert max(size for size, _ in batches) == 50  # the first batch fills the 50 free workers ...
@@ -434,7 +429,7 @@ def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None
     first deliveries come from all of them."""
     partitions = 4
     queue = make_queue(
-        topics={"fair": {"target": "python:loops_targets:counted", "concurrency": 2, "batch": 100}},
+        topics={"fair": {"target": "python:support.loop_targets:counted", "concurrency": 2, "batch": 100}},
         partitions=partitions,
         tick=0.1,
     )
@@ -445,8 +440,8 @@ def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None
     queue.enqueue_many([{"topic": "fair", "id": job_id, "body": {"sleep": 0.02}} for job_id in chosen])
 
     with running(Consumer(queue)):
-        assert wait_until(lambda: len(loops_targets.of()) == len(chosen), timeout=10)
-    first = [partition_of("fair", c.job.id, partitions) for c in loops_targets.of()[: 2 * partitions]]
+        assert wait_until(lambda: len(loop_targets.of()) == len(chosen), timeout=10)
+    first = [partition_of("fair", c.job.id, partitions) for c in loop_targets.of()[: 2 * partitions]]
     assert set(first) == set(range(partitions)), first
 
 
@@ -482,13 +477,13 @@ def test_job_timeout_override_counts_for_the_deadline(make_queue: MakeQueue) -> 
 
 
 def test_permanent_failure_goes_dead_at_once_whatever_its_retries(make_queue: MakeQueue) -> None:
-    queue = make_queue(topics={"doomed": {"target": "python:loops_targets:permanent", "retries": 5}}, tick=0.1)
+    queue = make_queue(topics={"doomed": {"target": "python:support.loop_targets:permanent", "retries": 5}}, tick=0.1)
     queue.enqueue("doomed", {"n": 1}, id="p1")
     queue.enqueue("doomed", {"n": 2}, id="p2", retries=25)
     with running(Consumer(queue)) as consumer:
         assert wait_until(lambda: queue.stats("doomed").dead == 2)
-    assert [c.job.attempt for c in loops_targets.of("p1")] == [1]
-    assert [c.job.attempt for c in loops_targets.of("p2")] == [1]
+    assert [c.job.attempt for c in loop_targets.of("p1")] == [1]
+    assert [c.job.attempt for c in loop_targets.of("p2")] == [1]
     dead = {job.id: job for job in queue.dead("doomed")}
     assert dead["p1"].last_error == "PermanentFailure: job p1 can never succeed"
     assert dead["p2"].attempts == 1
@@ -617,7 +612,7 @@ def test_a_failing_telemetry_never_costs_a_worker(make_queue: MakeQueue, caplog:
 
 
 def test_a_failure_whose_message_cannot_be_read_is_still_a_failure(make_queue: MakeQueue) -> None:
-    queue = make_queue(topics={"t": {"target": "python:loops_targets:unreadable", "retries": 0}}, tick=0.1)
+    queue = make_queue(topics={"t": {"target": "python:support.loop_targets:unreadable", "retries": 0}}, tick=0.1)
     queue.enqueue("t", {}, id="u1", delay=0)
     consumer = Consumer(queue)
     summary = consumer.run(Budget.of(0))
@@ -729,26 +724,26 @@ def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make
     """Twenty topics due at once under ``*`` with concurrency 3: no pass takes more jobs than the
     shared workers have free (none waits, leased, for a thread), and every job runs."""
     queue = make_queue(
-        topics={"*": {"target": "python:loops_targets:counted", "concurrency": 3}}, tick=0.1, partitions=2
+        topics={"*": {"target": "python:support.loop_targets:counted", "concurrency": 3}}, tick=0.1, partitions=2
     )
     queue.enqueue_many([{"topic": f"many{n}", "id": "j", "body": {"sleep": 0.05}, "delay": 0} for n in range(20)])
     consumer = Consumer(queue)
     most = _most_until(
-        consumer, lambda: len(consumer._running), lambda: len(loops_targets.of()) == 20, timeout=20, interval=0.002
+        consumer, lambda: len(consumer._running), lambda: len(loop_targets.of()) == 20, timeout=20, interval=0.002
     )
     assert most <= 3
-    assert loops_targets.max_active <= 3
+    assert loop_targets.max_active <= 3
 
 
 def test_one_pass_takes_the_due_jobs_of_every_topic_sharing_the_wildcards_workers(make_queue: MakeQueue) -> None:
     """``seconds: 0`` is one pass: with four topics under ``*`` each holding a due job and workers enough
     for all, that pass runs every one of them, not just the first topic's (the share's free workers are
     split among its due topics, not all planned for the first)."""
-    queue = make_queue(topics={"*": {"target": "python:loops_targets:counted", "concurrency": 8}}, tick=0.1)
+    queue = make_queue(topics={"*": {"target": "python:support.loop_targets:counted", "concurrency": 8}}, tick=0.1)
     queue.enqueue_many([{"topic": f"shared{n}", "id": "j", "body": {}, "delay": 0} for n in range(4)])
     summary = Consumer(queue).run(Budget.of(0))
     assert summary["succeeded"] == 4, summary
-    assert sorted(call.job.topic for call in loops_targets.of()) == [f"shared{n}" for n in range(4)]
+    assert sorted(call.job.topic for call in loop_targets.of()) == [f"shared{n}" for n in range(4)]
 
 
 def test_a_job_created_due_now_or_soon_does_not_wait_a_tick(make_queue: MakeQueue) -> None:
@@ -853,15 +848,15 @@ def test_a_topic_with_most_of_its_workers_busy_takes_nothing_ahead(
     queue = make_queue(topics={"t": {"target": GATE, "concurrency": 4}}, tick=0.2)
     queue.enqueue_many([{"topic": "t", "id": f"held{i}"} for i in range(3)])
     with running(Consumer(queue)):
-        assert wait_until(lambda: len(loops_targets.of()) == 3)
+        assert wait_until(lambda: len(loop_targets.of()) == 3)
         assert aheads[0] == consumer_module.TAKE_AHEAD_MS > 0
         aheads.clear()
         queue.enqueue("t", {}, id="due", delay=0.3)
-        assert wait_until(lambda: len(loops_targets.of()) == 4)
+        assert wait_until(lambda: len(loop_targets.of()) == 4)
         busy = list(aheads)
         for i in range(3):
-            loops_targets.release(f"held{i}")
-        loops_targets.release("due")
+            loop_targets.release(f"held{i}")
+        loop_targets.release("due")
         assert wait_until(lambda: state(queue, "t", "due") == "done")
     assert busy
     assert set(busy) == {0}, busy

@@ -18,20 +18,12 @@ from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, B
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 
-import loops_targets
-import recorder
-from conftest import FakeContext, load_event
-from loops_support import state, wait_until
+from support import loop_targets, recorder
+from support.events import FakeContext, load_event
+from support.loops import state, wait_until
 
 MakeQueue = Callable[..., Queue]
-DEAD_REDIS = loops_targets.DEAD_REDIS_URL
-
-
-@pytest.fixture(autouse=True)
-def _clean_targets() -> Iterator[None]:
-    loops_targets.reset()
-    yield
-    loops_targets.reset()
+DEAD_REDIS = loop_targets.DEAD_REDIS_URL
 
 
 def _reload(name: str) -> Iterator[ModuleType]:
@@ -175,10 +167,10 @@ def test_consumer_losing_redis_before_its_ack_still_ends(make_queue: MakeQueue) 
     """Redis goes away after a handler succeeded: the ack cannot be sent. The loop keeps it for a later
     pass (the lease would expire and the job be retried, nothing is lost), but it must still end
     when its budget is spent rather than retry forever."""
-    queue = make_queue(topics={"br": {"target": "python:loops_targets:break_redis"}}, tick=0.1)
+    queue = make_queue(topics={"br": {"target": "python:support.loop_targets:break_redis"}}, tick=0.1)
     good = queue.redis
-    loops_targets.queue = queue
-    loops_targets.broken_client = redis.Redis.from_url(DEAD_REDIS, socket_connect_timeout=0.5)
+    loop_targets.queue = queue
+    loop_targets.broken_client = redis.Redis.from_url(DEAD_REDIS, socket_connect_timeout=0.5)
     queue.enqueue("br", {}, id="b1", delay=0)
 
     consumer = Consumer(queue)
@@ -189,7 +181,7 @@ def test_consumer_losing_redis_before_its_ack_still_ends(make_queue: MakeQueue) 
     ended = not thread.is_alive()
     queue._redis = good  # let it settle and end, whatever happened
     thread.join(5.0)
-    loops_targets.broken_client.close()
+    loop_targets.broken_client.close()
     assert not thread.is_alive()
     assert consumer.counts["succeeded"] == 1
     assert consumer.counts["redis_errors"] > 0

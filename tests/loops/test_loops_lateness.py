@@ -13,8 +13,8 @@ from delayq.core.loop import Budget
 from delayq.loops.consumer import LATENESS_CHUNK, Consumer
 from delayq.store.scripts import run_many
 
-from conftest import RECORDER
-from loops_support import running, wait_until
+from support.loops import running, wait_until
+from support.recorder import RECORDER
 
 MakeQueue = Callable[..., Queue]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from faults_support import Enqueued, Fleet, check, loop_env, make_queue, read_records, topics_json, wait_until
-from invariants import check_redis
+from support.faults import Enqueued, Fleet, check, loop_env, make_queue, read_records, topics_json, wait_until
+from support.invariants import check_redis
 
 PAUSED, OTHER = "paused", "other"
 

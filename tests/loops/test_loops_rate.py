@@ -23,9 +23,8 @@ import redis
 from delayq.loops.consumer import LEASE_GRACE_MS, Consumer
 from delayq.store import calls
 
-import recorder
-from conftest import RECORDER
-from faults_support import (
+from support import recorder
+from support.faults import (
     Enqueued,
     Fleet,
     busiest_window,
@@ -36,8 +35,9 @@ from faults_support import (
     topics_json,
     wait_until,
 )
-from invariants import check_redis, unsettled
-from loops_support import running
+from support.invariants import check_redis, unsettled
+from support.loops import running
+from support.recorder import RECORDER
 
 RATED = "rated"
 RATE = 50

@@ -4,9 +4,8 @@ passes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 
 from delayq import Queue
@@ -14,24 +13,13 @@ from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 from delayq.store import calls
 
-import loops_targets
-from conftest import RECORDER
-from loops_support import running, state, wait_until
+from support import loop_targets
+from support.loops import running, state, wait_until
+from support.recorder import RECORDER
+from support.scripts import server_ms
 
-GATE = "python:loops_targets:gate"
+GATE = "python:support.loop_targets:gate"
 MakeQueue = Callable[..., Queue]
-
-
-@pytest.fixture(autouse=True)
-def _clean_targets() -> Iterator[None]:
-    loops_targets.reset()
-    yield
-    loops_targets.reset()
-
-
-def server_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def test_a_delivered_job_becomes_done_with_its_start_by_redis_time(make_queue: MakeQueue) -> None:
@@ -39,10 +27,10 @@ def test_a_delivered_job_becomes_done_with_its_start_by_redis_time(make_queue: M
     scheduled = queue.enqueue("life", {"n": 1}, id="job-1", delay=0)
     before_take = server_ms(queue.redis)
     with running(Consumer(queue)):
-        assert wait_until(lambda: loops_targets.of("job-1"))  # the handler has started
+        assert wait_until(lambda: loop_targets.of("job-1"))  # the handler has started
         after_start = server_ms(queue.redis)
         assert state(queue, "life", "job-1") == "reserved"
-        loops_targets.release("job-1")
+        loop_targets.release("job-1")
         assert wait_until(lambda: state(queue, "life", "job-1") == "done")
     done = queue.get("life", "job-1")
     assert (done.attempts, done.run_at_ms, done.body, done.last_error) == (1, scheduled.run_at_ms, None, None)

@@ -16,9 +16,9 @@ from delayq.core.recurring import occurrence_id
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 
-import recorder
-from loops_support import running, wait_until
-from redis_support import server_ms, sleep_until_server_ms
+from support import recorder
+from support.loops import running, wait_until
+from support.scripts import server_ms, sleep_until_server_ms
 
 MakeQueue = Callable[..., Queue]
 SECOND = 1000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -19,20 +19,12 @@ from delayq.store import calls
 from delayq.store.calls import Failure, Taken
 from delayq.store.keys import partition_of
 
-import loops_targets
-import recorder
-from conftest import RECORDER
-from loops_support import running, state, wait_until
-from redis_support import server_ms
+from support import loop_targets, recorder
+from support.loops import running, state, wait_until
+from support.recorder import RECORDER
+from support.scripts import server_ms
 
 MakeQueue = Callable[..., Queue]
-
-
-@pytest.fixture(autouse=True)
-def _clean_targets() -> Iterator[None]:
-    loops_targets.reset()
-    yield
-    loops_targets.reset()
 
 
 def _lease_directly(queue: Queue, topic: str, timeout_ms: int, grace_ms: int) -> Taken:
@@ -292,7 +284,7 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
     """A consumer that was too slow answers after its lease expired and the job was leased again: its
     ack and its fail carry the old lease token and are refused."""
     queue = make_queue(
-        topics={"st": {"target": "python:loops_targets:gate", "timeout": 1, "retries": 2, "backoff": [0]}},
+        topics={"st": {"target": "python:support.loop_targets:gate", "timeout": 1, "retries": 2, "backoff": [0]}},
         tick=0.1,
     )
     queue.enqueue("st", {}, id="x1", delay=0)
@@ -301,7 +293,7 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
     partition = queue.keys.partitions[0]
 
     with running(Sweeper(queue)) as sweeper, running(Consumer(queue)) as consumer:
-        assert wait_until(lambda: loops_targets.of("x1"), timeout=4)  # attempt 2, leased anew
+        assert wait_until(lambda: loop_targets.of("x1"), timeout=4)  # attempt 2, leased anew
         assert state(queue, "st", "x1") == "reserved"
         assert calls.ack(partition, "st", queue.topic_config("st"), [("x1", old_token, 0)]).run(queue.redis) == 0
         late = [Failure("x1", old_token, "late failure")]
@@ -310,9 +302,9 @@ def test_answers_for_a_taken_back_lease_change_nothing(make_queue: MakeQueue) ->
         assert (info.state, info.attempts) == ("reserved", 2)
         assert info.last_error is not None
         assert "lease" in info.last_error
-        loops_targets.release("x1")
+        loop_targets.release("x1")
         assert wait_until(lambda: state(queue, "st", "x1") == "done")
-    assert [c.job.attempt for c in loops_targets.of("x1")] == [2]
+    assert [c.job.attempt for c in loop_targets.of("x1")] == [2]
     assert sweeper.summary is not None
     assert sweeper.summary["retried"] == 1
     assert consumer.summary is not None

@@ -13,15 +13,10 @@ from delayq.store import calls
 from delayq.store import queue as queue_module
 from delayq.store.calls import Failure
 
-from redis_support import Lua, Rules, dump
+from support.scripts import Lua, Rules, dump
 
 T = "orders"
 MakeQueue = Callable[..., Queue]
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def cancel_all(lua: Lua, state: str, limit: int) -> tuple[int, int]:
@@ -91,12 +86,12 @@ def test_dead_oldest_first_and_other_states_untouched(lua: Lua) -> None:
 def test_queue_cancel_all_works_through_every_partition_a_chunk_at_a_time(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch, partitions: int, state: str
 ) -> None:
-    monkeypatch.setattr(queue_module, "WRITE_CHUNK", 7)  # many calls per partition
     queue = make_queue(partitions=partitions)
     delay = 600 if state == "delayed" else 0
     queue.enqueue_many([{"topic": T, "id": f"j{n}", "delay": delay} for n in range(100)])
     queue.enqueue_many([{"topic": T, "id": f"other{n}", "delay": 600 - delay} for n in range(5)])
     queue.enqueue("payments", {}, id="p", delay=delay)
+    monkeypatch.setattr(queue_module, "WRITE_CHUNK", 7)  # many calls per partition
     assert queue.cancel_all(T, state) == 100
     stats = queue.stats(T)
     assert (stats.delayed, stats.ready) == ((5, 0) if state == "ready" else (0, 5))

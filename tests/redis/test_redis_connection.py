@@ -24,9 +24,11 @@ from delayq.store import connection
 from delayq.store.scripts import Scripts, all_scripts
 from delayq.surfaces.api import create_app
 
-import recorder
-from conftest import RECORDER, FakeContext, api_event, response_json
-from servers import BreakingProxy, RedisServer
+from support import recorder
+from support.answers import response_json
+from support.events import FakeContext, api_event
+from support.recorder import RECORDER
+from support.servers import BreakingProxy, RedisServer
 
 TOPICS = {"orders": {"target": RECORDER, "batch": 2, "concurrency": 4}}
 

@@ -9,7 +9,7 @@ from delayq import Queue
 from delayq.core.lateness import WINDOW_MINUTES, bucket_ms, bucket_of
 from delayq.store import calls
 
-from redis_support import server_ms
+from support.scripts import server_ms
 
 
 def add(queue: Queue, topic: str, counts: dict[int, int]) -> int:

@@ -20,9 +20,9 @@ import redis
 from delayq import NotReplicated, Queue, Settings, Topics
 from delayq.core.errors import ConfigError
 
-from api_support import Api
-from conftest import RECORDER
-from servers import RedisServer, ReplicaPair, Twemproxy
+from support.api import Api
+from support.recorder import RECORDER
+from support.servers import RedisServer, ReplicaPair, Twemproxy
 
 TOPIC = "orders"
 TOPICS: dict[str, Any] = {TOPIC: {"target": RECORDER}}
@@ -64,7 +64,7 @@ def test_every_create_is_on_the_replica_when_it_is_answered(pair: ReplicaPair) -
     results = queue.enqueue_many({"topic": TOPIC, "id": f"m{i}", "delay": 60} for i in range(600))  # 3 chunks
     assert [result.status for result in results] == [201] * 600
     assert all(on_replica(pair, queue, f"m{i}") for i in range(600))
-    batch = queue.create_batch([{"topic": TOPIC, "id": f"b{i}"} for i in range(20)])
+    batch = queue.enqueue_many([{"topic": TOPIC, "id": f"b{i}"} for i in range(20)], chunk=1000)
     assert [result.status for result in batch] == [201] * 20
     assert all(on_replica(pair, queue, f"b{i}") for i in range(20))
 

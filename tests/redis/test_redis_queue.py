@@ -16,8 +16,8 @@ from delayq.core.models import ID_PATTERN
 from delayq.store import calls
 from delayq.store.calls import Failure
 
-from conftest import created, refusal
-from redis_support import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms, sleep_until_server_ms
+from support.answers import created, refusal
+from support.scripts import BACKOFF, Lua, Rules, dump, kill_job, lease_job, lua_for, server_ms, sleep_until_server_ms
 
 
 def wait_until_due(seconds: float = 0.08) -> None:

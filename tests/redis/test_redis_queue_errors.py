@@ -30,12 +30,12 @@ from delayq.loops.sweeper import Sweeper
 from delayq.store.queue import STREAM_CHUNK
 from delayq.store.scripts import Scripts
 
-from conftest import refusal
-from redis_support import dump, kill_job, lease_job
+from support.answers import refusal
+from support.recorder import RECORDER
+from support.scripts import dump, kill_job, lease_job
 
 MAX_BODY = 256 * 1024
 DAY = 86_400
-RECORDER = "python:recorder:deliver"
 
 
 @pytest.fixture
@@ -333,20 +333,20 @@ def test_enqueue_many_that_loses_redis_writes_the_chunks_before_and_none_after(
     pool.disconnect()
 
 
-def test_create_batch_is_one_call_whole_or_nothing(
+def test_a_batch_of_one_chunk_is_one_call_whole_or_nothing(
     queue: Queue, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``POST /jobs/batch`` (``Queue.create_batch``, at most 1,000 jobs) is one enqueue call per partition,
-    not chunks: a Redis lost as it is sent leaves nothing written."""
+    """``POST /jobs/batch`` (``enqueue_many(jobs, chunk=1000)``, at most 1,000 jobs) is one enqueue call per
+    partition, not chunks: a Redis lost as it is sent leaves nothing written."""
     monkeypatch.setattr(_LosesRedisOnce, "lost", 1)
     monkeypatch.setattr(_LosesRedisOnce, "sent", 0)
     pool = redis.ConnectionPool.from_url(redis_url, connection_class=_LosesRedisOnce, decode_responses=True)
     flaky = Queue(queue.settings, redis=redis.Redis(connection_pool=pool))
     jobs = [{"topic": "orders", "id": f"j{i}", "delay": 60} for i in range(1000)]
     with pytest.raises(RedisUnavailable):
-        flaky.create_batch(jobs)
+        flaky.enqueue_many(jobs, chunk=1000)
     assert queue.stats("orders").delayed == 0
-    assert {r.status for r in flaky.create_batch(jobs)} == {201}
+    assert {r.status for r in flaky.enqueue_many(jobs, chunk=1000)} == {201}
     assert _LosesRedisOnce.sent == 2  # the lost call, then all 1,000 in one
     assert queue.stats("orders").delayed == 1000
     pool.disconnect()

@@ -17,7 +17,7 @@ from delayq.store.calls import Failure
 from delayq.store.keys import Partition
 from delayq.store.listing import MAX_BUCKETS, STATES, encode_cursor
 
-from redis_support import Rules, server_ms
+from support.scripts import Rules, server_ms
 
 T = "orders"
 MakeQueue = Callable[..., Queue]
@@ -159,7 +159,7 @@ def test_listing_refuses_what_it_cannot_read(make_queue: MakeQueue) -> None:
 
 
 def test_jobs_of_a_topic_nobody_knows_is_not_found(make_queue: MakeQueue) -> None:
-    queue = make_queue(topics={"orders": {"target": "python:recorder:deliver"}})
+    queue = make_queue(topics={"orders": {"target": "python:support.recorder:deliver"}})
     with pytest.raises(TopicNotFound):
         queue.jobs("nobody", "delayed")
     with pytest.raises(TopicNotFound):
@@ -188,7 +188,9 @@ def test_topics_lists_configured_topics_and_topics_holding_jobs(make_queue: Make
 
 
 def test_topics_come_a_page_at_a_time(make_queue: MakeQueue) -> None:
-    queue = make_queue(topics={"*": {"target": "python:recorder:deliver"}, "b-configured": {"target": "python:x:y"}})
+    queue = make_queue(
+        topics={"*": {"target": "python:support.recorder:deliver"}, "b-configured": {"target": "python:x:y"}}
+    )
     names = sorted([f"t{i:02d}" for i in range(25)] + ["b-configured"])
     queue.enqueue_many([{"topic": name, "id": "j", "delay": 60} for name in names if name != "b-configured"])
     seen: list[str] = []

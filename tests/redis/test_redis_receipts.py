@@ -7,22 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import redis
 
 from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue
 from delayq.core.job import Refused, Scheduled
 from delayq.store import calls
 
-from redis_support import Lua, Rules, server_ms
+from support.scripts import Lua, Rules, server_ms
 
 T = "orders"
 HOUR_MS = 3_600_000
 MakeQueue = Callable[..., Queue]
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def finish(lua: Lua, job_id: str, *, keep_ms: int = HOUR_MS, keep_max: int = 10_000, **options: object) -> int:
@@ -303,7 +297,7 @@ def test_stats_and_the_done_listing(make_queue: MakeQueue, partitions: int) -> N
 
 
 def test_keep_done_zero_forgets_at_once(make_queue: MakeQueue) -> None:
-    queue = make_queue(topics={T: {"target": "python:recorder:deliver", "keep_done": 0}})
+    queue = make_queue(topics={T: {"target": "python:support.recorder:deliver", "keep_done": 0}})
     done_job(queue, "a")
     with pytest.raises(JobNotFound):
         queue.get(T, "a")

@@ -21,7 +21,7 @@ from delayq.store import schedules as scheduler_module
 from delayq.store.schedules import Progress, Schedules, schedule_key
 from delayq.store.scripts import Call, Script
 
-from redis_support import dump, lua_for, server_ms, sleep_until_server_ms
+from support.scripts import dump, lua_for, server_ms, sleep_until_server_ms
 
 MakeQueue = Callable[..., Queue]
 SECOND = 1000
@@ -218,7 +218,7 @@ def test_a_wrong_field_is_named_and_nothing_is_written(
 
 
 def test_a_topic_nobody_configured_is_refused(make_queue: MakeQueue, redis_client: redis.Redis, namespace: str) -> None:
-    queue = make_queue(topics={"orders": {"target": "python:recorder:deliver"}})
+    queue = make_queue(topics={"orders": {"target": "python:support.recorder:deliver"}})
     with pytest.raises(UnknownTopic) as info:
         queue.schedule("elsewhere", "s", every=60)
     assert (info.value.status, info.value.field) == (422, "topic")

@@ -13,14 +13,9 @@ from delayq.store import calls
 from delayq.store.calls import Inspected
 from delayq.store.scripts import Call, Scripts, run_many, stream
 
-from redis_support import Lua, dump, server_ms
+from support.scripts import Lua, dump, server_ms
 
 T = "orders"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 # ------------------------------------------------------------------------------------- enqueue

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import redis
 
 from delayq.core.job import TopicStats
 
-from redis_support import Lua, dump, server_ms
+from support.scripts import Lua, dump, server_ms
 
 T = "orders"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def make(lua: Lua, state: str, job_id: str = "a", **options: object) -> None:

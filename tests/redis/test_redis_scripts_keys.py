@@ -23,7 +23,7 @@ from delayq.store.connection import redis_errors
 from delayq.store.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
 from delayq.store.scripts import Call, Script, all_scripts
 
-from redis_support import Lua, Rules
+from support.scripts import Lua, Rules
 
 Runner = Callable[[Call[Any]], Any]
 

@@ -5,20 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from delayq.core.job import Meta
 from delayq.store import calls
 from delayq.store.calls import Failure
 
-from redis_support import BACKOFF, Lua, Rules, dump, server_ms, sleep_until_server_ms
+from support.scripts import BACKOFF, Lua, Rules, dump, server_ms, sleep_until_server_ms
 
 T = "orders"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 # ------------------------------------------------------------------------------------- take

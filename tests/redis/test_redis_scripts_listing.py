@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-import redis
-
 from delayq.store.calls import Listed
 
-from redis_support import Lua, dump, server_ms
+from support.scripts import Lua, dump, server_ms
 
 T = "orders"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def ids(jobs: list[Listed]) -> list[str]:

@@ -9,21 +9,13 @@ from __future__ import annotations
 
 import time
 
-import pytest
-import redis
-
 from delayq.core.settings import TopicConfig
 
-from redis_support import Lua, sleep_until_server_ms
+from support.scripts import Lua, sleep_until_server_ms
 
 T = "orders"
 SLOW = TopicConfig(target="x", rate=0.01, burst=3)  # a start every 100 s, 3 at once
 INTERVAL_US = 100_000_000
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def ready_jobs(lua: Lua, *ids: str) -> None:

@@ -5,21 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from delayq.store import calls
 from delayq.store.calls import Swept, SweptTopic
 
-from redis_support import Lua, Rules, dump, server_ms
+from support.scripts import Lua, Rules, dump, server_ms
 
 T = "orders"
 TOKEN = "sweeper-1"
 LEASE_EXPIRED = "lease expired: no answer from the consumer within the timeout"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def hold(lua: Lua, token: str = TOKEN, ttl_ms: int = 10_000) -> None:

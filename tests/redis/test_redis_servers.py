@@ -1,4 +1,4 @@
-"""The private servers the tiers start (tests/servers.py) are of the kind asked for, and one that fails
+"""The private servers the tiers start (``support.servers``) are of the kind asked for, and one that fails
 to start, however it fails (no such program, a program that exits, a server that never answers),
 leaves nothing behind: no process, no temporary directory (whose late removal would fail an unrelated
 test with a ResourceWarning)."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import RedisClusterServers, RedisServer, Twemproxy, server_kind, server_program
+from support.servers import RedisClusterServers, RedisServer, Twemproxy, server_kind, server_program
 
 EXITS_AT_ONCE = "/bin/false"
 

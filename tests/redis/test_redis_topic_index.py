@@ -5,17 +5,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
-import redis
-
-from redis_support import Lua, server_ms
+from support.scripts import Lua, server_ms
 
 T = "orders"
-
-
-@pytest.fixture
-def lua(redis_client: redis.Redis, namespace: str) -> Lua:
-    return Lua(redis_client, namespace)
 
 
 def scores(lua: Lua, key: str) -> dict[str, float]:

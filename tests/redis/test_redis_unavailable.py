@@ -36,9 +36,9 @@ from delayq.loops.sweeper import Sweeper
 from delayq.store import connection
 from delayq.store.keys import Keyspace
 
-from api_support import Api
-from conftest import RECORDER
-from servers import RedisClusterServers, RedisServer, ReplicaPair
+from support.api import Api
+from support.recorder import RECORDER
+from support.servers import RedisClusterServers, RedisServer, ReplicaPair
 
 TOPIC = "orders"
 TOPICS: dict[str, Any] = {TOPIC: {"target": RECORDER}}

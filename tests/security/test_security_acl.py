@@ -1,5 +1,5 @@
 """Least privilege: delayq runs as a Redis ACL user allowed only the commands it uses and only its
-namespace's keys (``security_support.acl_line``).
+namespace's keys (``support.security.acl_line``).
 
 On a private redis-server: the full lifecycle (client, every HTTP route, sweep with its lock,
 consume with success, retry and dead letter, replay, purge, an expired lease) works as that user;
@@ -20,7 +20,7 @@ from redis.exceptions import AuthenticationError, NoPermissionError, ResponseErr
 
 from delayq import NotReplicated, Queue, RedisUnavailable
 
-from security_support import (
+from support.security import (
     ACL_COMMANDS,
     CLIENT_COMMANDS,
     SCRIPT_COMMANDS,
@@ -34,7 +34,7 @@ from security_support import (
     script_commands_in_source,
     use_redis,
 )
-from servers import RedisServer
+from support.servers import RedisServer
 
 NOPERM = r"(?i)noperm|permission|can't access|can't run"
 PASSWORD = "s3cret-" + uuid.uuid4().hex[:8]

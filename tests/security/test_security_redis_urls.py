@@ -20,7 +20,7 @@ from delayq import ConfigError, Queue, Settings
 from delayq.core.urls import parse_redis_url
 from delayq.store.connection import connect, redact, split_credentials
 
-from servers import RedisServer
+from support.servers import RedisServer
 
 # A password as a generator makes them: every character a URL gives a meaning to.
 RAW = "S3c/r#t?x@y:z%41+&="

@@ -38,8 +38,8 @@ from urllib.parse import quote
 
 import pytest
 
-from security_support import make_pki
-from servers import RedisServer, free_port
+from support.security import make_pki
+from support.servers import RedisServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().parent / "entry_point.py"

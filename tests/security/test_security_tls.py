@@ -24,7 +24,7 @@ from delayq import Queue, RedisUnavailable
 from delayq.core.settings import Settings
 from delayq.store.connection import connect
 
-from security_support import (
+from support.security import (
     Monitor,
     Pki,
     full_lifecycle,
@@ -34,7 +34,7 @@ from security_support import (
     small_lifecycle,
     use_redis,
 )
-from servers import RedisServer, free_port
+from support.servers import RedisServer, free_port
 
 
 @pytest.fixture(scope="module")

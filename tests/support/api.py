@@ -3,8 +3,8 @@
 ``Api.start`` reloads ``enqueue`` so its app reads the environment the test set (``handler_env``, then
 any ``monkeypatch`` on top). Every reply is checked on the way: no Python traceback anywhere in it,
 and an error is JSON ``{"status", "error", "field", "message"}`` whose ``status`` is the HTTP status.
-``snapshot`` dumps every key of the test's namespace with its type and content, so a test can show
-that a refused request wrote nothing.
+``Api.snapshot`` dumps every key of the test's namespace with its type and content
+(``support.scripts.dump``), so a test can show that a refused request wrote nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from delayq.store import calls
 from delayq.store.calls import Failure
 from delayq.store.keys import Keyspace
 
-from conftest import FakeContext, api_event
-from redis_support import Rules
+from support.events import FakeContext, api_event
+from support.scripts import Rules, dump, server_ms
 
 ERROR_KEYS = {"status", "error", "field", "message"}
 NOT_REPLICATED_KEYS = {"replicas", "wanted"}  # a 503 not_replicated also says how many replicas
@@ -91,27 +91,6 @@ def _headers(response: dict[str, Any]) -> dict[str, Any]:
     for name, values in (response.get("multiValueHeaders") or {}).items():
         headers.setdefault(name, values[-1] if isinstance(values, list) and values else values)
     return headers
-
-
-def snapshot(client: redis.Redis, namespace: str) -> dict[str, tuple[str, Any]]:
-    """Every key of ``namespace``: ``{key: (type, content)}``, contents in a comparable form."""
-    out: dict[str, tuple[str, Any]] = {}
-    for key in sorted(client.scan_iter(match=f"{namespace}:*", count=1000)):
-        kind = client.type(key)
-        if kind == "string":
-            content: Any = client.get(key)
-        elif kind == "hash":
-            content = client.hgetall(key)
-        elif kind == "list":
-            content = client.lrange(key, 0, -1)
-        elif kind == "set":
-            content = sorted(client.smembers(key))
-        elif kind == "zset":
-            content = client.zrange(key, 0, -1, withscores=True)
-        else:
-            content = f"<{kind}>"
-        out[key] = (kind, content)
-    return out
 
 
 class Api:
@@ -183,8 +162,8 @@ class Api:
         assert reply.status == 200, reply
         return reply.json
 
-    def snapshot(self) -> dict[str, tuple[str, Any]]:
-        return snapshot(self.r, self.namespace)
+    def snapshot(self) -> dict[str, Any]:
+        return dump(self.r, self.namespace)
 
     def refused(
         self,
@@ -250,8 +229,7 @@ class Api:
         return started
 
     def server_ms(self) -> int:
-        seconds, micros = self.r.time()
-        return seconds * 1000 + micros // 1000
+        return server_ms(self.r)
 
 
 ANY_FIELD: Any = object()

@@ -1,11 +1,13 @@
 """HTTP in front of a Lambda handler, for the tests that speak HTTP: each request becomes the API
 Gateway proxy event it would be (REST, payload 1.0, or HTTP API, payload 2.0), and the handler's answer
-the response. As a WSGI application (``wsgi_app``: schemathesis calls it in-process) and as a real
-HTTP server on a free port of 127.0.0.1 (``serve``: a generated client calls it over the network).
+the response. As a WSGI application (``wsgi_app``) and as a real HTTP server on a free port of
+127.0.0.1 (``serve``: a generated client calls it over the network).
 
-The tests' own adapter, kept minimal and independent of the local stack's server (``delayq.local``):
-the path is percent-decoded (as API Gateway passes it), a body that is not UTF-8 is passed in base64,
-and nothing else is done to the request.
+A request is handed over as the local stack hands it (method, request target still percent-encoded,
+headers, body bytes): the REST event is the local stack's own, ``delayq.surfaces.localhttp.request_event``;
+the HTTP API event (``http_api_event``, which the local stack never makes) is built here the same way:
+the path percent-decoded, as API Gateway passes it, a body that is not UTF-8 passed in base64, nothing
+else done to the request.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote, unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from delayq.surfaces.localhttp import request_event
+
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]  # lambda_handler(event, context)
-EventMaker = Callable[[str, str, str, dict[str, str], bytes], dict[str, Any]]
+EventMaker = Callable[[str, str, dict[str, str], bytes], dict[str, Any]]  # (method, target, headers, body)
 
 
 def _body(raw: bytes) -> tuple[str | None, bool]:
@@ -34,38 +38,12 @@ def _body(raw: bytes) -> tuple[str | None, bool]:
         return base64.b64encode(raw).decode(), True
 
 
-def rest_event(method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
-    """The REST API (payload 1.0) event of a request; ``path`` percent-decoded, ``query`` as sent."""
-    multi: dict[str, list[str]] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        multi.setdefault(name, []).append(value)
-    body, encoded = _body(raw)
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": headers,
-        "multiValueHeaders": {name: [value] for name, value in headers.items()},
-        "queryStringParameters": {name: values[-1] for name, values in multi.items()} or None,
-        "multiValueQueryStringParameters": multi or None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {
-            "requestId": str(uuid.uuid4()),
-            "stage": "test",
-            "path": f"/test{path}",
-            "httpMethod": method,
-            "resourcePath": "/{proxy+}",
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": body,
-        "isBase64Encoded": encoded,
-    }
-
-
-def http_api_event(method: str, path: str, query: str, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
+def http_api_event(method: str, target: str, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
     """The HTTP API (payload 2.0) event of a request, on the ``$default`` stage: lower-case header
-    names, repeated query parameters joined by commas, cookies apart."""
+    names, repeated query parameters joined by commas, cookies apart. ``target`` is the request target
+    as sent (path and query, still percent-encoded), as ``request_event`` takes it."""
+    raw_path, _, query = target.partition("?")
+    path = unquote(raw_path) or "/"
     lower = {name.lower(): value for name, value in headers.items()}
     cookies = [part.strip() for part in lower.pop("cookie", "").split(";") if part.strip()]
     joined: dict[str, str] = {}
@@ -107,7 +85,9 @@ def response_parts(response: dict[str, Any]) -> tuple[int, list[tuple[str, str]]
     return int(response["statusCode"]), [*headers, ("Content-Length", str(len(raw)))], raw
 
 
-def wsgi_app(handler: Handler, make_event: EventMaker = rest_event, context: Any = None) -> Callable[..., list[bytes]]:
+def wsgi_app(
+    handler: Handler, make_event: EventMaker = request_event, context: Any = None
+) -> Callable[..., list[bytes]]:
     """``handler`` as a WSGI application, each request sent as the event ``make_event`` makes."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -119,7 +99,8 @@ def wsgi_app(handler: Handler, make_event: EventMaker = rest_event, context: Any
                 headers[name.replace("_", "-").title()] = environ[name]
         length = int(environ.get("CONTENT_LENGTH") or 0)
         raw = environ["wsgi.input"].read(length) if length else b""
-        event = make_event(environ["REQUEST_METHOD"], path, query, headers, raw)
+        target = quote(path) + (f"?{query}" if query else "")  # as sent: wsgiref decoded the path
+        event = make_event(environ["REQUEST_METHOD"], target, headers, raw)
         status, out, body = response_parts(handler(event, context))
         start_response(f"{status} {_reason(status)}", out)
         return [body] if environ["REQUEST_METHOD"] != "HEAD" else []
@@ -128,7 +109,7 @@ def wsgi_app(handler: Handler, make_event: EventMaker = rest_event, context: Any
 
 
 @contextmanager
-def serve(handler: Handler, make_event: EventMaker = rest_event, context: Any = None) -> Iterator[str]:
+def serve(handler: Handler, make_event: EventMaker = request_event, context: Any = None) -> Iterator[str]:
     """``handler`` behind a real HTTP server on a free port of 127.0.0.1, for the ``with`` block; its
     base URL. The server runs in a thread of its own and is shut down at the end."""
     server = make_server("127.0.0.1", 0, wsgi_app(handler, make_event, context), WSGIServer, _QuietHandler)

@@ -30,8 +30,8 @@ from delayq.loops.sweeper import Sweeper
 from delayq.store import calls
 from delayq.store.connection import client_options
 
-import recorder
-from conftest import RECORDER
+from support import recorder
+from support.recorder import RECORDER
 
 TOPIC = "jobs"
 # One retry after 0.2 s, then dead: a failing job goes through retry and dead in well under a second.

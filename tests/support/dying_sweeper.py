@@ -1,4 +1,4 @@
-"""``python -m dying_sweeper``: the sweep loop (``python -m delayq sweep``), which kills itself with
+"""``python -m support.dying_sweeper``: the sweep loop (``python -m delayq sweep``), which kills itself with
 SIGKILL the first time it has claimed a schedule's next occurrence and is about to create it: a
 sweeper that dies between the claim and the write, at the worst line, on purpose rather than by luck.
 

@@ -1,6 +1,6 @@
 """The failover harness (issue 26): what delayq does while a Redis primary fails over, as an operator
 would see it. ``run_scenario`` runs one setup and returns its row (``Row``); the fault tier
-(``test_faults_failover.py``) asserts on rows, ``bench/failover.py`` prints them as a table, for this
+(``test_faults_failover.py``) asserts on rows, ``bench/failover/run.py`` prints them as a table, for this
 checkout and others.
 
 The setups (``SETUPS``):
@@ -54,9 +54,9 @@ from redis.cluster import RedisCluster
 
 from delayq.store.keys import TOPIC_KEYS, Keyspace
 
-from fault_target import REDIS_ENV as CLOCK_ENV
-from faults_support import HERE, LOG_ENV, Fleet, LoopProcess, percentile, topics_json, wait_until
-from servers import Forwarder, RedisClusterServers, ReplicaPair
+from support.fault_target import REDIS_ENV as CLOCK_ENV
+from support.faults import LOG_ENV, TESTS, Fleet, LoopProcess, percentile, topics_json, wait_until
+from support.servers import Forwarder, RedisClusterServers, ReplicaPair
 
 SETUPS = ("cluster", "cluster-aof", "cluster-partial", "cluster-frozen", "pair", "pair-lag", "pair-lag-min-replicas")
 LABELS = {
@@ -87,7 +87,7 @@ STARTUP_TIMEOUT_S = 30.0
 CPU_SAMPLE_S = 0.1
 TAIL_LINES = 5
 LOG_LEVEL = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (WARNING|ERROR|CRITICAL)\s")  # __main__'s format
-PRODUCER = HERE / "failover_producer.py"
+PRODUCER = TESTS / "faults" / "failover_producer.py"
 
 
 def now_ms() -> float:
@@ -373,7 +373,7 @@ class Row:
     """What one run measured. Times in s, CPU in cores (CPU seconds per second)."""
 
     setup: str
-    side: str = ""  # which checkout's delayq (bench/failover.py)
+    side: str = ""  # which checkout's delayq (bench/failover/run.py)
     offered: int = 0  # jobs the producer was to send
     sent: int = 0
     acknowledged: int = 0  # 201s
@@ -440,10 +440,10 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 def process_env(stack: Stack, functions: Path, deliveries: Path, extra: Mapping[str, str]) -> dict[str, str]:
     """The environment of the loops and the producer: ``functions`` first on PYTHONPATH (the code under
-    test), then this directory (``fault_target``)."""
+    test), then ``tests/`` (the target, ``support.fault_target``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_") and k != "PYTHONPATH"}
     env |= {
-        "PYTHONPATH": os.pathsep.join([str(functions), str(HERE)]),
+        "PYTHONPATH": os.pathsep.join([str(functions), str(TESTS)]),
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",  # nothing written into another checkout's tree
         "DELAYQ_REDIS_URL": stack.url,

@@ -1,4 +1,4 @@
-"""The fault tier's target, ``python:fault_target:deliver``, run inside consume PROCESSES.
+"""The fault tier's target, ``python:support.fault_target:deliver``, run inside consume PROCESSES.
 
 Every delivery appends JSON lines to the file named by ``DELAYQ_FAULT_LOG``: one when it starts
 (``"ev": "start"``), and one when it ends, ``"end"`` on success or ``"fail"`` on a planned failure.
@@ -12,7 +12,7 @@ Each line carries the Redis server's time (``redis_ms``), read with ``TIME`` on 
 ``wall_ms`` is the process's own clock, to show how far it is off.
 
 Body keys (all optional): ``sleep`` seconds (waited on an Event: libfaketime breaks ``time.sleep``
-in some modes, see faults_support.faketime_env), ``sleep_until`` n (sleep on attempts 1..n only),
+in some modes, see support.faults.faketime_env), ``sleep_until`` n (sleep on attempts 1..n only),
 ``fail`` true (every attempt fails), ``fail_until`` n (attempts 1..n fail), ``lease`` true (the start's
 line also carries ``lease_ms``, the job's lease deadline as the take wrote it: the take's Redis time
 plus the timeout and the consumer's grace).
@@ -30,7 +30,7 @@ import redis
 
 from delayq import Job, Queue
 
-try:  # the layered package; a checkout from before it (``bench/failover.py --compare``) has it at the top
+try:  # the layered package; a checkout from before it (``bench/failover/run.py --compare``) has it at the top
     from delayq.store.keys import TOPIC_KEYS, Keyspace
 except ImportError:
     from delayq.keys import TOPIC_KEYS, Keyspace  # type: ignore[import-not-found, no-redef]

@@ -31,14 +31,14 @@ import redis
 from delayq import Queue, Scheduled, Settings
 from delayq.core.job import EnqueueResult
 
-import fault_target
-from conftest import FakeContext, api_event
+from support import fault_target
+from support.events import FakeContext, api_event
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+TESTS = Path(__file__).resolve().parents[1]  # on the processes' PYTHONPATH: the targets are support.*
+ROOT = TESTS.parent
 FUNCTIONS = ROOT / "functions"
-REPORT = HERE / ".report" / "faults.log"
-TARGET = "python:fault_target:deliver"
+REPORT = TESTS / "faults" / ".report" / "faults.log"
+TARGET = "python:support.fault_target:deliver"
 LOG_ENV = fault_target.LOG_ENV
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ def loop_env(
 ) -> dict[str, str]:
     """The environment of a loop process (and of the in-test Queue: ``make_queue(env)``)."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("DELAYQ_")}
-    path = [str(HERE), str(FUNCTIONS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    path = [str(TESTS), str(FUNCTIONS), *filter(None, [os.environ.get("PYTHONPATH")])]
     env.update(
         {
             "PYTHONPATH": os.pathsep.join(path),

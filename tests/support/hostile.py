@@ -1,7 +1,7 @@
 """Helpers of the hostile-input tier: requests through the real Lambda handler ``functions/enqueue.py``,
 and the oracle that judges every answer.
 
-Every answer must pass ``api_support.check_reply`` (no traceback, JSON, the error shape for 4xx), be
+Every answer must pass ``support.api.check_reply`` (no traceback, JSON, the error shape for 4xx), be
 strict JSON (no ``NaN``/``Infinity``, no lone surrogates) and never be a 5xx: Redis is up. Around
 every request the test's namespace is snapshotted and must keep the namespace invariant
 (``invariants``: every id of every index, body and error belongs to a job, each job is in exactly the
@@ -34,10 +34,11 @@ from delayq.store.calls import Failure
 from delayq.store.keys import Keyspace
 from delayq.surfaces.localhttp import lambda_app
 
-from api_support import Reply, check_reply
-from conftest import DEFAULT_TOPICS, FakeContext, api_event
-from invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
-from redis_support import Rules
+from support.api import Reply, check_reply
+from support.events import FakeContext, api_event
+from support.invariants import Broken, Snapshot, StoredJob, check, namespace_keys, read_keys, topic_of_key
+from support.recorder import DEFAULT_TOPICS
+from support.scripts import Rules, server_ms
 
 # Reproducible in CI: the same examples on every run, nothing written to a .hypothesis directory.
 HOSTILE = settings(
@@ -157,11 +158,6 @@ class State:
             jobs = self.jobs
         self.dumps, self.view, self.jobs = dumps, view, jobs
         return dict(view), dict(jobs)
-
-
-def server_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 # ------------------------------------------------------------------------------------------ the handler

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from servers import free_port
+from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOSED = "redis://127.0.0.1:1/0"

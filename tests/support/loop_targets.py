@@ -1,8 +1,8 @@
-"""Targets for the loop tests, named ``python:loops_targets:NAME`` in topic configs.
+"""Targets for the loop tests, named ``python:support.loop_targets:NAME`` in topic configs.
 
-``tests/loops`` is on pytest's ``pythonpath`` (pyproject.toml), so the tests import these helpers by
-plain name and the consumer resolves ``python:loops_targets:NAME`` to this very module. Call
-``reset()`` before and after each test.
+The tests import this module as ``support.loop_targets`` and the consumer resolves
+``python:support.loop_targets:NAME`` to this very module. ``reset()`` runs before and after each test
+of ``tests/loops`` (its ``conftest.py``).
 
 Targets:
   ``gate``          records the job, then blocks until ``release(id)`` (at most 10 s)

@@ -1,4 +1,5 @@
-"""A target for tests (``python:recorder:deliver``), driven by the job's body.
+"""The tests' target (``RECORDER``: ``python:support.recorder:deliver``), driven by the job's body, and
+the topics every tier starts with (``DEFAULT_TOPICS``).
 
 Body keys it understands (all optional):
   ``fail``        true: every attempt fails
@@ -17,6 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayq import Job
+
+RECORDER = "python:support.recorder:deliver"
+
+# Topics of the events/ samples, and "*" for any other; all delivered to the recorder.
+DEFAULT_TOPICS: dict[str, Any] = {
+    "orders": {"target": RECORDER},
+    "reminders": {"target": RECORDER},
+    "payments": {"target": RECORDER, "retries": 8},
+    "*": {"target": RECORDER},
+}
 
 
 @dataclass(frozen=True)

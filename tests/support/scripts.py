@@ -1,7 +1,5 @@
-"""Helpers for the Redis tier: the scripts called through ``delayq.store.calls`` on one partition, and namespace dumps.
-
-Not a test module (no ``test_`` prefix); the test files of this folder import it by name.
-"""
+"""The scripts called through ``delayq.store.calls`` on one partition (``Lua``, the Redis tier's
+``lua`` fixture), namespace dumps (``dump``) and Redis' clock (``server_ms``)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,9 @@ from delayq.core.settings import Settings
 from delayq.store import calls
 from delayq.store import connection as delayq_connection
 
-import recorder
-from conftest import RECORDER, FakeContext, api_event
+from support import recorder
+from support.events import FakeContext, api_event
+from support.recorder import RECORDER
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "functions" / "delayq" / "store" / "lua"
 

@@ -19,16 +19,16 @@ from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwrig
 
 from delayq import Queue
 
-from local_support import Stack, base_env, local_stack, running_process, start_module
-from servers import free_port
+from support.local import Stack, base_env, local_stack, running_process, start_module
+from support.servers import free_port
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # on the stack's PYTHONPATH: support.ui_targets
 WAIT_MS = 30_000  # a condition a loaded machine may be slow to reach
 expect.set_options(timeout=WAIT_MS)
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 TOPICS = {
     "*": {"target": "python:delayq.local:log_delivery"},
-    "fails": {"target": "python:ui_targets:fail_with_markup", "retries": 0},
+    "fails": {"target": "python:support.ui_targets:fail_with_markup", "retries": 0},
 }
 
 
@@ -93,7 +93,7 @@ def stack_env(namespace: str, redis_url: str, **extra: str) -> dict[str, str]:
     import json  # noqa: PLC0415
 
     env = base_env(namespace, redis_url, DELAYQ_TOPICS=json.dumps(TOPICS), **extra)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
     return env
 
 

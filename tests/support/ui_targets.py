@@ -1,4 +1,5 @@
-"""Targets the web view's tests deliver to, from the local stack's process."""
+"""Targets the web view's tests deliver to, from the local stack's process
+(``python:support.ui_targets:NAME``: ``tests/`` is on its ``PYTHONPATH``)."""
 
 from __future__ import annotations
 

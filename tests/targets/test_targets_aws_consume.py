@@ -16,8 +16,10 @@ from delayq import Queue
 from delayq.aws import clients
 from delayq.loops.consumer import Consumer
 
-from aws_support import ACCOUNT, REGION, aws_env  # noqa: F401 - aws_env: autouse fixture
-from loops_support import running, state, wait_until
+from support.aws import ACCOUNT, REGION
+from support.loops import running, state, wait_until
+
+pytestmark = pytest.mark.usefixtures("aws_env")  # fake credentials, an empty client cache
 
 MakeQueue = Callable[..., Queue]
 

@@ -16,7 +16,9 @@ from delayq.aws import clients
 from delayq.targets import aws
 from delayq.targets.payload import payload
 
-from aws_support import REGION, aws_env, make_job, streaming  # noqa: F401 - aws_env: autouse fixture
+from support.aws import REGION, make_job, streaming
+
+pytestmark = pytest.mark.usefixtures("aws_env")  # fake credentials, an empty client cache
 
 ARN = f"arn:aws:lambda:{REGION}:123456789012:function:send-mail:live"
 

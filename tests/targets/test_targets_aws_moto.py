@@ -16,7 +16,9 @@ from delayq.aws import clients
 from delayq.targets import aws
 from delayq.targets.payload import payload
 
-from aws_support import ACCOUNT, REGION, aws_env, make_job  # noqa: F401 - aws_env: autouse fixture
+from support.aws import ACCOUNT, REGION, make_job
+
+pytestmark = pytest.mark.usefixtures("aws_env")  # fake credentials, an empty client cache
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ from delayq.core.errors import ConfigError
 from delayq.core.settings import TopicConfig
 from delayq.targets import aws, resolve_target
 
-from aws_support import aws_env, make_job  # noqa: F401 - aws_env: autouse fixture
+from support.aws import make_job
+
+pytestmark = pytest.mark.usefixtures("aws_env")  # fake credentials, an empty client cache
 
 QUEUE_URL = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"
 

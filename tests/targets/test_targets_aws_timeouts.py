@@ -17,7 +17,9 @@ from botocore.awsrequest import AWSPreparedRequest
 from delayq.aws import clients
 from delayq.targets import aws
 
-from aws_support import ACCOUNT, REGION, aws_env, make_job  # noqa: F401 - aws_env: autouse fixture
+from support.aws import ACCOUNT, REGION, make_job
+
+pytestmark = pytest.mark.usefixtures("aws_env")  # fake credentials, an empty client cache
 
 TARGETS: dict[str, tuple[str, Callable[[str], aws.Target], str]] = {
     "sqs": ("sqs", aws.sqs_target, f"arn:aws:sqs:{REGION}:{ACCOUNT}:jobs"),

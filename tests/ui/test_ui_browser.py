@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Request, expect
+from playwright.sync_api import Request, expect
 
-from local_support import Stack, eventually
-from ui_support import BULK_CANCEL, LISTING, WAIT_MS, Watched, chromium, create, fresh_topic, shared_stack, watched
-from ui_targets import MARKUP_ERROR
+from support.local import Stack, eventually
+from support.ui import BULK_CANCEL, LISTING, WAIT_MS, Watched, create, fresh_topic, shared_stack
+from support.ui_targets import MARKUP_ERROR
 
 pytestmark = pytest.mark.timeout(240)
 XSS = "<img src=x onerror=alert(1)>"
@@ -25,21 +25,6 @@ XSS = "<img src=x onerror=alert(1)>"
 def stack(redis_url: str) -> Iterator[Stack]:
     with shared_stack(redis_url) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def tab(browser: Browser) -> Iterator[Watched]:
-    seen = watched(browser)
-    yield seen
-    seen.page.context.close()
-    assert seen.dialogs == [], "the page opened a browser dialog: an injected script ran"
-    assert seen.errors == [], "the page's script failed"
 
 
 def confirm(tab: Watched, verb: str) -> None:

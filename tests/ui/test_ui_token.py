@@ -5,32 +5,16 @@ its API calls, its files and its reloads, and can act."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import expect
 
 from delayq import Queue, Settings, Topics
 
-from local_support import send
-from ui_support import LISTING, TOPICS, Watched, chromium, delayq_ui, own_namespace, stack_env, watched
+from support.local import send
+from support.ui import LISTING, TOPICS, Watched, delayq_ui, own_namespace, stack_env
 
 pytestmark = pytest.mark.timeout(240)
 TOKEN = "s3cret-token-of-the-view"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def tab(browser: Browser) -> Iterator[Watched]:
-    seen = watched(browser)
-    yield seen
-    seen.page.context.close()
-    assert seen.errors == []
 
 
 def client(redis_url: str, namespace: str) -> Queue:

@@ -1,7 +1,8 @@
 """``make bench --compare``: which systems a run measures, their names, and whose ``functions/`` each imports.
 
-The bench's modules import each other by their plain names (``bench/`` is their directory), so the
-fixture puts ``bench/`` on the path for these tests. Nothing here starts Redis or a benchmark.
+The comparison's modules import each other by their plain names (``bench/compare/`` is their
+directory), so the fixture puts ``bench/compare/`` on the path for these tests. Nothing here starts
+Redis or a benchmark.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench" / "compare"
 
 
 @pytest.fixture(scope="module")
 def bench():
     sys.path.insert(0, str(BENCH))
     try:
-        import processes  # noqa: PLC0415 - from bench/, on the path only here
+        import processes  # noqa: PLC0415 - from bench/compare/, on the path only here
         import run  # noqa: PLC0415
 
         yield run, processes
@@ -55,7 +57,7 @@ def test_compare_is_delayq_once_more_right_after_delayq_with_its_own_functions(b
     assert other.command() == delayq.command()  # this checkout's .venv and adapter
     assert (other.worker_args, other.fed, other.base) == (delayq.worker_args, delayq.fed, None)
     paths = [processes.child_env(s)["PYTHONPATH"].split(":")[0] for s in (delayq, other)]
-    assert paths == [str(BENCH.parent / "functions"), str((tmp_path / "before" / "functions").resolve())]
+    assert paths == [str(ROOT / "functions"), str((tmp_path / "before" / "functions").resolve())]
     assert "PYTHONPATH" not in processes.child_env(chosen[3])  # a peer's own environment
 
 
