@@ -580,10 +580,10 @@ def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypat
     monkeypatch.setattr(Consumer, "_can_take", staticmethod(lambda lane, budget, now: True))
 
     consumer._read_index(now)  # the topic index names t: its lane takes
-    (take,) = consumer._takes(past_deadline, now)
+    (take,) = consumer._take_calls(past_deadline, now)
     assert take.call.args[3] == 0
     (reply,) = run_many(queue.redis, [take.call])
-    consumer._taken(take, reply, now)
+    consumer._on_take(take, reply, now)
     assert consumer.counts["taken"] == 0
     assert state(queue, "t", "j1") == "ready"
 
@@ -607,7 +607,7 @@ def test_a_failing_telemetry_never_costs_a_worker(make_queue: MakeQueue, caplog:
         assert wait_until(lambda: queue.stats("t").ready + queue.stats("t").reserved == 0, timeout=5)
     assert sorted(d.id for d in recorder.of("t")) == ["j0", "j1", "j2"]
     assert consumer.counts["acked"] == 3
-    assert consumer._topics["t"].running == 0
+    assert consumer.lanes.topics["t"].running == 0
     assert "telemetry is broken" in caplog.text
 
 
@@ -617,7 +617,7 @@ def test_a_failure_whose_message_cannot_be_read_is_still_a_failure(make_queue: M
     consumer = Consumer(queue)
     summary = consumer.run(Budget.of(0))
     assert (summary["failed"], summary["dead"], summary["acked"]) == (1, 1, 0)
-    assert consumer._topics["t"].running == 0
+    assert consumer.lanes.topics["t"].running == 0
     (dead,) = queue.dead("t")
     assert dead.last_error == "UnreadableError (its message could not be read)"
 
@@ -631,7 +631,7 @@ def test_topics_that_hold_nothing_cost_no_thread_and_are_forgotten(make_queue: M
     consumer = Consumer(queue)
     with running(consumer):
         assert wait_until(lambda: len(recorder.of()) == 60, timeout=20)
-        assert wait_until(lambda: not consumer._lanes and not consumer._topics, timeout=5)
+        assert wait_until(lambda: not consumer.lanes.lanes and not consumer.lanes.topics, timeout=5)
         workers = [thread for thread in threading.enumerate() if thread.name.startswith("delayq-worker_")]
         assert 1 <= len(workers) <= 4
     assert sorted(d.topic for d in recorder.of()) == sorted(f"one{n}" for n in range(60))
@@ -663,7 +663,7 @@ def test_a_burst_over_many_topics_keeps_few_lanes_and_drains(make_queue: MakeQue
     queue.enqueue_many([{"topic": f"b{n}", "id": "j", "delay": 0} for n in range(topics)])
     consumer = Consumer(queue)
     most = _most_until(
-        consumer, lambda: len(consumer._lanes), lambda: len(recorder.of()) == topics, timeout=100, interval=0.005
+        consumer, lambda: len(consumer.lanes.lanes), lambda: len(recorder.of()) == topics, timeout=100, interval=0.005
     )
     assert sorted(d.topic for d in recorder.of()) == sorted(f"b{n}" for n in range(topics))
     # At most two reads' worth (the lanes of the last one still settling as the next comes) and what
@@ -679,19 +679,19 @@ def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_
     now = time.monotonic()
     partition = queue.keys.partitions[0]
     for name, late_s in (("t0", 0.3), ("t1", 0.1), ("t2", 0.5), ("t3", 0.2), ("own", 0.01)):  # due that long ago
-        topic = consumer._add_topic(name)
+        topic = consumer.lanes.topic(name)
         assert topic is not None
-        consumer._lane(topic, partition).next_check = now - late_s
-    takes = consumer._takes(Budget.forever(), now)
+        consumer.lanes.lane(topic, partition).next_check = now - late_s
+    takes = consumer._take_calls(Budget.forever(), now)
     assert sorted(take.lane.topic.name for take in takes) == ["own", "t0", "t2"]
     assert [take.count for take in takes if take.lane.topic.name != "own"] == [1, 1]
-    assert consumer._backlogged == {id(consumer._topics["t0"].share)}
+    assert consumer._backlogged == {id(consumer.lanes.topics["t0"].share)}
     # A look finds t4 (under *) and own ready: own's lane takes, t4 waits for a read.
-    consumer._lanes[("own", 0)].next_check = float("inf")  # as once own's take found nothing more
+    consumer.lanes.lanes[("own", 0)].next_check = float("inf")  # as once own's take found nothing more
     consumer._server_clock = (0, now)
-    consumer._looked(partition, ["t4", "own"], {}, now)
-    assert ("t4", 0) not in consumer._lanes
-    assert consumer._lanes[("own", 0)].next_check == now
+    consumer._on_look(partition, ["t4", "own"], {}, now)
+    assert ("t4", 0) not in consumer.lanes.lanes
+    assert consumer.lanes.lanes[("own", 0)].next_check == now
 
 
 def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: MakeQueue) -> None:
@@ -700,8 +700,8 @@ def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: Ma
     queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
     consumer = Consumer(queue)
     consumer._server_clock = (0, time.monotonic())
-    assert not consumer._shares
-    assert len(consumer._looks(time.monotonic())) == len(queue.keys.partitions)
+    assert not consumer.lanes.shares
+    assert len(consumer._look_calls(time.monotonic())) == len(queue.keys.partitions)
 
 
 def test_a_look_due_soon_rides_early_in_a_round_trip_the_pass_makes_anyway(make_queue: MakeQueue) -> None:
@@ -713,11 +713,11 @@ def test_a_look_due_soon_rides_early_in_a_round_trip_the_pass_makes_anyway(make_
     consumer._server_clock = (0, now)
     soon, later = now + 0.3 * consumer.look_every, now + 0.7 * consumer.look_every
     consumer._polls = [soon]
-    assert consumer._looks(now) == []
-    assert len(consumer._looks(now, riding=True)) == 1
+    assert consumer._look_calls(now) == []
+    assert len(consumer._look_calls(now, riding=True)) == 1
     assert consumer._polls == [now + consumer.look_every]
     consumer._polls = [later]
-    assert consumer._looks(now, riding=True) == []
+    assert consumer._look_calls(now, riding=True) == []
 
 
 def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make_queue: MakeQueue) -> None:
@@ -729,7 +729,11 @@ def test_topics_sharing_the_wildcards_workers_take_no_more_than_it_has_free(make
     queue.enqueue_many([{"topic": f"many{n}", "id": "j", "body": {"sleep": 0.05}, "delay": 0} for n in range(20)])
     consumer = Consumer(queue)
     most = _most_until(
-        consumer, lambda: len(consumer._running), lambda: len(loop_targets.of()) == 20, timeout=20, interval=0.002
+        consumer,
+        lambda: len(consumer.deliveries.running),
+        lambda: len(loop_targets.of()) == 20,
+        timeout=20,
+        interval=0.002,
     )
     assert most <= 3
     assert loop_targets.max_active <= 3

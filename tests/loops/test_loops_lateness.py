@@ -56,7 +56,7 @@ def test_thousands_of_topics_record_a_chunk_a_pass(make_queue: MakeQueue) -> Non
     consumer = Consumer(queue)
     names = [f"t{n}" for n in range(1200)]
     for name in names:
-        topic = consumer._add_topic(name)
+        topic = consumer.lanes.topic(name)
         assert topic is not None
         topic.count_lateness(bucket_of(3))
     now = time.monotonic() + LATENESS_FLUSH_S
@@ -71,4 +71,4 @@ def test_thousands_of_topics_record_a_chunk_a_pass(make_queue: MakeQueue) -> Non
     assert consumer._lateness_records(now + LATENESS_FLUSH_S, due=True) == []
     lateness = queue.lateness(names[:LATENESS_CHUNK])
     assert all(lateness[t].deliveries == 1 for t in names[:LATENESS_CHUNK])
-    assert not consumer._topics  # counted, recorded and without a lane: forgotten
+    assert not consumer.lanes.topics  # counted, recorded and without a lane: forgotten

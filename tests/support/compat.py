@@ -79,7 +79,7 @@ def drive(queue: Queue, done: Callable[[], bool], report: Report, *, timeout: fl
     """Alternates one sweep pass (lock taken, renewed by the sweep call, released) and a short consume
     run (take, deliver, settle) until ``done()``. The consume run is a few passes, not one: a single
     pass gives all of a topic's free workers to the take of its first partition, so with partitions > 1
-    it never takes from the others (Consumer._takes)."""
+    it never takes from the others (Consumer._take_calls)."""
     sweeper = Sweeper(queue)
     deadline = time.monotonic() + timeout
     try:
