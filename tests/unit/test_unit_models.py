@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from delayq.core.errors import InvalidField, TooLarge
+from delayq.core.job import new_id, new_ids
 from delayq.core.models import (
     ID_PATTERN,
     MAX_BATCH,
@@ -30,13 +31,14 @@ from delayq.core.models import (
     TopicJob,
     When,
     body_json,
+    check_id,
+    check_topic,
     describe,
     field_name,
     invalid,
     plain_job,
     validate_new_job,
 )
-from delayq.store.queue import check_id, check_topic, new_id, new_ids
 
 DAY_S = 86_400
 T0_S = 1795372200  # 2026-11-22T18:30:00Z

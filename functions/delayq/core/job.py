@@ -13,6 +13,8 @@ last three are per-job overrides of the topic's config, empty when the topic's v
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -293,3 +295,20 @@ class DeadJob:
             "body": self.body,
             "last_error": self.last_error,
         }
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` random job ids, 24 hex characters (96 bits) each, from one read of the system's
+    random source."""
+    text = secrets.token_bytes(12 * count).hex()
+    return [text[i : i + 24] for i in range(0, 24 * count, 24)]
+
+
+def lazy_ids(count: int) -> Iterator[str]:
+    """Up to ``count`` random ids, made at the first one asked for: none when every job has its own."""
+    yield from new_ids(count)
+
+
+def new_id() -> str:
+    """A random job id: 24 hex characters, 96 bits."""
+    return new_ids(1)[0]

@@ -298,6 +298,18 @@ def describe(error: ErrorDetails, skip: int = 0) -> tuple[str, str]:
     return field, error["msg"].removeprefix("Value error, ")
 
 
+def check_topic(topic: str) -> str:
+    if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
+        raise InvalidField("topic", f"must match {TOPIC_PATTERN}")
+    return topic
+
+
+def check_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not ID_RE.fullmatch(job_id):
+        raise InvalidField("id", f"must match {ID_PATTERN}")
+    return job_id
+
+
 def invalid(exc: ValidationError) -> InvalidField:
     """The first error of a pydantic ``ValidationError`` as an ``InvalidField`` naming the field."""
     field, message = describe(exc.errors(include_url=False)[0])

@@ -7,7 +7,6 @@ Every write is one Lua call per partition, so it is whole or absent.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,18 +34,18 @@ from delayq.core.job import (
     Scheduled,
     TopicStats,
     encode_overrides,
+    lazy_ids,
+    new_id,
 )
 from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from delayq.core.lateness import Lateness
 from delayq.core.models import (
-    ID_PATTERN,
-    ID_RE,
-    TOPIC_PATTERN,
-    TOPIC_RE,
     JobOptions,
     PutJob,
     Reschedule,
     body_json,
+    check_id,
+    check_topic,
     invalid,
     plain_job,
     validate_new_job,
@@ -89,35 +88,6 @@ WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
-
-
-def new_ids(count: int) -> list[str]:
-    """``count`` random job ids, 24 hex characters (96 bits) each, from one read of the system's
-    random source."""
-    text = secrets.token_bytes(12 * count).hex()
-    return [text[i : i + 24] for i in range(0, 24 * count, 24)]
-
-
-def _lazy_ids(count: int) -> Iterator[str]:
-    """Up to ``count`` random ids, made at the first one asked for: none when every job has its own."""
-    yield from new_ids(count)
-
-
-def new_id() -> str:
-    """A random job id: 24 hex characters, 96 bits."""
-    return new_ids(1)[0]
-
-
-def check_topic(topic: str) -> str:
-    if not isinstance(topic, str) or not TOPIC_RE.fullmatch(topic):
-        raise InvalidField("topic", f"must match {TOPIC_PATTERN}")
-    return topic
-
-
-def check_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not ID_RE.fullmatch(job_id):
-        raise InvalidField("id", f"must match {ID_PATTERN}")
-    return job_id
 
 
 @dataclass(slots=True)
@@ -181,7 +151,7 @@ class Queue(Namespace):
         fields = _fields(
             topic=topic, id=id, body=body, delay=delay, run_at=run_at, retries=retries, timeout=timeout, backoff=backoff
         )
-        return self._create(self._job_write(fields, _lazy_ids(1), time.time()))
+        return self._create(self._job_write(fields, lazy_ids(1), time.time()))
 
     def _create(self, write: JobWrite) -> Scheduled:
         code, run_at_ms = self._write(write)
@@ -256,7 +226,7 @@ class Queue(Namespace):
     def _validate_chunk(self, items: list[Any]) -> _Batch:
         """Validates each job: the writes of the valid ones, the answers (422) of the others."""
         batch = _Batch(results=[None] * len(items))
-        fresh = _lazy_ids(len(items))
+        fresh = lazy_ids(len(items))
         now_s = time.time()
         for i, item in enumerate(items):
             try:
