@@ -7,7 +7,7 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,8 +41,10 @@ def cli(handler_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> Run:
 
 
 @pytest.fixture
-def queue(handler_env: dict[str, str]) -> Queue:
-    return Queue.from_env()
+def queue(handler_env: dict[str, str]) -> Iterator[Queue]:
+    queue = Queue.from_env()
+    yield queue
+    queue.redis.close()
 
 
 def finish(queue: Queue, topic: str, job_id: str) -> int:
@@ -127,8 +129,17 @@ def test_job_whole_and_its_error_made_safe_for_a_terminal(cli: Run, queue: Queue
     assert "\u202e" not in out
     assert "last error   \\x1b[31mred\\x1b[0m\\nsecond line\\u202e" in out
     assert '    "n": "x1"' in out
+    assert "key          -" in out.splitlines()
     code, out, _ = cli("job", "orders", "x1", "--json")
     assert json.loads(out) == queue.get("orders", "x1").to_dict()
+
+
+def test_job_shows_its_key(cli: Run, queue: Queue) -> None:
+    queue.enqueue("orders", {}, id="k1", key="tenant-7", delay=60)
+    code, out, _ = cli("job", "orders", "k1")
+    assert code == 0
+    assert "key          tenant-7" in out.splitlines()
+    assert "state        delayed" in out.splitlines()
 
 
 def test_a_done_job_and_the_done_jobs(cli: Run, queue: Queue) -> None:

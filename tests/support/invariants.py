@@ -28,7 +28,7 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   ``created_ms``; each has a progress in ``_schedule_state``, well formed (``generation|last|claim|outbox``);
   a progress without a definition is a delete under way (its outbox forgets it); a claimed outbox is in
   ``_schedules_due``, and nothing is there without a progress;
-- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff``, a
+- each meta is well formed: ``state|attempts|run_at|enqueued_at|lease|retries|timeout|backoff[|key]``, a
   lease token exactly when leased (a number issued by the partition's ``_seq``, no two alike, or the
   id of the consumer's take: ``t`` and 16 hex digits; a receipt holds ``started_at:done_at`` there
   instead, after an attempt), run-at never before the enqueue, at least one attempt behind a leased
@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from delayq.core.models import KEY_PATTERN
 from delayq.core.recurring import SCHEDULE_NAME_PATTERN
 from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
 from delayq.store.schedules import Definition
@@ -53,7 +54,12 @@ from delayq.store.schedules import Definition
 # The contract's limits (CONTRACT.md "Limits"), matched whole: a trailing newline is not a name.
 TOPIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
-META = re.compile(r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16}|\d+:\d+)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)")
+META = re.compile(
+    r"([qlxd])\|(\d+)\|(\d+)\|(\d+)\|(\d*|t[0-9a-f]{16}|\d+:\d+)\|(\d*)\|(\d*)\|((?:\d+(?:,\d+)*)?)"
+    + r"(?:\|"
+    + KEY_PATTERN.strip("^$")
+    + ")?"  # a flow key, if the job has one
+)
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "list"}  # fmt: skip
 CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken"}

@@ -40,6 +40,7 @@ class Delivery:
     enqueued_at_ms: int
     started_ms: float
     ok: bool
+    key: str | None = None
 
     @property
     def lateness_ms(self) -> float:
@@ -66,7 +67,9 @@ def deliver(job: Job) -> None:
     fails = bool(body.get("fail")) or job.attempt <= int(body.get("fail_until", 0))
     with _lock:
         deliveries.append(
-            Delivery(job.topic, job.id, job.attempt, job.body, job.run_at_ms, job.enqueued_at_ms, started, not fails)
+            Delivery(
+                job.topic, job.id, job.attempt, job.body, job.run_at_ms, job.enqueued_at_ms, started, not fails, job.key
+            )
         )
     if body.get("sleep"):
         time.sleep(float(body["sleep"]))

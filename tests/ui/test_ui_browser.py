@@ -113,7 +113,7 @@ def test_a_topics_dead_jobs_show_bodies_and_errors_as_text(stack: Stack, tab: Wa
 
 def test_a_done_job_shows_its_receipt(stack: Stack, tab: Watched) -> None:
     topic = fresh_topic()
-    create(stack, topic, "finished", delay=0, body={"n": 1})
+    create(stack, topic, "finished", delay=0, body={"n": 1}, key="tenant-7")
     eventually(lambda: stack.get(f"/jobs/{topic}/finished")["state"] == "done", "the job done", timeout=60)
     job = stack.get(f"/jobs/{topic}/finished")
     page = tab.page
@@ -121,9 +121,10 @@ def test_a_done_job_shows_its_receipt(stack: Stack, tab: Watched) -> None:
     expect(page.locator("h1 .badge")).to_have_text("done")
     rows = page.locator("dl.job dd")
     expect(rows.nth(0)).to_have_text("done")
-    expect(rows.nth(2)).to_have_text("1 of 3")  # attempts of the allowed
-    expect(rows.nth(4)).not_to_have_text("—")  # started
-    expect(rows.nth(5)).not_to_have_text("—")  # done
+    expect(rows.nth(1)).to_have_text("tenant-7")  # its flow key
+    expect(rows.nth(3)).to_have_text("1 of 3")  # attempts of the allowed
+    expect(rows.nth(5)).not_to_have_text("—")  # started
+    expect(rows.nth(6)).not_to_have_text("—")  # done
     expect(page.locator("#body")).to_have_text("not kept: a done job's receipt keeps no body")
     assert job["started_at_ms"] <= job["done_at_ms"]
 

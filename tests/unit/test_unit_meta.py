@@ -77,6 +77,14 @@ def test_decode_hand_written():
     assert meta.backoff_ms is None
 
 
+def test_a_flow_key_ends_the_meta_and_comes_back():
+    meta = Meta.decode("q|0|1795300000000|1795299990000|||||tenant-7")
+    assert meta.key == "tenant-7"
+    assert meta.retries is None
+    assert meta.encode() == "q|0|1795300000000|1795299990000|||||tenant-7"
+    assert Meta.decode("q|0|1795300000000|1795299990000||||").key is None
+
+
 def test_decode_hand_written_with_overrides():
     meta = Meta.decode("l|3|1795300000000|1795299990000|12|0|45000|15000,180000,600000")
     assert meta.state == "l"
@@ -94,7 +102,8 @@ def test_decode_hand_written_with_overrides():
     [
         "",
         "q|0|1795300000000|1795299990000|||",  # 7 fields
-        "q|0|1795300000000|1795299990000|||||",  # 9 fields
+        "q|0|1795300000000|1795299990000|||||",  # 9 fields, the last (a key) empty
+        "q|0|1795300000000|1795299990000||||||tenant",  # 10 fields
         "q|x|1795300000000|1795299990000||||",
         "q|0|soon|1795299990000||||",
         "q|0|1795300000000|1795299990000||two||",
@@ -120,6 +129,7 @@ def test_job_to_dict():
     assert job.to_dict() == {
         "topic": "orders",
         "id": "o-1",
+        "key": None,
         "body": {"a": 1},
         "attempt": 1,
         "run_at_ms": RUN_AT + 250,

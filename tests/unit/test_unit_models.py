@@ -568,9 +568,9 @@ def test_a_topic_job_naming_another_topic_is_refused_naming_topic():
 # ---------------------------------------------------------------------- plain_job: the fast path
 
 
-def _by_the_model(item: Any) -> tuple[str, str | None, str, int]:
+def _by_the_model(item: Any) -> tuple[str, str | None, str, int, str]:
     job = validate_new_job(item)
-    return (job.topic, job.id, *job.when())
+    return (job.topic, job.id, *job.when(), job.key or "")
 
 
 @pytest.mark.parametrize(
@@ -587,6 +587,9 @@ def _by_the_model(item: Any) -> tuple[str, str | None, str, int]:
         {"topic": "orders", "run_at": 1795372200.1234},
         {"topic": "orders", "run_at": 0},
         {"topic": "a" * 64, "id": "A" + "b" * 127, "run_at": 1.5},
+        {"topic": "orders", "key": "tenant-7", "delay": 5},
+        {"topic": "orders", "key": None},
+        {"topic": "orders", "key": "K" + "k" * 127},
     ],
 )
 def test_plain_job_is_what_the_model_makes_of_the_common_shape(item):
@@ -604,6 +607,11 @@ def test_plain_job_is_what_the_model_makes_of_the_common_shape(item):
         {"topic": 5},
         {"topic": "orders", "id": "a b"},
         {"topic": "orders", "id": 7},
+        {"topic": "orders", "key": ""},
+        {"topic": "orders", "key": "a|b"},
+        {"topic": "orders", "key": "-lead"},
+        {"topic": "orders", "key": 7},
+        {"topic": "orders", "key": "k" * 129},
         {"topic": "orders", "delay": True},
         {"topic": "orders", "delay": "5"},
         {"topic": "orders", "delay": -1},

@@ -130,6 +130,7 @@ def test_schedule_info_answers_like_the_contract() -> None:
         "body": {"a": 1},
         "start_at": None,
         "end_at": None,
+        "key": None,
         "retries": None,
         "timeout": None,
         "backoff": None,

@@ -2,12 +2,13 @@
 
 A job's metadata is one string in its topic's ``meta`` hash, fields separated by ``|``::
 
-    state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv
+    state|attempts|run_at_ms|enqueued_at_ms|lease_token|retries|timeout_ms|backoff_ms_csv[|key]
 
 ``state`` is ``q`` (queued: in ``delayed`` while waiting, in ``ready`` once due), ``l`` (leased to a
 consumer), ``x`` (dead) or ``d`` (done: a receipt, in ``done``; its ``lease_token`` field holds
 ``started_at:done_at``, when the handler of its last attempt started and when it succeeded, ms). The
-last three are per-job overrides of the topic's config, empty when the topic's value applies.
+next three are per-job overrides of the topic's config, empty when the topic's value applies; a job
+with a flow key ends with it (a key, like an id, holds no ``|``).
 ``lua/includes/meta.lua`` is the Lua side of this codec.
 """
 
@@ -39,11 +40,13 @@ class Job:
     attempt: int
     run_at_ms: int
     enqueued_at_ms: int
+    key: str | None = None  # its flow key: who or what it is for (a tenant, a destination), if any
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "id": self.id,
+            "key": self.key,
             "body": self.body,
             "attempt": self.attempt,
             "run_at_ms": self.run_at_ms,
@@ -89,10 +92,13 @@ class Meta:
     retries: int | None = None
     timeout_ms: int | None = None
     backoff_ms: tuple[int, ...] | None = None
+    key: str | None = None
 
     @classmethod
     def decode(cls, raw: str) -> Meta:
-        state, attempts, run_at, enqueued_at, lease, retries, timeout, backoff = raw.split("|")
+        state, attempts, run_at, enqueued_at, lease, retries, timeout, backoff, *key = raw.split("|")
+        if len(key) > 1 or key == [""]:
+            raise ValueError(f"a meta has 8 fields, or 9 ending with a key: {raw!r}")
         return cls(
             state=state,
             attempts=int(attempts),
@@ -102,6 +108,7 @@ class Meta:
             retries=int(retries) if retries else None,
             timeout_ms=int(timeout) if timeout else None,
             backoff_ms=tuple(int(ms) for ms in backoff.split(",")) if backoff else None,
+            key=key[0] if key else None,
         )
 
     @property
@@ -125,6 +132,7 @@ class Meta:
                 "" if self.retries is None else str(self.retries),
                 "" if self.timeout_ms is None else str(self.timeout_ms),
                 "" if self.backoff_ms is None else ",".join(map(str, self.backoff_ms)),
+                *(() if self.key is None else (self.key,)),
             )
         )
 
@@ -145,6 +153,7 @@ class JobInfo:
     last_error: str | None
     started_at_ms: int | None = None  # done jobs only
     done_at_ms: int | None = None  # done jobs only
+    key: str | None = None
 
     @classmethod
     def of(
@@ -171,12 +180,14 @@ class JobInfo:
             last_error=last_error,
             started_at_ms=meta.started_at_ms,
             done_at_ms=meta.done_at_ms,
+            key=meta.key,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "id": self.id,
+            "key": self.key,
             "state": self.state,
             "run_at": iso_utc(self.run_at_ms),
             "run_at_ms": self.run_at_ms,

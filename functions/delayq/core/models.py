@@ -34,6 +34,7 @@ TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 TOPIC_RE = re.compile(TOPIC_PATTERN)
 ID_RE = re.compile(ID_PATTERN)
+KEY_PATTERN, KEY_RE = ID_PATTERN, ID_RE  # a flow key is written as an id is
 MAX_BODY_BYTES = 256 * 1024
 MAX_BODY_DEPTH = 64  # arrays and objects in a body, one inside another
 MAX_BATCH = 1000
@@ -42,6 +43,15 @@ MAX_DELAY_S = MAX_DELAY_MS / 1000
 TopicName = Annotated[str, Field(pattern=TOPIC_PATTERN, description="Topic name", examples=["orders"])]
 JobId = Annotated[
     str, Field(pattern=ID_PATTERN, description="Job id, unique within its topic", examples=["order-1042"])
+]
+FlowKey = Annotated[
+    str | None,
+    Field(
+        pattern=KEY_PATTERN,
+        description="Who or what the job is for (a tenant, a customer, a destination): a topic's keys share "
+        "its workers fairly, and each may have limits of its own",
+        examples=["tenant-42"],
+    ),
 ]
 Delay = Annotated[
     float,
@@ -203,6 +213,7 @@ class JobOptions(When):
 
     # Checked where it is encoded (``body_json``), once: the queue's writes all go through it.
     body: Any = Field(default=None, description=f"Any JSON, at most 256 KiB, nested at most {MAX_BODY_DEPTH} deep")
+    key: FlowKey = None
     retries: Retries = None
     timeout: Timeout = None
     backoff: Backoff = None
@@ -322,34 +333,37 @@ _validate_new_job = NewJob.__pydantic_validator__.validate_python
 
 
 # The fields of a job of the common shape, which ``plain_job`` checks without the model.
-_PLAIN_FIELDS = frozenset(("topic", "id", "body", "delay", "run_at"))
+_PLAIN_FIELDS = frozenset(("topic", "id", "key", "body", "delay", "run_at"))
 _NUMBERS = (int, float)  # exactly these types: a bool is an int, but not a JSON number
 _ms = functools.lru_cache(maxsize=1024)(seconds_to_ms)  # a batch's jobs often share a delay or run-at
 
 
-def plain_job(item: Any, now_s: float) -> tuple[str, str | None, str, int] | None:
+def plain_job(item: Any, now_s: float) -> tuple[str, str | None, str, int, str] | None:
     """A job of the common shape, checked by ``NewJob``'s rules without building the model:
-    ``(topic, id or None, when, value)`` as ``When.when`` gives them. The shape: a dict with a valid
-    ``topic``, no ``id`` or a valid one, any ``body``, and no overrides; no ``delay`` nor ``run_at``,
+    ``(topic, id or None, when, value, key or '')`` with ``when`` and ``value`` as ``When.when`` gives
+    them. The shape: a dict with a valid ``topic``, no ``id`` or ``key`` or valid ones, any ``body``, and
+    no overrides; no ``delay`` nor ``run_at``,
     or one of them as a number well within range (``now_s``: ``time.time()`` at most this long ago).
     None for any other job, valid or not: ``validate_new_job`` decides those, and names what is wrong.
     The body is checked where it is encoded (``body_json``), as for any job."""
     if type(item) is not dict or not item.keys() <= _PLAIN_FIELDS:
         return None
     topic, job_id, delay, run_at = item.get("topic"), item.get("id"), item.get("delay"), item.get("run_at")
+    key = item.get("key")
     if not (
         type(topic) is str
         and TOPIC_RE.fullmatch(topic)
         and (job_id is None or (type(job_id) is str and ID_RE.fullmatch(job_id)))
+        and (key is None or (type(key) is str and KEY_RE.fullmatch(key)))
     ):
         return None
     if run_at is None:
         if delay is None:
-            return topic, job_id, "d", 0
+            return topic, job_id, "d", 0, key or ""
         if type(delay) in _NUMBERS and 0 <= delay <= MAX_DELAY_S:  # NaN and infinities fail the comparison
-            return topic, job_id, "d", _ms(float(delay))
+            return topic, job_id, "d", _ms(float(delay)), key or ""
     elif delay is None and type(run_at) in _NUMBERS and well_within_range(run_at, now_s):
-        return topic, job_id, "a", _ms(float(run_at))  # parse_run_at of a number in range
+        return topic, job_id, "a", _ms(float(run_at)), key or ""  # parse_run_at of a number in range
     return None
 
 

@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from .calendar import MAX_EVERY_S, Calendar, CronCalendar, EveryCalendar, parse_cron, zone
 from .errors import InvalidField
-from .models import NOT_A_TIME, STRICT, Backoff, JobOptions, Retries, Timeout, body_json, invalid
+from .models import NOT_A_TIME, STRICT, Backoff, FlowKey, JobOptions, Retries, Timeout, body_json, invalid
 from .schedule import iso_utc, parse_run_at
 
 SCHEDULE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -57,6 +57,7 @@ class Schedule(BaseModel):
     body: Any = Field(default=None, description=JobOptions.model_fields["body"].description)
     start_at: Bound = Field(default=None, description=f"No occurrence before it, one exactly at it: {_AS_RUN_AT}")
     end_at: Bound = Field(default=None, description=f"No occurrence after it: {_AS_RUN_AT}")
+    key: FlowKey = None
     retries: Retries = None
     timeout: Timeout = None
     backoff: Backoff = None

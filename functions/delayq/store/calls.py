@@ -66,6 +66,7 @@ class JobWrite:
     body: str  # JSON
     at: str  # 'd<ms>' a delay, 'a<ms>' epoch ms
     overrides: str  # 'retries|timeout_ms|backoff_csv', '' where the topic's applies
+    key: str = ""  # its flow key, '' for none
 
 
 class Enqueued(NamedTuple):
@@ -81,7 +82,8 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
     ``replace``, replaces them instead, unless leased. A single create has its own short script."""
     if len(writes) == 1 and not replace:
         (write,) = writes
-        args = [write.at, write.overrides, write.id, write.body]
+        overrides = f"{write.overrides}|{write.key}" if write.key else write.overrides
+        args = [write.at, overrides, write.id, write.body]
         return Call(Scripts.enqueue_one, partition.key_group(write.topic), args, _enqueued, wrote=_wrote)
     groups: dict[str, str] = {}
     keys: list[str] = []
@@ -91,7 +93,7 @@ def enqueue(partition: Partition, writes: Sequence[JobWrite], *, replace: bool =
         if group is None:
             group = groups[write.topic] = str(len(groups) + 1)
             keys.extend(partition.key_group(write.topic))
-        lines.append(f"{group}|{write.at}|{write.overrides}|{write.id}|{write.body}")  # one ARGV per job
+        lines.append(f"{group}|{write.at}|{write.overrides}|{write.key}|{write.id}|{write.body}")  # one ARGV a job
     return Call(Scripts.enqueue, keys, ["r" if replace else "c", *lines], _enqueued, wrote=_wrote)
 
 
@@ -180,6 +182,9 @@ def take(
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
+TAKEN_FIELDS = 8  # values per leased job in take.lua's reply
+
+
 def _taken(topic: str, reply: list[Any]) -> Taken:
     acked = int(reply[3])
     if reply[1] == PAUSED:
@@ -187,13 +192,14 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
     dead = int(reply[2])
     end = len(reply) - dead
     jobs: list[Job] = []
-    for i in range(5, end, 7):
+    for i in range(5, end, TAKEN_FIELDS):
         job_id, body, attempt, run_at, enqueued_at = reply[i : i + 5]
         body = _decode_body(body)[0] if body is not None else None
-        jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at)))
+        key = reply[i + 7] or None
+        jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at), key))
     next_in_ms = int(reply[1])
     # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
-    tokens, timeouts_ms = reply[10:end:7], reply[11:end:7]
+    tokens, timeouts_ms = reply[10:end:TAKEN_FIELDS], reply[11:end:TAKEN_FIELDS]
     next_in = next_in_ms if next_in_ms >= 0 else None
     return Taken(int(reply[0]), next_in, jobs, tokens, timeouts_ms, reply[end:], acked=acked, held=reply[4] == 1)
 

@@ -143,13 +143,22 @@ class Queue(Namespace):
         id: str | None = None,  # noqa: A002 - the contract's name
         delay: float | None = None,
         run_at: float | str | None = None,
+        key: str | None = None,
         retries: int | None = None,
         timeout: float | None = None,
         backoff: Sequence[float] | None = None,
     ) -> Scheduled:
-        """Create a job; ``JobExists`` if (topic, id) exists in any state."""
+        """Create a job; ``JobExists`` if (topic, id) exists in any state. ``key``: its flow key."""
         fields = _fields(
-            topic=topic, id=id, body=body, delay=delay, run_at=run_at, retries=retries, timeout=timeout, backoff=backoff
+            topic=topic,
+            id=id,
+            body=body,
+            delay=delay,
+            run_at=run_at,
+            key=key,
+            retries=retries,
+            timeout=timeout,
+            backoff=backoff,
         )
         return self._create(self._job_write(fields, lazy_ids(1), time.time()))
 
@@ -168,15 +177,18 @@ class Queue(Namespace):
         *,
         delay: float | None = None,
         run_at: float | str | None = None,
+        key: str | None = None,
         retries: int | None = None,
         timeout: float | None = None,
         backoff: Sequence[float] | None = None,
     ) -> Scheduled:
-        """Create a job, or replace the body and run-at (and overrides) of an existing one.
+        """Create a job, or replace the body, run-at, key and overrides of an existing one.
 
         A replaced job starts afresh: attempts 0, no last error. ``JobReserved`` while it is being handled.
         """
-        fields = _fields(body=body, delay=delay, run_at=run_at, retries=retries, timeout=timeout, backoff=backoff)
+        fields = _fields(
+            body=body, delay=delay, run_at=run_at, key=key, retries=retries, timeout=timeout, backoff=backoff
+        )
         try:
             options = PutJob.model_validate(fields)
         except ValidationError as exc:
@@ -243,9 +255,10 @@ class Queue(Namespace):
         if plain is None:  # any other shape, or something wrong: the model decides
             job = validate_new_job(item if type(item) is dict or not isinstance(item, Mapping) else dict(item))
             return self._prepare(job, job.topic, job.id or next(fresh))
-        topic, job_id, when, value = plain
+        topic, job_id, when, value, key = plain
         self.topic_config(topic)  # UnknownTopic, as _prepare
-        return JobWrite(topic, job_id or next(fresh), body_json(item.get("body")), f"{when}{value}", NO_OVERRIDES)
+        body = body_json(item.get("body"))
+        return JobWrite(topic, job_id or next(fresh), body, f"{when}{value}", NO_OVERRIDES, key)
 
     def _answers(self, batch: _Batch, written: calls.Enqueued) -> list[EnqueueResult]:
         """The batch's answers, in order, with what the script answered for each write."""
@@ -265,7 +278,8 @@ class Queue(Namespace):
         config = self.topic_config(topic)
         when, value = job.when()
         overrides = encode_overrides(job, floor_s=config.min_backoff_s)
-        return JobWrite(topic=topic, id=job_id, body=body_json(job.body), at=f"{when}{value}", overrides=overrides)
+        body = body_json(job.body)
+        return JobWrite(topic, job_id, body, f"{when}{value}", overrides, job.key or "")
 
     def _write(self, write: JobWrite, *, replace: bool = False) -> tuple[int, int]:
         """Run the enqueue script for one job: its code and run-at ms. ``replace``: create or replace,
@@ -349,13 +363,14 @@ class Queue(Namespace):
         body: Any = None,
         start_at: float | str | None = None,
         end_at: float | str | None = None,
+        key: str | None = None,
         retries: int | None = None,
         timeout: float | None = None,
         backoff: Sequence[float] | None = None,
     ) -> ScheduleInfo:
         """Create or replace the recurring schedule ``name`` of ``topic``: exactly one of ``cron`` (five
         fields, wall-clock times in ``timezone``) or ``every`` (seconds), making jobs of ``body`` with
-        the given overrides, from ``start_at`` to ``end_at``. Its first occurrence exists as a delayed
+        the given flow key and overrides, from ``start_at`` to ``end_at``. Its first occurrence exists as a delayed
         job when this returns; a replace cancels the old calendar's pending one. ``.created`` says which."""
         check_topic(topic)
         check_schedule_name(name)
@@ -367,6 +382,7 @@ class Queue(Namespace):
             body=body,
             start_at=start_at,
             end_at=end_at,
+            key=key,
             retries=retries,
             timeout=timeout,
             backoff=backoff,

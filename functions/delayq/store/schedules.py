@@ -373,5 +373,6 @@ class Schedules:
             body_json(schedule.body),
             f"a{step.at_ms}",
             encode_overrides(schedule, floor_s=config.min_backoff_s),
+            schedule.key or "",
         )
         return calls.enqueue(partition, [write], replace=step.kind == REPLACE)

@@ -216,6 +216,7 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     fields = [
         ("topic", info.topic),
         ("id", info.id),
+        ("key", "-" if info.key is None else info.key),
         ("state", info.state),
         ("run at", iso_utc(info.run_at_ms)),
         ("enqueued at", iso_utc(info.enqueued_at_ms)),
@@ -223,7 +224,7 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         ("last error", "-" if info.last_error is None else printable(info.last_error)),
     ]
     if info.started_at_ms is not None and info.done_at_ms is not None:  # a receipt: no body kept
-        fields[5:] = [
+        fields[6:] = [
             ("started at", iso_utc(info.started_at_ms)),
             ("done at", iso_utc(info.done_at_ms)),
             ("attempts", str(info.attempts)),

@@ -5,11 +5,12 @@ common call, is enqueue_one.lua's).
 KEYS            a key group per topic of the jobs (keys.py Partition.key_group: its keys, and the
                 partition's topic index, which learns when each topic next has work)
 ARGV[1]         mode: 'c' create, refusing an existing job; 'r' create or replace
-ARGV[2 ...]     one line per job, 'group|at|overrides|id|body':
+ARGV[2 ...]     one line per job, 'group|at|overrides|key|id|body':
   group         1-based index of the job's key group
   at            'd<ms>': a delay in ms from now; 'a<ms>': epoch ms (the past means now)
   overrides     'retries|timeout_ms|backoff_csv', the per-job overrides as the meta stores them,
                 each '' for the topic's ('||' for none)
+  key           its flow key, '' for none (the meta ends with '|key' when there is one)
   id            (no '|' in an id)
   body          JSON, the rest of the line
 Returns a flat array, two values per job: code, run_at_ms
@@ -33,7 +34,7 @@ local now_text = tostring(now)
 local groups = #KEYS / KEY_GROUP_SIZE
 local mode = ARGV[1]
 local first_job = 2
-local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$'
+local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|([^|]*)|(.*)$'
 
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
@@ -44,8 +45,11 @@ end
 -- Each job's fields, from its line (job n is ARGV[first_job + n - 1]).
 local J_group, J_at, J_overrides, J_id, J_body = {}, {}, {}, {}, {}
 for n = 1, #ARGV - first_job + 1 do
-  local group, at, overrides, id, body = string.match(ARGV[first_job + n - 1], LINE)
+  local group, at, overrides, key, id, body = string.match(ARGV[first_job + n - 1], LINE)
   group = tonumber(group)
+  if key ~= '' then
+    overrides = overrides .. '|' .. key
+  end
   J_group[n], J_at[n], J_overrides[n], J_id[n], J_body[n] = group, at, overrides, id, body
   local ids = G[group].ids
   ids[#ids + 1] = id

@@ -6,7 +6,8 @@ what the script does then is most of a job's cost: no line to parse, no table of
 KEYS            the job's topic's key group (keys.py Partition.key_group: its keys, and the partition's
                 topic index, which learns when the topic next has work)
 ARGV[1]         at: 'd<ms>' a delay in ms from now; 'a<ms>' epoch ms (the past means now)
-ARGV[2]         overrides: 'retries|timeout_ms|backoff_csv' as the meta stores them ('||' for none)
+ARGV[2]         overrides: 'retries|timeout_ms|backoff_csv[|key]' as the meta stores them ('||' for none;
+                a job with a flow key ends with it)
 ARGV[3]         the job's id
 ARGV[4]         its body, JSON
 Returns code, run_at_ms as enqueue.lua does for one job: 1 created, or -1 and 0 when the job exists

@@ -42,8 +42,8 @@ ARGV[9..10] the topic's keep_done in ms and keep_done_max, for the acks that fol
 ARGV[11]    the take ahead in ms: jobs due by now + this are taken too (0: only the due)
 then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
             with its take): id, lease token, started_at_ms
-Returns {now_ms, next_in_ms, dead, acked, held, then 7 values per leased job:
-         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms,
+Returns {now_ms, next_in_ms, dead, acked, held, then 8 values per leased job:
+         id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms, key ('' for none),
          then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
               (pause.lua), nothing was taken, and the reply ends after `held`. When the rate cut
@@ -135,12 +135,13 @@ if #ids > 0 then
       attempts, run_at, enqueued_at, overrides = string.match(metas[i], QUEUED_META)
     end
     if attempts then
-      local timeout = topic_timeout
-      if overrides ~= '||' then  -- retries|timeout|backoff, all empty unless the job has its own
+      local timeout, key = topic_timeout, ''
+      if overrides ~= '||' then  -- retries|timeout|backoff[|key], all empty unless the job has its own
         local own = string.match(overrides, '^[^|]*|(%d+)|')
         if own then
           timeout = tonumber(own)
         end
+        key = overrides_key(overrides)
       end
       local due_at = tonumber(run_at)
       local from = math.max(now, due_at)  -- when its attempt starts: now, or its run-at if taken ahead
@@ -174,7 +175,7 @@ if #ids > 0 then
         updates[n + 2] = RESERVED .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
         n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], attempts, run_at
-        out[n + 5], out[n + 6], out[n + 7] = enqueued_at, token, timeout
+        out[n + 5], out[n + 6], out[n + 7], out[n + 8] = enqueued_at, token, timeout, key
       end
     end
   end

@@ -40,6 +40,7 @@ class ScheduledOut(BaseModel):
 
 
 class JobOut(ScheduledOut):
+    key: str | None = Field(description="The job's flow key; null without one")
     state: str = Field(description="delayed, ready, reserved, dead or done (succeeded: a receipt, kept keep_done s)")
     enqueued_at_ms: int
     attempts: int

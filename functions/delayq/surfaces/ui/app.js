@@ -504,7 +504,7 @@ function jobView(topic, id) {
   const details = h("section", {},
     h("div", { class: "actions" }, replay, cancel),
     h("dl", { class: "job" },
-      ...row("state", "state"), ...row("run_at", "run at"), ...row("attempts", "attempts"), ...row("enqueued", "enqueued"),
+      ...row("state", "state"), ...row("key", "key"), ...row("run_at", "run at"), ...row("attempts", "attempts"), ...row("enqueued", "enqueued"),
       ...row("started", "started"), ...row("done", "done")),
     errorPart, reschedule, h("h2", {}, "Body"), bodyText);
   main.replaceChildren(h("h1", {}, "Job ", h("span", { class: "name mono" }, id), badge), gone, details);
@@ -530,6 +530,7 @@ function jobView(topic, id) {
       text(badge, job.state);
       for (const state of ["dead", "done"]) toggle(badge, state, job.state === state);
       text(rows.state, job.state);
+      text(rows.key, job.key ?? "—");
       text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)}) · ${job.run_at}`);
       text(rows.attempts, job.retries === undefined ? count(job.attempts) : `${job.attempts} of ${job.retries + 1}`);
       text(rows.enqueued, job.enqueued_at_ms ? `${when(job.enqueued_at_ms)} (${relative(job.enqueued_at_ms)})` : "—");
