@@ -61,11 +61,12 @@ META = re.compile(
     + ")?"  # a flow key, if the job has one
 )
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
-         "errors": "hash", "control": "hash", "done": "list"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken"}
+         "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash"}  # fmt: skip
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed"}
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
+KEYED_META = re.compile(r"(?:[^|]*\|){8}.+")  # a meta that ends with a flow key
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
                    "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
@@ -331,7 +332,7 @@ class _Examination:
             for topic, parts in topics.items():
                 content = parts.get(part)
                 if part == "ready":
-                    if any(job_id != HOLE for job_id in content or []) and topic not in scores:
+                    if (any(job_id != HOLE for job_id in content or []) or parts.get("fair")) and topic not in scores:
                         self.found.append(f"{index_key}: {topic!r} has ready jobs but is not in the index")
                     continue
                 if not content:
@@ -400,12 +401,14 @@ class _Examination:
             ("dead", [job_id for job_id, _ in parts.get("dead") or []]),
             ("done", [job_id for job_id in done_list if job_id != HOLE]),
             ("ready", [job_id for job_id in ready if job_id != HOLE]),
+            ("ready", [job_id for job_id, _ in parts.get("fair") or []]),  # ready, with a flow key
         ):
             for job_id in ids:
                 if job_id in places:
                     twice.setdefault(job_id, [places[job_id]]).append(place)
                 else:
                     places[job_id] = place
+        self.flow_keys(where, parts, metas)
         for job_id in bodies.keys() - metas.keys():
             self.found.append(f"{where}: body of {job_id!r}, which has no meta")
         for job_id in errors.keys() - metas.keys():
@@ -445,6 +448,15 @@ class _Examination:
                 self.job(p, job, int(enqueued_text), delayed.get(job_id))
             self.jobs[(topic, job_id)] = job
         return out
+
+    def flow_keys(self, where: str, parts: dict[str, Any], metas: dict[str, str]) -> None:
+        """Ready jobs with a flow key are in the fair set, the others in the ready list."""
+        for job_id, _ in parts.get("fair") or []:
+            if job_id in metas and not KEYED_META.fullmatch(metas[job_id]):
+                self.found.append(f"{where}: {job_id!r} is in the fair set without a flow key")
+        for job_id in parts.get("ready") or []:
+            if job_id in metas and KEYED_META.fullmatch(metas[job_id]):
+                self.found.append(f"{where}: {job_id!r} has a flow key but is in the ready list, not the fair set")
 
     def control(self, where: str, control: dict[str, str], holes: int, done_holes: int) -> None:
         """The control hash: its fields, numbers, and the counts of holes the ready and done lists hold."""

@@ -65,6 +65,8 @@ class TopicKeys:
     errors: str
     control: str
     done: str
+    fair: str
+    turns: str
 
     @classmethod
     def of(cls, partition: Partition, topic: str) -> TopicKeys:

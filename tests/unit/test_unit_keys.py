@@ -19,7 +19,19 @@ def hash_tags(key: str) -> list[str]:
 
 
 def test_topic_keys_order():
-    assert TOPIC_KEYS == ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done")
+    assert TOPIC_KEYS == (
+        "delayed",
+        "ready",
+        "leased",
+        "dead",
+        "meta",
+        "bodies",
+        "errors",
+        "control",
+        "done",
+        "fair",
+        "turns",
+    )
 
 
 # ----------------------------------------------------------------------------- partition_tag
@@ -139,7 +151,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 9
+    assert len(keys) == len(TOPIC_KEYS) == 11
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 

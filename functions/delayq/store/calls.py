@@ -501,11 +501,15 @@ def _forecast(reply: list[int]) -> Forecast:
 # ------------------------------------------------------------------------------------ listing
 
 
+Place = int | tuple[int, str]  # a place in the ready jobs' order: a list position, or (turn, id) in the fair set
+
+
 class Listed(NamedTuple):
-    """A job of a page, with its place: its score in its sorted set, or its position in the ready list."""
+    """A job of a page, with its place: its score in its sorted set, its position in the ready list, or
+    its (turn, id) in the fair set (jobs with flow keys)."""
 
     id: str
-    place: int
+    place: Place
     meta: Meta
     body: Any
     last_error: str | None
@@ -538,9 +542,13 @@ class ReadyPage(NamedTuple):
     more: bool  # jobs are left after these
 
 
-def jobs_ready(partition: Partition, topic: str, *, limit: int, after: int | None) -> Call[ReadyPage]:
-    """Up to ``limit`` ready jobs of ``topic``, in the order they will be taken, after position ``after``."""
-    args: list[Arg] = [limit, "" if after is None else after]
+def jobs_ready(partition: Partition, topic: str, *, limit: int, after: Place | None) -> Call[ReadyPage]:
+    """Up to ``limit`` ready jobs of ``topic``, in the order they will be taken, after ``after`` (a
+    position in the ready list, or a (turn, id) in the fair set, which comes after the list)."""
+    if isinstance(after, tuple):
+        args: list[Arg] = [limit, "", *after]
+    else:
+        args = [limit, "" if after is None else after, "", ""]
     return Call(Scripts.jobs_ready, partition.topic_keys(topic), args, _ready_page)
 
 
@@ -551,7 +559,14 @@ def jobs_done(partition: Partition, topic: str, *, limit: int, before: int | Non
 
 
 def _ready_page(reply: list[Any]) -> ReadyPage:
-    return ReadyPage(_listed(reply[1:]), bool(int(reply[0])))
+    jobs = []
+    for i in range(1, len(reply), 5):
+        job_id, place, meta, body, last_error = reply[i : i + 5]
+        if meta is not None:  # a member without its job: nothing to show
+            body = json.loads(body) if body is not None else None
+            at: Place = (int(place[1:]), job_id) if isinstance(place, str) and place[:1] == "f" else int(place)
+            jobs.append(Listed(job_id, at, Meta.decode(meta), body, last_error))
+    return ReadyPage(jobs, bool(int(reply[0])))
 
 
 def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:

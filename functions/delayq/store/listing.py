@@ -27,7 +27,7 @@ from delayq.core.errors import InvalidField
 from delayq.core.job import STATES, JobInfo, TopicStats
 from delayq.core.models import ID_RE, TOPIC_RE
 
-from .calls import Listed, ReadyPage
+from .calls import Listed, Place, ReadyPage
 
 # The sorted set that keeps each state's jobs (keys.py), and whether its pages go newest first.
 SCORED: dict[str, tuple[str, bool]] = {
@@ -167,20 +167,28 @@ def scored_cursor(cursor: str | None, state: str) -> tuple[int, str] | None:
     return parts[0], parts[1]
 
 
-def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict[int, int]:
-    """Partition index -> the position a page of a list (``kind``: ready jobs, or done ones) starts
-    after there (absent: at the list's first)."""
+def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict[int, Place]:
+    """Partition index -> the place a page of a list (``kind``: ready jobs, or done ones) starts
+    after there (absent: at the list's first): a position, or for ready jobs with flow keys a (turn, id)."""
     if cursor is None:
         return {}
     parts = _decode(cursor, kind)
     positions = parts[0] if len(parts) == 1 else None
     if not isinstance(positions, dict):
         raise InvalidField("cursor", f"is not a cursor of this listing ({kind})")
-    out: dict[int, int] = {}
+    out: dict[int, Place] = {}
     for index, position in positions.items():
-        if not index.isdigit() or not int(index) < partitions or not _is_int(position):
+        fair = (
+            kind == READY
+            and isinstance(position, list)
+            and len(position) == 2
+            and _is_int(position[0])
+            and isinstance(position[1], str)
+            and ID_RE.fullmatch(position[1])
+        )
+        if not index.isdigit() or not int(index) < partitions or not (_is_int(position) or fair):
             raise InvalidField("cursor", f"is not a cursor of this namespace's {kind} lists")
-        out[int(index)] = position
+        out[int(index)] = (position[0], position[1]) if fair else position
     return out
 
 
@@ -209,7 +217,7 @@ def merge_scored(parts: Iterable[list[Listed]], state: str, limit: int) -> tuple
 
 
 def merge_ready(
-    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, int], limit: int, kind: str = READY
+    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, Place], limit: int, kind: str = READY
 ) -> tuple[list[Listed], str | None]:
     """The first ``limit`` jobs taken from the heads of the partitions' pages of a list (partition
     index, page), each partition in its own order: ready jobs soonest run-at first, receipts (``kind``

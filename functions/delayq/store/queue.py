@@ -471,7 +471,11 @@ class Queue(Namespace):
             if state == READY:
                 reads = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
             else:
-                reads = [calls.jobs_done(p, topic, limit=limit, before=positions.get(p.index)) for p in partitions]
+                befores = [positions.get(p.index) for p in partitions]  # positions: ready_cursor checks them for done
+                reads = [
+                    calls.jobs_done(p, topic, limit=limit, before=cast(int | None, before))
+                    for p, before in zip(partitions, befores, strict=True)
+                ]
             with redis_errors(self.server):
                 pages = run_many(self.redis, reads)
             listed, following = merge_ready(list(enumerate(pages)), positions, limit, state)

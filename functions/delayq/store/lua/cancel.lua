@@ -2,7 +2,7 @@
 cancel: a job is gone, in whatever state it was (a done job's receipt is forgotten). A leased job that is cancelled is not retried: its
 consumer's answer later finds no lease and changes nothing.
 
-KEYS[1..14] the topic's key group (keys.py Partition.key_group)
+KEYS[1..16] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     optional: 'pending' cancels the job only while it waits for its first run-at (delayed,
             never attempted): a schedule's occurrence that has not started yet

@@ -5,10 +5,11 @@ cancel_all: cancel the jobs of one topic in one state in this partition, at most
 delayed  the soonest first (ZRANGE 0 limit-1 of the delayed set)
 ready    from the head of the ready list, as a take reads it (LRANGE + LTRIM): the jobs behind keep
          their positions (includes/queue.lua), and the holes met are dropped and uncounted. An id
-         whose job is no longer queued is dropped too, as the take drops it
+         whose job is no longer queued is dropped too, as the take drops it; then the fair set's jobs
+         (those with flow keys), in the order of their turns
 dead     the oldest deaths first
 
-KEYS[1..14] the topic's key group (keys.py Partition.key_group): a topic left with no ready or
+KEYS[1..16] the topic's key group (keys.py Partition.key_group): a topic left with no ready or
             delayed job leaves the partition's topic index
 ARGV[1]     'delayed', 'ready' or 'dead'
 ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
@@ -40,6 +41,12 @@ if state == 'ready' then
   if holes > 0 then
     redis.call('HINCRBY', K.control, 'holes', -holes)
   end
+  if #got < limit then  -- the list is done: the fair set's jobs (those with flow keys) next
+    for _, id in ipairs(redis.call('ZRANGE', K.fair, 0, limit - #got - 1)) do
+      redis.call('ZREM', K.fair, id)
+      ids[#ids + 1] = id
+    end
+  end
   if #ids > 0 then
     local metas = redis.call('HMGET', K.meta, unpack(ids))
     for i, id in ipairs(ids) do
@@ -67,10 +74,8 @@ end
 
 local left
 if state == 'ready' then
-  left = redis.call('LLEN', K.ready) - (tonumber(redis.call('HGET', K.control, 'holes')) or 0)
-  if left == 0 then
-    redis.call('ZREM', K.ready_index, K.name)
-  end
+  left = ready_count(K)
+  unindex_if_none_ready(K)
 elseif state == 'dead' then
   left = redis.call('ZCARD', K.dead)
 else

@@ -39,18 +39,24 @@ local LINE = '^(%d+)|([^|]*)|([^|]*|[^|]*|[^|]*)|([^|]*)|([^|]*)|(.*)$'
 -- Per topic group: its keys, and the writes gathered so far.
 local G = {}
 for g = 1, groups do
-  G[g] = {K = topic_keys(1 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {}, seen = {}}
+  G[g] = {
+    K = topic_keys(1 + (g - 1) * KEY_GROUP_SIZE), ids = {}, bodies = {}, metas = {}, delayed = {}, ready = {},
+    ready_keys = {}, seen = {},
+  }
 end
 
 -- Each job's fields, from its line (job n is ARGV[first_job + n - 1]).
-local J_group, J_at, J_overrides, J_id, J_body = {}, {}, {}, {}, {}
+local J_group, J_at, J_overrides, J_id, J_body, J_key = {}, {}, {}, {}, {}, {}
 for n = 1, #ARGV - first_job + 1 do
   local group, at, overrides, key, id, body = string.match(ARGV[first_job + n - 1], LINE)
   group = tonumber(group)
   if key ~= '' then
     overrides = overrides .. '|' .. key
   end
-  J_group[n], J_at[n], J_overrides[n], J_id[n], J_body[n] = group, at, overrides, id, body
+  J_group[n], J_at[n], J_overrides[n], J_id[n], J_body[n], J_key[n] = group, at, overrides, id, body, key
+  if key ~= '' then
+    G[group].keyed = true
+  end
   local ids = G[group].ids
   ids[#ids + 1] = id
 end
@@ -84,8 +90,8 @@ local function flush(g)
   for d = 1, #w.delayed, 2 do
     first = math.min(first, tonumber(w.delayed[d]))
   end
-  place(w.K, w.delayed, first, w.ready, now)
-  w.delayed, w.ready = {}, {}
+  place(w.K, w.delayed, first, w.ready, now, w.keyed and w.ready_keys, w.keyed)
+  w.delayed, w.ready, w.ready_keys = {}, {}, {}
 end
 
 local out = {}
@@ -125,6 +131,7 @@ for n = 1, #J_id do
     w.bodies[#w.bodies + 1], w.bodies[#w.bodies + 2] = id, J_body[n]
     if run_at <= now then
       w.ready[#w.ready + 1] = id
+      w.ready_keys[#w.ready_keys + 1] = J_key[n]
     else
       local d = #w.delayed
       w.delayed[d + 1], w.delayed[d + 2] = run_at_text, id

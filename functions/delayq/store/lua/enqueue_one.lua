@@ -26,9 +26,10 @@ if redis.call('HSETNX', K.meta, id, new_meta(run_at_text, now_text, ARGV[2])) ==
   return {-1, 0}
 end
 redis.call('HSET', K.bodies, id, ARGV[4])
+local key = ARGV[2] ~= '||' and overrides_key(ARGV[2]) or ''
 if run_at <= now then
-  place(K, {}, nil, {id}, now)
+  place(K, {}, nil, {id}, now, key ~= '' and {key}, key ~= '')
 else
-  place(K, {run_at_text, id}, run_at, {}, now)
+  place(K, {run_at_text, id}, run_at, {}, now, false, key ~= '')
 end
 return {1, run_at}

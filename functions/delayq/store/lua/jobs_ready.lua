@@ -1,17 +1,22 @@
 --[[
-jobs_ready: a page of one topic's ready jobs, in the order they will be taken, after a cursor.
+jobs_ready: a page of one topic's ready jobs, in the order they will be taken, after a cursor: the
+ready list's (keyless jobs), then the fair set's (jobs with flow keys, by turn).
 
-The cursor is the position of the last job listed: positions never change while a job stays ready
-(includes/queue.lua), so the page starts at index (cursor + 1 - the head's position), and a walk of
-the pages lists every job that stays ready exactly once, whatever is taken, pushed back at the head,
-added at the tail or cancelled meanwhile. Holes are skipped. O(page + holes met); LRANGE reaches the
-index from the nearer end of the list, node by node.
+In the list, the cursor is the position of the last job listed: positions never change while a job
+stays ready (includes/queue.lua), so the page starts at index (cursor + 1 - the head's position), and
+a walk of the pages lists every job that stays ready exactly once, whatever is taken, pushed back at
+the head, added at the tail or cancelled meanwhile. Holes are skipped. O(page + holes met); LRANGE
+reaches the index from the nearer end of the list, node by node. In the fair set, the cursor is the
+(turn, id) of the last job listed; jobs are taken in that order, so the page starts at that job's rank
+when it is still there, else after the jobs with a lower turn.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     limit: at most this many jobs
-ARGV[2]     the cursor: position of the last job listed, '' to start at the head
-Returns {more, then 5 values per job: id, position, meta, body, last_error (nil where none)}
-  more  1 if jobs are left after this page
+ARGV[2]     the list cursor: position of the last job listed, '' to start at the head
+ARGV[3..4]  the fair set's cursor: turn and id of the last job listed there, '' '' while in the list
+Returns {more, then 5 values per job: id, place, meta, body, last_error (nil where none)}
+  more   1 if jobs are left after this page
+  place  a list job's position; a fair set job's turn as 'f<turn>'
 ]]
 -- @include topic_keys
 -- @include queue
@@ -26,7 +31,8 @@ if ARGV[2] ~= '' then
 end
 
 local ids, positions, more = {}, {}, 0
-while index < length and more == 0 do
+local in_fair = ARGV[3] ~= ''
+while not in_fair and index < length and more == 0 do
   local got = redis.call('LRANGE', K.ready, index, index + limit - #ids)
   for i, id in ipairs(got) do
     if id ~= HOLE then
@@ -38,6 +44,36 @@ while index < length and more == 0 do
     end
   end
   index = index + #got
+end
+if more == 0 then
+  local start, after_turn, after_id = 0, tonumber(ARGV[3]), ARGV[4]
+  if in_fair then
+    local rank = redis.call('ZRANK', K.fair, after_id)
+    if rank and tonumber(redis.call('ZSCORE', K.fair, after_id)) == after_turn then
+      start, after_turn = rank + 1, nil  -- the cursor's job is still there: the page starts after it
+    else
+      start = redis.call('ZCOUNT', K.fair, '-inf', '(' .. after_turn)
+    end
+  end
+  while more == 0 do
+    local want = limit - #ids + 1  -- one more than the page holds: whether more are left
+    local got = redis.call('ZRANGE', K.fair, start, start + want - 1, 'WITHSCORES')
+    for i = 1, #got, 2 do
+      local turn = tonumber(got[i + 1])
+      -- Gone from the set: skip what it had listed, the jobs of its turn up to its id.
+      if not (after_turn and turn == after_turn and got[i] <= after_id) then
+        if #ids == limit then
+          more = 1
+          break
+        end
+        ids[#ids + 1], positions[#positions + 1] = got[i], 'f' .. got[i + 1]
+      end
+    end
+    if #got < 2 * want then
+      break
+    end
+    start = start + want
+  end
 end
 local out = {more}
 if #ids == 0 then

@@ -2,7 +2,7 @@
 stats: how many jobs of one topic are in each state in this partition, when the next falls due,
 whether the topic is paused here, and since when the oldest due job has waited.
 
-KEYS[1..9]  the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
 Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms, done}
   next_run_at_ms  the earliest run-at of a delayed job, -1 if none
   paused          1 if the topic is paused (pause.lua), else 0
@@ -27,14 +27,19 @@ local oldest = -1
 if next_at and next_at <= now then
   oldest = next_at
 end
+local heads = {}  -- the first of the ready list, and of the fair set (jobs with flow keys)
 for _, id in ipairs(redis.call('LRANGE', K.ready, 0, HEAD_SCAN - 1)) do
   if id ~= HOLE then
-    local raw = redis.call('HGET', K.meta, id)
-    local run_at = raw and tonumber(string.match(raw, '^%a|%d+|(%d+)|'))
-    if run_at and (oldest < 0 or run_at < oldest) then
-      oldest = run_at
-    end
+    heads[1] = id
     break
+  end
+end
+heads[#heads + 1] = redis.call('ZRANGE', K.fair, 0, 0)[1]
+for _, id in ipairs(heads) do
+  local raw = redis.call('HGET', K.meta, id)
+  local run_at = raw and tonumber(string.match(raw, '^%a|%d+|(%d+)|'))
+  if run_at and (oldest < 0 or run_at < oldest) then
+    oldest = run_at
   end
 end
 
@@ -43,7 +48,7 @@ if control[1] then
   paused = 1
 end
 return {
-  redis.call('ZCARD', K.delayed), redis.call('LLEN', K.ready) - (tonumber(control[2]) or 0),
+  redis.call('ZCARD', K.delayed), ready_count(K, tonumber(control[2]) or 0),
   redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
   redis.call('LLEN', K.done) - (tonumber(control[3]) or 0),
 }

@@ -2,7 +2,9 @@
 take: lease up to `count` due jobs of one topic to a consumer, in one atomic step.
 
 Takes the head of the ready list with LRANGE + LTRIM (never a blocking pop; take_ready in
-includes/queue.lua, which drops the holes of cancelled jobs) and, when that holds fewer than `count`,
+includes/queue.lua, which drops the holes of cancelled jobs); in a topic that has jobs with flow
+keys, first moves its due jobs (up to MOVE_DUE) to the ready list or the fair set and takes in fair
+order, the keys in rotation (take_fair in includes/queue.lua). When that holds fewer than `count`,
 due jobs straight from the delayed set, so a consumer that wakes when a job falls due finds it
 without waiting for the sweeper. With ARGV[11], it also takes the jobs that fall due within that
 many ms (the take ahead): a steady stream of jobs is taken a few at a time, not one call each. A job
@@ -24,10 +26,10 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..14] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+KEYS[1..16] the topic's key group (keys.py Partition.key_group); its control hash says whether it
             is paused; the take keeps the partition's topic index (topic_index.lua)
-KEYS[15]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[16]    the partition's _untaken set (takes undone before they ran)
+KEYS[17]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[18]    the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -61,6 +63,8 @@ calls.py take() packs these arguments and reads the reply.
 -- @include rate
 -- @include ack
 
+local MOVE_DUE = 1000  -- due jobs a take of a topic with flow keys moves to the fair set first, at most
+
 local K = topic_keys(1)
 local count = tonumber(ARGV[1])
 local now, now_us = now_ms_us()
@@ -77,7 +81,8 @@ local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 12, false)
 local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
 -- The topic's control, in one read: paused, until when takes of it may have been undone
 -- (untake.lua), its rate bucket.
-local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at')
+local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at', 'keyed')
+local keyed = control[4] ~= false
 if take_id and control[2] then
   if redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
     count = 0  -- undone before it ran: its consumer has given up on it
@@ -105,9 +110,19 @@ if ARGV[7] ~= '' then
   end
 end
 local dead = {}
-local ids = {}
+local ids, turns = {}, nil
 local started = 0  -- jobs leased: the starts the rate's bucket spends
-if count > 0 then
+local moved = 0
+if count > 0 and keyed then
+  -- Jobs with flow keys: every due job joins the ready list or the fair set first, so that the take is
+  -- fair among all that are due, whichever fell due first.
+  local due = take_due(K, now, MOVE_DUE)
+  moved = #due
+  if moved > 0 then
+    push_ready(K, due, now)
+  end
+  ids, turns = take_fair(K, count)
+elseif count > 0 then
   ids = take_ready(K, count)
 end
 local from_delayed = 0
@@ -125,7 +140,7 @@ if #ids > 0 then
   local seq = not take_id and redis.call('INCRBY', KEYS[KEY_GROUP_SIZE + 1], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
-  local leases, updates, put_back = {}, {}, {}
+  local leases, updates, put_back, keys, put_back_keys = {}, {}, {}, {}, {}
   local topic_timeout, grace = tonumber(ARGV[2]), tonumber(ARGV[3])
   for i, id in ipairs(ids) do
     -- Only a queued job is taken: its meta is 'q|attempts|run_at|enqueued_at||overrides'. Matched as
@@ -136,12 +151,14 @@ if #ids > 0 then
     end
     if attempts then
       local timeout, key = topic_timeout, ''
+      keys[i] = key
       if overrides ~= '||' then  -- retries|timeout|backoff[|key], all empty unless the job has its own
         local own = string.match(overrides, '^[^|]*|(%d+)|')
         if own then
           timeout = tonumber(own)
         end
         key = overrides_key(overrides)
+        keys[i] = key
       end
       local due_at = tonumber(run_at)
       local from = math.max(now, due_at)  -- when its attempt starts: now, or its run-at if taken ahead
@@ -161,6 +178,7 @@ if #ids > 0 then
           delay(K, id, due_at)
         else
           put_back[#put_back + 1] = id
+          put_back_keys[#put_back_keys + 1] = key
         end
       else
         if seq then
@@ -194,7 +212,10 @@ if #ids > 0 then
     redis.call('HSET', K.meta, unpack(updates))
   end
   if #put_back > 0 then
-    push_ready_head(K, put_back, now)
+    push_ready_head(K, put_back, now, keyed and put_back_keys)
+  end
+  if turns then
+    forget_turns(K, ids, keys, turns)
   end
 end
 
@@ -206,7 +227,7 @@ if acked > 0 then
 end
 
 local next_at
-if from_delayed > 0 then
+if from_delayed > 0 or moved > 0 then
   next_at = index_delayed_exact(K)
 else
   next_at = first_score(K.delayed)

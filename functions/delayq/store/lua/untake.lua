@@ -11,8 +11,8 @@ leased nothing yet is recorded in the partition's _untaken set, so that the take
 after all, leases nothing (take.lua); the topic's control 'untaken' says until when its takes must
 look there. Records older than a day are dropped.
 
-KEYS[1..14] the topic's key group (keys.py Partition.key_group)
-KEYS[15]    the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..16] the topic's key group (keys.py Partition.key_group)
+KEYS[17]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]
@@ -53,9 +53,8 @@ for first = 1, #leased, CHUNK do
   end
 end
 
-local readied = false
-for i = #back, 1, -1 do  -- at the head in the order of the leased set (their deadlines)
-  local job = back[i]
+local readied, readied_keys = {}, {}
+for _, job in ipairs(back) do  -- at the head in the order of the leased set (their deadlines)
   local m = meta_decode(job.meta)
   m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
   redis.call('HSET', K.meta, job.id, meta_encode(m))
@@ -63,12 +62,11 @@ for i = #back, 1, -1 do  -- at the head in the order of the leased set (their de
   if tonumber(m.run_at) > now then  -- taken ahead, and still not due
     delay(K, job.id, tonumber(m.run_at))
   else
-    redis.call('LPUSH', K.ready, job.id)
-    readied = true
+    readied[#readied + 1], readied_keys[#readied_keys + 1] = job.id, m.key
   end
 end
-if readied then
-  index_ready(K, now)
+if #readied > 0 then
+  push_ready_head(K, readied, now, readied_keys)
 end
 if #back > 0 then
   index_leased_exact(K)

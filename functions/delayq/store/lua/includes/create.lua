@@ -26,16 +26,20 @@ local function new_meta(run_at_text, now_text, overrides)
 end
 
 -- Queues a topic's new jobs: `delayed` (run-at, id pairs; `first` the earliest run-at) and `ready`
--- (ids due `now`). The topic joins the partition's _topics when this makes it known to the topic
--- index (a topic in the index is in _topics: forget_topic_if_empty takes it out of both).
-local function place(K, delayed, first, ready, now)
+-- (ids due `now`, with their flow keys `ready_keys`, or false if none has one). The topic joins the
+-- partition's _topics when this makes it known to the topic index (a topic in the index is in
+-- _topics: forget_topic_if_empty takes it out of both). `keyed`: some of the jobs have a flow key.
+local function place(K, delayed, first, ready, now, ready_keys, keyed)
+  if keyed then
+    redis.call('HSET', K.control, 'keyed', 1)
+  end
   local new_in_index = false
   if #delayed > 0 then
     redis.call('ZADD', K.delayed, unpack(delayed))
     new_in_index = index_delayed(K, first)
   end
   if #ready > 0 then
-    new_in_index = push_ready(K, ready, now) or new_in_index
+    new_in_index = push_ready(K, ready, now, ready_keys) or new_in_index
   end
   if new_in_index then
     redis.call('SADD', K.topics, K.name)

@@ -1,4 +1,5 @@
--- Where a queued job waits: the delayed set until its run-at, the ready list once due.
+-- Where a queued job waits: the delayed set until its run-at, the ready list once due (a job with a
+-- flow key: the fair set, below).
 --
 -- A ready job keeps its place: its position, tail - LLEN + its index (control 'tail' counts the ids
 -- ever pushed at the tail), never changes while it stays in the list. Pushes at the tail count
@@ -8,35 +9,146 @@
 -- position (jobs_ready.lua): every job that stays ready is listed once, whatever moves meanwhile.
 -- control 'holes' counts the holes in the list, so that LLEN - holes is how many jobs are ready.
 
+-- A due job with a flow key waits in the topic's fair set instead, scored by its turn: a key's next job
+-- takes the turn after the later of its key's last ready job (`turns`: key -> that turn, while the
+-- key has ready jobs) and the topic's turn (control 'turn': that of the last job taken). Taking the
+-- lowest turns first serves the keys in rotation, each in the order its jobs fell due (start-time
+-- fair queuing): a key's backlog delays another key's jobs by one turn, not by its length. The
+-- keyless ready list takes part as one key more (take_fair). A topic that never had a job with a key
+-- has no fair set; control 'keyed' marks one that did.
+
 -- @include time
 -- @include topic_index
 
 local HOLE = ''  -- no job id is empty
+local KEY_IN_META = '^%a|%d+|%d+|%d+|[^|]*|[^|]*|[^|]*|[^|]*|(.+)$'
 
--- Pushes `ids` at the tail of the ready list, in order (`now`: Redis' time in ms, read if not given).
--- True if the topic was not in the ready index.
-local function push_ready(K, ids, now)
-  redis.call('RPUSH', K.ready, unpack(ids))
-  redis.call('HINCRBY', K.control, 'tail', #ids)
+-- The flow key of each of `ids` ('' for none), from their metas; nil when the topic never had a
+-- job with a key (none of them has one).
+local function keys_of(K, ids)
+  if not redis.call('HGET', K.control, 'keyed') then
+    return nil
+  end
+  local keys = {}
+  for i, raw in ipairs(redis.call('HMGET', K.meta, unpack(ids))) do
+    keys[i] = raw and string.match(raw, KEY_IN_META) or ''
+  end
+  return keys
+end
+
+-- Adds `ids` with their `keys` to the fair set, each the next turn of its key; at the head (`head`:
+-- jobs put back, whose turn came already) at the topic's turn, before every other.
+local function push_fair(K, ids, keys, head)
+  local turn = tonumber(redis.call('HGET', K.control, 'turn')) or 0
+  local distinct, seen = {}, {}
+  for _, key in ipairs(keys) do
+    if not seen[key] then
+      seen[key] = true
+      distinct[#distinct + 1] = key
+    end
+  end
+  local last = {}
+  for i, at in ipairs(redis.call('HMGET', K.turns, unpack(distinct))) do
+    last[distinct[i]] = math.max(tonumber(at) or turn, turn)
+  end
+  local adds = {}
+  for i, id in ipairs(ids) do
+    local at = turn
+    if not head then
+      at = last[keys[i]] + 1
+      last[keys[i]] = at
+    end
+    adds[#adds + 1], adds[#adds + 2] = at, id
+  end
+  redis.call('ZADD', K.fair, unpack(adds))
+  local sets = {}
+  for _, key in ipairs(distinct) do
+    sets[#sets + 1], sets[#sets + 2] = key, last[key]
+  end
+  redis.call('HSET', K.turns, unpack(sets))
+end
+
+-- Splits `ids` by `keys`: the keyless (in order) and the keyed with their keys.
+local function by_key(ids, keys)
+  local plain, keyed, keyed_keys = {}, {}, {}
+  for i, id in ipairs(ids) do
+    if keys[i] == '' then
+      plain[#plain + 1] = id
+    else
+      keyed[#keyed + 1], keyed_keys[#keyed_keys + 1] = id, keys[i]
+    end
+  end
+  return plain, keyed, keyed_keys
+end
+
+-- Pushes `ids` at the tail of the ready list, in order (`now`: Redis' time in ms, read if not given);
+-- those with a flow key (`keys`: each one's, '' for none; false: none has one; read from their metas
+-- if not given) into the fair set. True if the topic was not in the ready index.
+local function push_ready(K, ids, now, keys)
+  if keys == nil then
+    keys = keys_of(K, ids)
+  end
+  local plain = ids
+  if keys then
+    local keyed, keyed_keys
+    plain, keyed, keyed_keys = by_key(ids, keys)
+    if #keyed > 0 then
+      push_fair(K, keyed, keyed_keys, false)
+    end
+  end
+  if #plain > 0 then
+    redis.call('RPUSH', K.ready, unpack(plain))
+    redis.call('HINCRBY', K.control, 'tail', #plain)
+  end
   return index_ready(K, now or now_ms())
 end
 
--- Puts `ids` back at the head of the ready list, the first of them first.
-local function push_ready_head(K, ids, now)
-  for i = #ids, 1, -1 do
-    redis.call('LPUSH', K.ready, ids[i])
+-- Puts `ids` back at the head of the ready list, the first of them first (those with a flow key at
+-- the head of the fair set).
+local function push_ready_head(K, ids, now, keys)
+  if keys == nil then
+    keys = keys_of(K, ids)
+  end
+  local plain = ids
+  if keys then
+    local keyed, keyed_keys
+    plain, keyed, keyed_keys = by_key(ids, keys)
+    if #keyed > 0 then
+      push_fair(K, keyed, keyed_keys, true)
+    end
+  end
+  for i = #plain, 1, -1 do
+    redis.call('LPUSH', K.ready, plain[i])
   end
   index_ready(K, now)
 end
 
--- Takes a job out of the ready list: popped when it is the head, else left as a hole.
+-- How many jobs are ready: the list's (but its holes) and the fair set's.
+local function ready_count(K, holes)
+  return redis.call('LLEN', K.ready) - (holes or tonumber(redis.call('HGET', K.control, 'holes')) or 0)
+    + redis.call('ZCARD', K.fair)
+end
+
+-- With the ready list and the fair set both empty, the topic leaves the ready index and its keys'
+-- turns (all past) go.
+local function unindex_if_none_ready(K)
+  if redis.call('LLEN', K.ready) == 0 and redis.call('ZCARD', K.fair) == 0 then
+    redis.call('ZREM', K.ready_index, K.name)
+    redis.call('DEL', K.turns)
+  end
+end
+
+-- Takes a job out of the ready list: popped when it is the head, else left as a hole; or out of the
+-- fair set.
 local function remove_ready(K, id)
+  if redis.call('ZREM', K.fair, id) == 1 then
+    unindex_if_none_ready(K)
+    return
+  end
   local at = redis.call('LPOS', K.ready, id)
   if at == 0 then
     redis.call('LPOP', K.ready)
-    if redis.call('LLEN', K.ready) == 0 then
-      redis.call('ZREM', K.ready_index, K.name)
-    end
+    unindex_if_none_ready(K)
   elseif at then
     redis.call('LSET', K.ready, at, HOLE)
     redis.call('HINCRBY', K.control, 'holes', 1)
@@ -45,8 +157,9 @@ end
 
 -- Up to `count` ids off the head of the ready list (LRANGE + LTRIM), in order, reading on past the
 -- holes it drops. Each read asks for one id more than it takes, to learn whether the list is empty
--- after it: a take that empties the list takes the topic out of the ready index.
-local function take_ready(K, count)
+-- after it: a take that empties the list takes the topic out of the ready index, unless `others`
+-- (jobs ready in the fair set).
+local function take_ready(K, count, others)
   local ids, holes = {}, 0
   while #ids < count do
     local want = count - #ids
@@ -63,7 +176,7 @@ local function take_ready(K, count)
       end
     end
     if #got <= want then
-      if #ids > 0 or holes > 0 or #got > 0 then
+      if (#ids > 0 or holes > 0 or #got > 0) and not others then
         redis.call('ZREM', K.ready_index, K.name)
       end
       break
@@ -75,15 +188,80 @@ local function take_ready(K, count)
   return ids
 end
 
+-- Up to `count` ready jobs in fair order: the fair set's by turn, and the keyless ready list's as one
+-- key more, whose jobs take the turns after the topic's. Returns their ids, keyless first, and the
+-- turn of each keyed one (by id): what forget_turns needs.
+local function take_fair(K, count)
+  local turn = tonumber(redis.call('HGET', K.control, 'turn')) or 0
+  local fair = redis.call('ZRANGE', K.fair, 0, count - 1, 'WITHSCORES')
+  local listed = redis.call('LLEN', K.ready)  -- holes included: take_ready may find fewer
+  local plain, keyed, turns = 0, {}, {}
+  local next_plain, i = turn + 1, 1
+  while plain + #keyed < count do
+    local at = fair[2 * i] and tonumber(fair[2 * i])
+    if plain < listed and (not at or next_plain <= at) then
+      plain, next_plain = plain + 1, next_plain + 1
+    elseif at then
+      keyed[#keyed + 1] = fair[2 * i - 1]
+      turns[fair[2 * i - 1]] = at
+      turn = math.max(turn, at)
+      i = i + 1
+    else
+      break
+    end
+  end
+  if #keyed > 0 then
+    redis.call('ZREM', K.fair, unpack(keyed))
+  end
+  local ids = take_ready(K, plain, redis.call('ZCARD', K.fair) > 0)
+  if plain > 0 then
+    turn = math.max(turn, next_plain - 1)
+  end
+  redis.call('HSET', K.control, 'turn', turn)
+  for _, id in ipairs(keyed) do
+    ids[#ids + 1] = id
+  end
+  unindex_if_none_ready(K)
+  return ids, turns
+end
+
+-- The jobs of `keys` taken at `turns` (by id, from take_fair): a key whose last ready job was one of
+-- them has none left, and its turn goes (a key with no ready job costs nothing).
+local function forget_turns(K, ids, keys, turns)
+  local taken = {}
+  for i, id in ipairs(ids) do
+    local key = keys[i]
+    if turns[id] and key and key ~= '' then
+      taken[key] = math.max(taken[key] or 0, turns[id])
+    end
+  end
+  local names = {}
+  for key in pairs(taken) do
+    names[#names + 1] = key
+  end
+  if #names == 0 then
+    return
+  end
+  local gone = {}
+  for i, at in ipairs(redis.call('HMGET', K.turns, unpack(names))) do
+    if at and tonumber(at) <= taken[names[i]] then
+      gone[#gone + 1] = names[i]
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', K.turns, unpack(gone))
+  end
+end
+
 -- Adds a job to the delayed set (the index learns when it falls due).
 local function delay(K, id, run_at)
   redis.call('ZADD', K.delayed, run_at, id)
   index_delayed(K, run_at)
 end
 
-local function place(K, id, run_at, now)
+local function place(K, id, run_at, now, key)
   if run_at <= now then
-    push_ready(K, {id}, now)
+    push_ready(K, {id}, now, key and {key})
   else
     delay(K, id, run_at)
   end
