@@ -1,0 +1,211 @@
+"""The flow keys run's Markdown report: a table per scenario, each run of a side a row, and a row of
+ratios under each pair (with A / alone, keyed / keyless, many keys / no key).
+
+    .venv/bin/python bench/keys/report.py .bench/results/keys-<run>.json    rewrites <run>.md from the JSON
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def num(value: Any, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def lateness(summary: dict[str, float] | None) -> str:
+    summary = summary or {}
+    return " / ".join(num(summary.get(q), 1) for q in ("p50", "p99", "max"))
+
+
+def faults(row: Row) -> str:
+    return " / ".join(str(row.get(fault, "-")) for fault in ("lost", "duplicated", "early"))
+
+
+def ratio(top: Any, bottom: Any) -> str:
+    if not isinstance(top, int | float) or not isinstance(bottom, int | float) or not bottom:
+        return "-"
+    return f"{top / bottom:,.2f}x"
+
+
+def lateness_ratio(top: dict[str, float] | None, bottom: dict[str, float] | None) -> str:
+    top, bottom = top or {}, bottom or {}
+    return " / ".join(ratio(top.get(q), bottom.get(q)) for q in ("p50", "p99", "max"))
+
+
+def mentions(row: Row) -> str:
+    """``tenant-a: 0 (receipts 10,000)``: each key's mentions in Redis once its jobs were done."""
+    found = row.get("idle_mentions") or {}
+    return "; ".join(f"{key}: {m['elsewhere']:,} (receipts {m['receipts']:,})" for key, m in found.items()) or "-"
+
+
+def table(head: Sequence[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def failed(row: Row, width: int) -> list[str]:
+    return [row["side"], row["variant"], f"failed: {row['error'][:120]}", *[""] * (width - 3)]
+
+
+def noisy_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "run", "B jobs", "B lateness p50 / p99 / max ms", "B due while A drained: jobs, p50 / max ms",
+        "A's drain s", "A jobs/s", "lost / dup / early", "keys named once done: elsewhere (receipts)", "load",
+    )  # fmt: skip
+    out = []
+    for row in rows:
+        if "error" in row:
+            out.append(failed(row, len(head)))
+            continue
+        behind = row["b_behind_a"]
+        behind_cell = f"{behind['jobs']:,}, " + " / ".join(num(behind["lateness_ms"].get(q), 1) for q in ("p50", "max"))
+        out.append([
+            row["side"], row["variant"], num(row["b_jobs"]), lateness(row["b_lateness_ms"]),
+            behind_cell if row["backlog"] else "-", num(row["a_drain_s"], 1), num(row["a_jobs_per_s"]),
+            faults(row), mentions(row), num(row["loadavg"], 1),
+        ])  # fmt: skip
+    for side, pair in pairs(rows, lambda row: row["backlog"] > 0):
+        with_a, alone = pair
+        cell = lateness_ratio(with_a["b_lateness_ms"], alone["b_lateness_ms"])
+        out.append([side, "**B with A / B alone**", "", cell, *[""] * (len(head) - 4)])
+    return table(head, out)
+
+
+def cost_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "run", "jobs", "lateness p50 / p99 / max ms", "cmds/job", "script calls/job", "Redis CPU µs/job",
+        "lost / dup / early", "load",
+    )  # fmt: skip
+    out = [failed(row, len(head)) if "error" in row else [*cost_cells(row), num(row["loadavg"], 1)] for row in rows]
+    for rate in dict.fromkeys(row["rate"] for row in rows):
+        for side, (keyed, keyless) in pairs([r for r in rows if r["rate"] == rate], lambda row: row["keys"] > 0):
+            out.append([side, f"**{rate:g} jobs/s: keyed / keyless**", *ratio_cells(keyed, keyless), "", ""])
+    return table(head, out)
+
+
+def cost_cells(row: Row) -> list[str]:
+    return [
+        row["side"], row["variant"], num(row["jobs"]), lateness(row["lateness_ms"]), num(row["commands_per_job"], 1),
+        num(row["script_calls_per_job"], 2), num(row["redis_cpu_us_per_job"]), faults(row),
+    ]  # fmt: skip
+
+
+def ratio_cells(top: Row, bottom: Row) -> list[str]:
+    return [
+        "", lateness_ratio(top["lateness_ms"], bottom["lateness_ms"]),
+        *(ratio(top[k], bottom[k]) for k in ("commands_per_job", "script_calls_per_job", "redis_cpu_us_per_job")),
+    ]  # fmt: skip
+
+
+def many_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "jobs waiting", "memory B/job", "fill jobs/s", "steady jobs", "lateness p50 / p99 / max ms",
+        "cmds/job", "script calls/job", "Redis CPU µs/job", "lost / dup / early",
+        "steady key named once done: elsewhere (receipts)", "load",
+    )  # fmt: skip
+    out = []
+    for row in rows:
+        if "error" in row:
+            out.append(failed(row, len(head)))
+            continue
+        cells = cost_cells(row)
+        out.append([
+            row["side"], row["variant"], num(row["memory_bytes_per_job"]), num(row["fill_jobs_per_s"]), *cells[2:],
+            mentions(row), num(row["loadavg"], 1),
+        ])  # fmt: skip
+    for side, (keyed, keyless) in pairs(rows, lambda row: row["distinct_keys"]):
+        memory = ratio(keyed["memory_bytes_per_job"], keyless["memory_bytes_per_job"])
+        out.append([side, "**keys / no key**", memory, "", *ratio_cells(keyed, keyless), "", "", ""])
+    return table(head, out)
+
+
+def pairs(rows: list[Row], is_top: Callable[[Row], bool]) -> list[tuple[str, tuple[Row, Row]]]:
+    """Per side, its two rows that did not fail: the one ``is_top`` picks, then the other."""
+    found = []
+    for side in dict.fromkeys(row["side"] for row in rows):
+        mine = [row for row in rows if row["side"] == side and "error" not in row]
+        tops, bottoms = [r for r in mine if is_top(r)], [r for r in mine if not is_top(r)]
+        if len(tops) == 1 and len(bottoms) == 1:
+            found.append((side, (tops[0], bottoms[0])))
+    return found
+
+
+TABLES: dict[str, tuple[str, Callable[[list[Row]], list[str]]]] = {
+    "noisy": ("A noisy key: key B's lateness behind key A's backlog", noisy_table),
+    "cost": ("What a key costs a job", cost_table),
+    "many": ("Many keys", many_table),
+}
+
+
+def notes(scenario: str, params: dict[str, Any]) -> str:
+    if scenario == "noisy":
+        return (
+            f"One topic, concurrency {params['concurrency']}, a handler of {params['handler_ms']:g} ms. Key A: "
+            f"{params['backlog']:,} jobs all due at one instant; from that instant key B: {params['trickle_rate']:g} "
+            f"jobs/s for {params['seconds']:g} s, each due 1 s after it is sent. B's lateness: handler start minus "
+            "run-at as Redis answered it. A's drain: A's due instant to A's last start."
+        )
+    if scenario == "cost":
+        return (
+            f"One topic (concurrency 8, batch 100), a no-op handler, {params['seconds']:g} s of load at each rate, one "
+            f"`Queue.enqueue` a job, each due 1-5 s after it is sent; keyed: job i of key `k{{i % {params['keys']}}}`. "
+            "Redis CPU and commands (those inside scripts too) from the producer's start to 1 s after the last start."
+        )
+    return (
+        f"{params['many_keys']:,} jobs due in a day filled by {params['fill_procs']} processes (`enqueue_many`), each "
+        "of a key of its own or of none; memory: `used_memory` after minus before, / jobs; fill jobs/s: over the "
+        "slowest process's own time. Then in the same topic one key's steady 200 jobs/s for "
+        f"{params['many_seconds']:g} s, each due 1-3 s after it is sent, and once it is done every Redis key name, "
+        "hash field and value, member and element searched for that key's name."
+    )
+
+
+def markdown(run: dict[str, Any]) -> str:
+    meta = run["meta"]
+    load = ", ".join(f"{x:.2f}" for x in meta["loadavg_at_start"])
+    server = (
+        f"a 3-master Redis Cluster, DELAYQ_PARTITIONS={meta['params']['partitions']}"
+        if meta["params"]["cluster"]
+        else "one redis-server"
+    )
+    lines = [
+        f"# Flow keys, {meta['date']}, {meta['machine']}",
+        "",
+        f"`{meta['command']}`",
+        "",
+        f"{meta['cpu']}, {meta['cores']} cores, {meta['os']}, Python {meta['python']}, Redis {meta['redis_version']} "
+        f"({server}). Load average at the start: {load}. Each run: a fresh private Redis, one sweep and one consume "
+        "process (`python -m delayq sweep|consume`), DELAYQ_TICK 1 s. Lateness: handler start minus run-at as Redis "
+        "answered it. Load: the 1-minute load average as the run started.",
+        "",
+        "Sides: " + "; ".join(f"`{s['name']}` ({s['root']})" for s in run["sides"]) + ".",
+        "",
+    ]
+    for scenario, rows in run["scenarios"].items():
+        title, render = TABLES[scenario]
+        lines += [f"## {title} (`{scenario}`)", "", notes(scenario, meta["params"]), "", *render(rows), ""]
+        lines += [f"- {row['side']}, {row['variant']}: {warning}" for row in rows for warning in row["warnings"]]
+        for row in rows:
+            for key, found in (row.get("idle_mentions") or {}).items():
+                for where, n in found["where"].items():
+                    lines.append(f"- {row['side']}, {row['variant']}: `{key}` named {n:,} times in {where}")
+        lines += [""] if lines[-1] else []
+    lines += [f"Raw records: `{meta['raw_records']}`.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1])
+    path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
