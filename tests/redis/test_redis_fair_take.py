@@ -156,3 +156,15 @@ def test_the_sweep_moves_due_keyed_jobs_to_the_fair_set(queue: Queue, redis_clie
     assert redis_client.zrange(lua.k(TOPIC).fair, 0, -1) == ["keyed"]
     assert redis_client.lrange(lua.k(TOPIC).ready, 0, -1) == ["plain"]
     check_redis(redis_client, queue.settings.namespace)
+
+
+def test_due_jobs_that_all_fit_in_a_take_skip_the_fair_set(queue: Queue, redis_client: redis.Redis) -> None:
+    """Steady traffic: what falls due fits in the take, so fairness has nothing to decide and the jobs
+    are taken straight from the delayed set, as keyless ones are (no turn, no fair set)."""
+    for n in range(3):
+        queue.enqueue(TOPIC, {}, id=f"j{n}", key=f"tenant-{n}", delay=0.02)
+    time.sleep(0.05)
+    lua = _lua(queue, redis_client)
+    assert sorted(job.id for job in lua.take(TOPIC, count=3).jobs) == ["j0", "j1", "j2"]
+    assert redis_client.exists(lua.k(TOPIC).fair, lua.k(TOPIC).turns) == 0
+    check_redis(redis_client, queue.settings.namespace)

@@ -62,7 +62,7 @@ META = re.compile(
 )
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed"}
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed", "fair"}
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
@@ -450,7 +450,10 @@ class _Examination:
         return out
 
     def flow_keys(self, where: str, parts: dict[str, Any], metas: dict[str, str]) -> None:
-        """Ready jobs with a flow key are in the fair set, the others in the ready list."""
+        """Ready jobs with a flow key are in the fair set, the others in the ready list; control says
+        when the fair set holds jobs (the take reads it there)."""
+        if bool(parts.get("fair")) != ("fair" in (parts.get("control") or {})):
+            self.found.append(f"{where}: control 'fair' is not set exactly while the fair set holds jobs")
         for job_id, _ in parts.get("fair") or []:
             if job_id in metas and not KEYED_META.fullmatch(metas[job_id]):
                 self.found.append(f"{where}: {job_id!r} is in the fair set without a flow key")

@@ -81,8 +81,8 @@ local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 12, false)
 local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
 -- The topic's control, in one read: paused, until when takes of it may have been undone
 -- (untake.lua), its rate bucket.
-local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at', 'keyed')
-local keyed = control[4] ~= false
+local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at', 'keyed', 'fair')
+local keyed, waiting_turns = control[4] ~= false, control[5] ~= false
 if take_id and control[2] then
   if redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
     count = 0  -- undone before it ran: its consumer has given up on it
@@ -113,17 +113,41 @@ local dead = {}
 local ids, turns = {}, nil
 local started = 0  -- jobs leased: the starts the rate's bucket spends
 local moved = 0
-if count > 0 and keyed then
-  -- Jobs with flow keys: every due job joins the ready list or the fair set first, so that the take is
-  -- fair among all that are due, whichever fell due first.
-  local due = take_due(K, now, MOVE_DUE)
-  moved = #due
-  if moved > 0 then
+-- Fair among every due job of a topic with flow keys: those due wait their turn in the fair set (or
+-- the ready list, without a key) unless all of them fit in this take.
+local function take_in_turn(due)
+  if #due > 0 then
+    moved = moved + #due
     push_ready(K, due, now)
   end
-  ids, turns = take_fair(K, count)
+  local more = take_due(K, now, MOVE_DUE)
+  if #more > 0 then
+    moved = moved + #more
+    push_ready(K, more, now)
+  end
+  local taken
+  taken, turns = take_fair(K, count - #ids)
+  for _, id in ipairs(taken) do
+    ids[#ids + 1] = id
+  end
+end
+
+if count > 0 and waiting_turns then
+  take_in_turn({})  -- jobs with keys are waiting their turn: those falling due join them first
 elseif count > 0 then
   ids = take_ready(K, count)
+  if keyed and #ids < count then
+    -- Due jobs the sweeper has not moved: all taken now if they fit; else a burst, taken in turn.
+    local due = take_due(K, now, count - #ids + 1)
+    if #due <= count - #ids then
+      moved = #due
+      for _, id in ipairs(due) do
+        ids[#ids + 1] = id
+      end
+    else
+      take_in_turn(due)
+    end
+  end
 end
 local from_delayed = 0
 if #ids < count then

@@ -15,7 +15,7 @@
 -- lowest turns first serves the keys in rotation, each in the order its jobs fell due (start-time
 -- fair queuing): a key's backlog delays another key's jobs by one turn, not by its length. The
 -- keyless ready list takes part as one key more (take_fair). A topic that never had a job with a key
--- has no fair set; control 'keyed' marks one that did.
+-- has no fair set; control 'keyed' marks one that did, and control 'fair' one whose fair set holds jobs.
 
 -- @include time
 -- @include topic_index
@@ -61,6 +61,7 @@ local function push_fair(K, ids, keys, head)
     adds[#adds + 1], adds[#adds + 2] = at, id
   end
   redis.call('ZADD', K.fair, unpack(adds))
+  redis.call('HSET', K.control, 'fair', 1)
   local sets = {}
   for _, key in ipairs(distinct) do
     sets[#sets + 1], sets[#sets + 2] = key, last[key]
@@ -132,9 +133,13 @@ end
 -- With the ready list and the fair set both empty, the topic leaves the ready index and its keys'
 -- turns (all past) go.
 local function unindex_if_none_ready(K)
-  if redis.call('LLEN', K.ready) == 0 and redis.call('ZCARD', K.fair) == 0 then
-    redis.call('ZREM', K.ready_index, K.name)
+  local listed = redis.call('LLEN', K.ready)
+  if redis.call('ZCARD', K.fair) == 0 then
+    redis.call('HDEL', K.control, 'fair')
     redis.call('DEL', K.turns)
+    if listed == 0 then
+      redis.call('ZREM', K.ready_index, K.name)
+    end
   end
 end
 
