@@ -51,8 +51,14 @@ def test_3_sweepers_4_consumers_20000_jobs(tmp_path: Path) -> None:
             consumers = [fleet.consumer(f"consumer-{i + 1}") for i in range(4)]
             time.sleep(1.0)  # all seven up
             began = time.monotonic()
+            # Every other job has a flow key (50 tenants): the fair set, raced by four consumers.
             results = queue.enqueue_many(
-                {"topic": TOPICS[i % len(TOPICS)], "id": f"job-{i:05d}", "delay": round(rng.uniform(0, SPREAD_S), 3)}
+                {
+                    "topic": TOPICS[i % len(TOPICS)],
+                    "id": f"job-{i:05d}",
+                    "delay": round(rng.uniform(0, SPREAD_S), 3),
+                    **({"key": f"tenant-{i % 50}"} if i % 2 == 0 else {}),
+                }
                 for i in range(JOBS)
             )
             enqueue_s = time.monotonic() - began
