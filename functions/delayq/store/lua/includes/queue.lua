@@ -69,8 +69,16 @@ local function push_fair(K, ids, keys, head)
   redis.call('HSET', K.turns, unpack(sets))
 end
 
--- Splits `ids` by `keys`: the keyless (in order) and the keyed with their keys.
-local function by_key(ids, keys)
+-- Of `ids`, those with a flow key go to the fair set (at its head with `head`); the keyless are
+-- returned, in order. `keys`: each one's flow key, '' for none; false: none has one; nil: read from
+-- their metas.
+local function push_keyed(K, ids, keys, head)
+  if keys == nil then
+    keys = keys_of(K, ids)
+  end
+  if not keys then
+    return ids
+  end
   local plain, keyed, keyed_keys = {}, {}, {}
   for i, id in ipairs(ids) do
     if keys[i] == '' then
@@ -79,24 +87,17 @@ local function by_key(ids, keys)
       keyed[#keyed + 1], keyed_keys[#keyed_keys + 1] = id, keys[i]
     end
   end
-  return plain, keyed, keyed_keys
+  if #keyed > 0 then
+    push_fair(K, keyed, keyed_keys, head)
+  end
+  return plain
 end
 
 -- Pushes `ids` at the tail of the ready list, in order (`now`: Redis' time in ms, read if not given);
--- those with a flow key (`keys`: each one's, '' for none; false: none has one; read from their metas
--- if not given) into the fair set. True if the topic was not in the ready index.
+-- those with a flow key into the fair set (`keys` as push_keyed takes them). True if the topic was
+-- not in the ready index.
 local function push_ready(K, ids, now, keys)
-  if keys == nil then
-    keys = keys_of(K, ids)
-  end
-  local plain = ids
-  if keys then
-    local keyed, keyed_keys
-    plain, keyed, keyed_keys = by_key(ids, keys)
-    if #keyed > 0 then
-      push_fair(K, keyed, keyed_keys, false)
-    end
-  end
+  local plain = push_keyed(K, ids, keys, false)
   if #plain > 0 then
     redis.call('RPUSH', K.ready, unpack(plain))
     redis.call('HINCRBY', K.control, 'tail', #plain)
@@ -107,17 +108,7 @@ end
 -- Puts `ids` back at the head of the ready list, the first of them first (those with a flow key at
 -- the head of the fair set).
 local function push_ready_head(K, ids, now, keys)
-  if keys == nil then
-    keys = keys_of(K, ids)
-  end
-  local plain = ids
-  if keys then
-    local keyed, keyed_keys
-    plain, keyed, keyed_keys = by_key(ids, keys)
-    if #keyed > 0 then
-      push_fair(K, keyed, keyed_keys, true)
-    end
-  end
+  local plain = push_keyed(K, ids, keys, true)
   for i = #plain, 1, -1 do
     redis.call('LPUSH', K.ready, plain[i])
   end
