@@ -52,6 +52,19 @@ def server_program(part: Literal["server", "cli"] = "server") -> str:
     return shutil.which(bare) or bare
 
 
+def _accept_each(listener: socket.socket, stop: threading.Event, connect: Callable[[socket.socket], None]) -> None:
+    """A proxy's accept loop: each client to ``connect``, until ``stop`` is set or the listener closes."""
+    listener.settimeout(0.1)
+    while not stop.is_set():
+        try:
+            client, _ = listener.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        connect(client)
+
+
 def free_port(*, also_free: int | None = None) -> int:
     """A TCP port nobody listens on (and, with ``also_free``, that port + ``also_free`` too)."""
     for _ in range(200):
@@ -495,19 +508,14 @@ class BreakingProxy:
         thread.start()
 
     def _accept(self) -> None:
-        self._listener.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            backend = socket.create_connection(("127.0.0.1", self.backend_port))
-            with self._lock:
-                self.connections += 1
-                self._open.add(client)
-            self._spawn(self._relay, client, backend)
+        _accept_each(self._listener, self._stop, self._connect)
+
+    def _connect(self, client: socket.socket) -> None:
+        backend = socket.create_connection(("127.0.0.1", self.backend_port))
+        with self._lock:
+            self.connections += 1
+            self._open.add(client)
+        self._spawn(self._relay, client, backend)
 
     def _relay(self, client: socket.socket, backend: socket.socket) -> None:
         with client, backend, selectors.DefaultSelector() as selector:
@@ -597,27 +605,22 @@ class Forwarder:
         self.close()
 
     def _accept(self) -> None:
-        self._listener.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._lock:
-                port = self.backend_port
-            try:
-                backend = socket.create_connection(("127.0.0.1", port), timeout=2)
-            except OSError:
-                client.close()
-                continue
-            backend.settimeout(None)
-            link = _Link(client, backend, self._forget)
-            with self._lock:
-                self.connections += 1
-                self._open.add(link)
-            link.start(self.delay_s)
+        _accept_each(self._listener, self._stop, self._connect)
+
+    def _connect(self, client: socket.socket) -> None:
+        with self._lock:
+            port = self.backend_port
+        try:
+            backend = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            client.close()
+            return
+        backend.settimeout(None)
+        link = _Link(client, backend, self._forget)
+        with self._lock:
+            self.connections += 1
+            self._open.add(link)
+        link.start(self.delay_s)
 
     def _forget(self, link: _Link) -> None:
         with self._lock:

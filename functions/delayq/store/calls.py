@@ -531,7 +531,9 @@ def _listed(reply: list[Any]) -> list[Listed]:
         job_id, place, meta, body, last_error = reply[i : i + 5]
         if meta is not None:  # a member without its job: nothing to show
             body = json.loads(body) if body is not None else None
-            jobs.append(Listed(job_id, int(float(place)), Meta.decode(meta), body, last_error))
+            # A score or a list position; in the fair set, 'f<turn>' (jobs_ready.lua).
+            at: Place = (int(place[1:]), job_id) if isinstance(place, str) and place[:1] == "f" else int(float(place))
+            jobs.append(Listed(job_id, at, Meta.decode(meta), body, last_error))
     return jobs
 
 
@@ -559,14 +561,7 @@ def jobs_done(partition: Partition, topic: str, *, limit: int, before: int | Non
 
 
 def _ready_page(reply: list[Any]) -> ReadyPage:
-    jobs = []
-    for i in range(1, len(reply), 5):
-        job_id, place, meta, body, last_error = reply[i : i + 5]
-        if meta is not None:  # a member without its job: nothing to show
-            body = json.loads(body) if body is not None else None
-            at: Place = (int(place[1:]), job_id) if isinstance(place, str) and place[:1] == "f" else int(place)
-            jobs.append(Listed(job_id, at, Meta.decode(meta), body, last_error))
-    return ReadyPage(jobs, bool(int(reply[0])))
+    return ReadyPage(_listed(reply[1:]), bool(int(reply[0])))
 
 
 def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:

@@ -471,10 +471,10 @@ class Queue(Namespace):
             if state == READY:
                 reads = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
             else:
-                befores = [positions.get(p.index) for p in partitions]  # positions: ready_cursor checks them for done
+                # A done cursor holds list positions only (ready_cursor refuses a (turn, id) there).
                 reads = [
-                    calls.jobs_done(p, topic, limit=limit, before=cast(int | None, before))
-                    for p, before in zip(partitions, befores, strict=True)
+                    calls.jobs_done(p, topic, limit=limit, before=cast(int | None, positions.get(p.index)))
+                    for p in partitions
                 ]
             with redis_errors(self.server):
                 pages = run_many(self.redis, reads)

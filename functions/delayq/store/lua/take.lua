@@ -175,15 +175,14 @@ if #ids > 0 then
     end
     if attempts then
       local timeout, key = topic_timeout, ''
-      keys[i] = key
       if overrides ~= '||' then  -- retries|timeout|backoff[|key], all empty unless the job has its own
         local own = string.match(overrides, '^[^|]*|(%d+)|')
         if own then
           timeout = tonumber(own)
         end
         key = overrides_key(overrides)
-        keys[i] = key
       end
+      keys[i] = key
       local due_at = tonumber(run_at)
       local from = math.max(now, due_at)  -- when its attempt starts: now, or its run-at if taken ahead
       if due_at > horizon then

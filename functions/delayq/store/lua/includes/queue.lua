@@ -209,7 +209,7 @@ local function take_fair(K, count)
   if #keyed > 0 then
     redis.call('ZREM', K.fair, unpack(keyed))
   end
-  local ids = take_ready(K, plain, redis.call('ZCARD', K.fair) > 0)
+  local ids = take_ready(K, plain, true)  -- the index is unindex_if_none_ready's, below
   if plain > 0 then
     turn = math.max(turn, next_plain - 1)
   end
