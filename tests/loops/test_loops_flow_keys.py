@@ -42,3 +42,35 @@ def test_another_keys_job_is_not_held_up_by_a_keys_backlog(make_queue: MakeQueue
     assert started < 1000, started  # before: after the whole backlog (2,001)
     ahead = [d for d in recorder.of("t") if d.id != "quiet" and d.started_ms > recorder.of("t", "quiet")[0].started_ms]
     assert ahead, "the backlog was still being worked when the quiet key's job started"
+
+
+def test_key_concurrency_holds_across_consumers(make_queue: MakeQueue) -> None:
+    """Two consumers, 8 workers each, `key_concurrency: 1`: never two jobs of one key at once, the
+    keys side by side, every job done once."""
+    topics = {"t": {"target": RECORDER, "concurrency": 8, "key_concurrency": 1}}
+    queue = make_queue(topics=topics, tick=0.1)
+    keys = [f"tenant-{n}" for n in range(4)]
+    queue.enqueue_many(
+        [{"topic": "t", "id": f"{key}-{n:02}", "key": key, "body": {"sleep": 0.01}} for key in keys for n in range(15)]
+    )
+    with running(Consumer(queue)), running(Consumer(make_queue(topics=topics, tick=0.1))):
+        assert wait_until(lambda: len(recorder.of("t")) >= 60, timeout=30)
+    assert sorted(d.id for d in recorder.of("t")) == sorted(f"{key}-{n:02}" for key in keys for n in range(15))
+    assert {key: recorder.peaks[("t", key)] for key in keys} == dict.fromkeys(keys, 1)
+    for key in keys:  # each key's jobs in run-at order (the same run-at: by id)
+        ids = [d.id for d in recorder.of("t") if d.key == key]
+        assert ids == sorted(ids)
+    assert queue.stats("t").done == 60
+
+
+def test_a_paused_key_waits_while_the_others_go(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"t": {"target": RECORDER}}, tick=0.1)
+    queue.pause_key("t", "held")
+    queue.enqueue_many([{"topic": "t", "id": f"{key}-{n}", "key": key} for key in ("held", "free") for n in range(3)])
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(recorder.of("t")) >= 3, timeout=30)
+        assert {d.key for d in recorder.of("t")} == {"free"}
+        assert queue.key("t", "held").ready == 3
+        queue.resume_key("t", "held")
+        assert wait_until(lambda: len(recorder.of("t")) >= 6, timeout=30)
+    assert queue.key("t", "held").to_dict()["ready"] == 0

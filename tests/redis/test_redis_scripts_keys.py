@@ -111,6 +111,9 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert take().ids == []
     assert take().paused
     assert restricted(calls.pause(p, "orders", False)) is False
+    assert restricted(calls.key_settings(p, "orders", "acme", "1||||1||")) == 1
+    assert restricted(calls.keys_walk(p, "orders", "0")).own == {"acme": ("1||||1||", None)}
+    assert restricted(calls.key_settings(p, "orders", "acme", "")) == 1
     assert restricted(calls.replay(p, "orders", ["a"])) == 1
     taken = take()
     assert restricted(calls.fail(p, "orders", rules, [Failure("a", taken.tokens[0], "again")])) == (0, 1)
@@ -158,7 +161,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(calls.schedules_due(p, 10)).schedules == [(name, definition, progress)]
     claim = calls.Move(name, progress, f"{written.generation}|5|you|c5", calls.CLAIM)
     assert restricted(calls.schedules_cas(p, [claim], 5000)).made == [True]
-    assert restricted(calls.cancel(p, "orders", "c", pending_only=True)) == -2  # not delayed: left alone
+    assert restricted(calls.cancel(p, "orders", "c", only="pending")) == -2  # not delayed: left alone
     deleted = calls.schedule_write(p, name, expected=claim.progress, definition="", progress="", claim_ms=0, due=None)
     assert restricted(deleted).code == -7  # "you" holds the claim for 5 s
 

@@ -61,12 +61,15 @@ META = re.compile(
     + ")?"  # a flow key, if the job has one
 )
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
-         "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed", "fair"}
+         "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash", "flows": "hash",
+         "busy": "hash", "pace": "zset", "held": "zset", "parked": "zset", "wake": "zset"}  # fmt: skip
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed", "fair",
+                  "flows", "held", "busy", "parked"}  # fmt: skip
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
-KEYED_META = re.compile(r"(?:[^|]*\|){8}.+")  # a meta that ends with a flow key
+KEYED_META = re.compile(r"(?:[^|]*\|){8}(.+)")  # a meta that ends with a flow key
+PARKED = re.compile(r"(.+)\|(\d{15})\|(.+)")  # a parked job: key|run_at|id (lua/includes/flow.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
                    "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
@@ -332,7 +335,8 @@ class _Examination:
             for topic, parts in topics.items():
                 content = parts.get(part)
                 if part == "ready":
-                    if (any(job_id != HOLE for job_id in content or []) or parts.get("fair")) and topic not in scores:
+                    listed = any(job_id != HOLE for job_id in content or [])
+                    if (listed or parts.get("fair") or parts.get("parked")) and topic not in scores:
                         self.found.append(f"{index_key}: {topic!r} has ready jobs but is not in the index")
                     continue
                 if not content:
@@ -402,6 +406,7 @@ class _Examination:
             ("done", [job_id for job_id in done_list if job_id != HOLE]),
             ("ready", [job_id for job_id in ready if job_id != HOLE]),
             ("ready", [job_id for job_id, _ in parts.get("fair") or []]),  # ready, with a flow key
+            ("ready", [match[3] for member, _ in parts.get("parked") or [] if (match := PARKED.fullmatch(member))]),
         ):
             for job_id in ids:
                 if job_id in places:
@@ -460,6 +465,47 @@ class _Examination:
         for job_id in parts.get("ready") or []:
             if job_id in metas and KEYED_META.fullmatch(metas[job_id]):
                 self.found.append(f"{where}: {job_id!r} has a flow key but is in the ready list, not the fair set")
+        self.key_limits(where, parts, metas)
+
+    def key_limits(self, where: str, parts: dict[str, Any], metas: dict[str, str]) -> None:
+        """Parked jobs are named by their key and run-at, and their keys have a wake time (no other key
+        has); while control counts, `busy` counts each key's leased jobs; control says when keys have
+        settings or holds. Nothing lingers for a key without jobs but its settings and its hold."""
+        control = parts.get("control") or {}
+        parked_keys: set[str] = set()
+        for member, _ in parts.get("parked") or []:
+            match = PARKED.fullmatch(member)
+            if match is None:
+                self.found.append(f"{where}: parked member {member!r} is not key|run_at|id")
+                continue
+            key, run_at, job_id = match.groups()
+            parked_keys.add(key)
+            meta = metas.get(job_id, "")
+            keyed = KEYED_META.fullmatch(meta)
+            if not meta.startswith("q|") or keyed is None or keyed[1] != key or meta.split("|")[2] != str(int(run_at)):
+                self.found.append(f"{where}: parked {member!r} does not match its job's meta {meta!r}")
+        woken = {key for key, _ in parts.get("wake") or []}
+        if woken != parked_keys:
+            self.found.append(
+                f"{where}: keys with a wake time {sorted(woken)} are not those parked {sorted(parked_keys)}"
+            )
+        if "busy" in control:
+            leased: Counter[str] = Counter()
+            for job_id, _ in parts.get("leased") or []:
+                keyed = KEYED_META.fullmatch(metas.get(job_id, ""))
+                if keyed is not None:
+                    leased[keyed[1]] += 1
+            busy = {key: int(n) for key, n in (parts.get("busy") or {}).items()}
+            if busy != dict(leased):
+                self.found.append(f"{where}: busy {busy} does not count the leased jobs of each key {dict(leased)}")
+        elif parts.get("busy"):
+            self.found.append(f"{where}: busy is kept but control does not say it counts")
+        if bool(parts.get("flows")) != ("flows" in control):
+            self.found.append(f"{where}: control 'flows' is not set exactly while keys have settings")
+        if bool(parked_keys) != ("parked" in control):
+            self.found.append(f"{where}: control 'parked' is not set exactly while jobs are parked")
+        if parts.get("held") and "held" not in control:
+            self.found.append(f"{where}: keys are held but control does not say so")
 
     def control(self, where: str, control: dict[str, str], holes: int, done_holes: int) -> None:
         """The control hash: its fields, numbers, and the counts of holes the ready and done lists hold."""

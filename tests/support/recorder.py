@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,15 @@ class Delivery:
 
 _lock = threading.Lock()
 deliveries: list[Delivery] = []
+running: Counter[tuple[str, str | None]] = Counter()  # (topic, key) -> handlers running now
+peaks: Counter[tuple[str, str | None]] = Counter()  # (topic, key) -> most handlers ever running at once
 
 
 def reset() -> None:
     with _lock:
         deliveries.clear()
+        running.clear()
+        peaks.clear()
 
 
 def of(topic: str | None = None, job_id: str | None = None) -> list[Delivery]:
@@ -65,13 +70,20 @@ def deliver(job: Job) -> None:
     started = time.time() * 1000
     body = job.body if isinstance(job.body, dict) else {}
     fails = bool(body.get("fail")) or job.attempt <= int(body.get("fail_until", 0))
+    at = (job.topic, job.key)
     with _lock:
         deliveries.append(
             Delivery(
                 job.topic, job.id, job.attempt, job.body, job.run_at_ms, job.enqueued_at_ms, started, not fails, job.key
             )
         )
-    if body.get("sleep"):
-        time.sleep(float(body["sleep"]))
+        running[at] += 1
+        peaks[at] = max(peaks[at], running[at])
+    try:
+        if body.get("sleep"):
+            time.sleep(float(body["sleep"]))
+    finally:
+        with _lock:
+            running[at] -= 1
     if fails:
         raise RuntimeError(f"planned failure of attempt {job.attempt}")

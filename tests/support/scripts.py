@@ -67,6 +67,12 @@ class TopicKeys:
     done: str
     fair: str
     turns: str
+    flows: str
+    busy: str
+    pace: str
+    held: str
+    parked: str
+    wake: str
 
     @classmethod
     def of(cls, partition: Partition, topic: str) -> TopicKeys:

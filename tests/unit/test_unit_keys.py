@@ -31,6 +31,12 @@ def test_topic_keys_order():
         "done",
         "fair",
         "turns",
+        "flows",
+        "busy",
+        "pace",
+        "held",
+        "parked",
+        "wake",
     )
 
 
@@ -151,7 +157,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 11
+    assert len(keys) == len(TOPIC_KEYS) == 17
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 

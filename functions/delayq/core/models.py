@@ -321,6 +321,13 @@ def check_id(job_id: str) -> str:
     return job_id
 
 
+def check_key(key: str) -> str:
+    """A flow key, else ``InvalidField`` naming ``key``."""
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key):
+        raise InvalidField("key", f"must match {KEY_PATTERN}")
+    return key
+
+
 def invalid(exc: ValidationError) -> InvalidField:
     """The first error of a pydantic ``ValidationError`` as an ``InvalidField`` naming the field."""
     field, message = describe(exc.errors(include_url=False)[0])

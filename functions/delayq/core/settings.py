@@ -6,7 +6,6 @@ Every environment variable delayq reads is named in ``ENV`` below and in ``CONTR
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -17,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
+from .flows import MAX_KEY_CONCURRENCY, MAX_RATE, KeyLimits, rate_share
 from .models import TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
 from .urls import parse_redis_url
@@ -29,7 +29,6 @@ WEBHOOK_SCHEMES = ("https://", "http://")
 WEBHOOK_MIN_BACKOFF_S = 1.0
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 # A custom domain's API mapping: segments of the characters API Gateway allows in one, or nothing.
-MAX_RATE = 100_000  # starts per second of one topic: far beyond what one Redis partition takes
 MAX_METRICS_TOPICS = 10_000  # series per metric stay in the tens of thousands at most
 MAX_REPLICAS = 100  # replicas a create may wait for: far beyond any deployment
 # How long a create may wait for them: a second under the socket timeout (connection.SOCKET_TIMEOUT_S),
@@ -88,12 +87,16 @@ class TopicConfig(BaseModel):
     keep_done_max: int = Field(default=10_000, ge=1, le=10_000_000)
     rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
     burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
+    key_concurrency: int | None = Field(default=None, ge=1, le=MAX_KEY_CONCURRENCY)
+    key_rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    key_burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
 
-    @field_validator("burst")
+    @field_validator("burst", "key_burst")
     @classmethod
     def _burst_needs_rate(cls, value: int | None, info: ValidationInfo) -> int | None:
-        if value is not None and info.data.get("rate") is None:
-            raise ValueError("a burst needs a rate")
+        rate = "rate" if info.field_name == "burst" else "key_rate"
+        if value is not None and info.data.get(rate) is None:
+            raise ValueError(f"a {info.field_name} needs a {rate}")
         return value
 
     @field_validator("backoff")
@@ -114,11 +117,12 @@ class TopicConfig(BaseModel):
         burst's share (``burst / partitions`` intervals, at least one). Every partition gets an equal
         share, so the starts across all of them never exceed ``rate`` per second plus ``burst``; None
         without a rate."""
-        if self.rate is None:
-            return None
-        interval = math.ceil(1_000_000 * partitions / self.rate)
-        burst = self.rate if self.burst is None else self.burst
-        return interval, max(interval, math.floor(burst * interval / partitions))
+        return None if self.rate is None else rate_share(self.rate, self.burst, partitions)
+
+    @property
+    def key_limits(self) -> KeyLimits:
+        """Every flow key's limits, unless the key has its own (``core/flows.py``)."""
+        return KeyLimits(self.key_concurrency, self.key_rate, self.key_burst)
 
     @property
     def keep_done_ms(self) -> int:

@@ -459,6 +459,7 @@ class Consumer:
             acks=acks,
             keeping=topic.config,
             ahead_ms=topic.ahead_ms,
+            key_limits=topic.key_limits,
         )
         return Take(lane, call, count, take_id, acks)
 

@@ -41,6 +41,7 @@ class Topic:
     lateness: dict[int, int] = field(default_factory=dict)  # bucket -> deliveries since the last record
     lanes: int = 0  # its lanes (one per partition where it has work)
     rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
+    key_limits: tuple[int | str, int | str, int | str] = ("", "", "")  # each partition's share (KeyLimits.shares)
 
     @property
     def free(self) -> int:
@@ -135,6 +136,7 @@ class Lanes:
             target = failing_target(exc.message)
         topic = Topic(name, config, target, self._share(name, config))
         topic.rate = config.rate_share(self._partitions)
+        topic.key_limits = config.key_limits.shares(self._partitions)
         self.topics[name] = topic
         self._check_timeout(topic)
         return topic

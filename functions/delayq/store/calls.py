@@ -159,6 +159,7 @@ def take(
     acks: Sequence[tuple[str, str, int]] = (),
     keeping: Keeping | None = None,
     ahead_ms: int = 0,
+    key_limits: tuple[int | str, int | str, int | str] = ("", "", ""),
 ) -> Call[Taken]:
     """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
     has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
@@ -169,14 +170,16 @@ def take(
     ``ack`` takes them, with the topic's ``keeping``) are acknowledged first, in the same call. With
     ``ahead_ms``, jobs falling due within that many ms are taken too, each leased from its run-at: the
     caller starts none before Redis' clock (``Taken.now_ms`` plus the time since the reply) reaches
-    its run-at. A topic with a ``rate`` takes nothing ahead."""
+    its run-at. A topic with a ``rate`` takes nothing ahead. ``key_limits`` (``KeyLimits.shares``) are
+    every flow key's limits but for keys with settings of their own: the jobs of a key at its limit
+    stay ready (parked, ``lua/includes/flow.lua``)."""
     if acks and keeping is None:
         raise ValueError("acks ride with a take only with the topic's keeping")
     keys = [*partition.key_group(topic), partition.seq, partition.untaken]
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
     args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms, take_id or "", interval, tolerance]
-    args += [keep_ms, keep_max, ahead_ms]
+    args += [keep_ms, keep_max, ahead_ms, *key_limits]
     for lease in acks:
         args += lease
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
@@ -431,11 +434,11 @@ def _rescheduled(reply: list[int]) -> Rescheduled:
     return Rescheduled(int(reply[0]), int(reply[1]))
 
 
-def cancel(partition: Partition, topic: str, job_id: str, *, pending_only: bool = False) -> Call[int]:
-    """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``. With ``pending_only``, only
-    while it waits for its first run-at (else ``NOT_FOUND``): a schedule's occurrence not started yet."""
-    args: list[Arg] = [job_id, "pending"] if pending_only else [job_id]
-    return Call(Scripts.cancel, partition.key_group(topic), args, int)
+def cancel(partition: Partition, topic: str, job_id: str, *, only: str = "") -> Call[int]:
+    """The job is gone, whatever its state: ``Code.OK``, or ``NOT_FOUND``. With ``only`` 'pending', only
+    while it waits for its first run-at (a schedule's occurrence not started yet); with 'delayed',
+    'ready' or 'dead', only while in that state (else ``NOT_FOUND``)."""
+    return Call(Scripts.cancel, partition.key_group(topic), [job_id, only], int)
 
 
 class CancelledAll(NamedTuple):
@@ -483,6 +486,42 @@ def pause(partition: Partition, topic: str, paused: bool) -> Call[bool]:
     return Call(Scripts.pause, partition.key_group(topic), ["1" if paused else "0", topic], bool)
 
 
+def key_settings(partition: Partition, topic: str, key: str, encoded: str) -> Call[int]:
+    """Sets ``key``'s own settings in this partition (``KeyLimits.encode``), or with '' clears them and
+    its hold; its parked jobs are looked at again by the next take."""
+    return Call(Scripts.key_settings, partition.key_group(topic), [key, encoded], int)
+
+
+class KeysStep(NamedTuple):
+    """One step of a walk over a topic's jobs in one partition (``keys_walk.lua``)."""
+
+    cursor: str  # '0': the walk is over
+    now_ms: int
+    counts: dict[str, tuple[int, int, int]]  # key -> (delayed, ready, reserved)
+    own: dict[str, tuple[str, int | None]]  # first step: key -> (its settings encoded or '', held until)
+
+
+KEYS_STEP = 1000  # metas a walk step reads, about
+
+
+def keys_walk(partition: Partition, topic: str, cursor: str, key: str = "") -> Call[KeysStep]:
+    """A step of the walk over ``topic``'s jobs in this partition from ``cursor`` ('0' to start),
+    counting each flow key's jobs (only ``key``'s, if given) by state."""
+    return Call(Scripts.keys_walk, partition.topic_keys(topic), [cursor, KEYS_STEP, key], _keys_step)
+
+
+def _keys_step(reply: list[Any]) -> KeysStep:
+    cursor, now = str(reply[0]), int(reply[1])
+    rest = reply[2:]
+    split = next((i for i, value in enumerate(rest) if str(value) == ""), len(rest))
+    counts = {str(rest[i]): (int(rest[i + 1]), int(rest[i + 2]), int(rest[i + 3])) for i in range(0, split, 4)}
+    own: dict[str, tuple[str, int | None]] = {}
+    for i in range(split + 1, len(rest), 3):
+        held = str(rest[i + 2])
+        own[str(rest[i])] = (str(rest[i + 1]), int(held) if held else None)
+    return KeysStep(cursor, now, counts, own)
+
+
 class Forecast(NamedTuple):
     now_ms: int
     counts: list[int]  # delayed jobs falling due per bucket, from now on
@@ -501,7 +540,8 @@ def _forecast(reply: list[int]) -> Forecast:
 # ------------------------------------------------------------------------------------ listing
 
 
-Place = int | tuple[int, str]  # a place in the ready jobs' order: a list position, or (turn, id) in the fair set
+# A place in the ready jobs' order: a list position, a (turn, id) in the fair set, a parked member.
+Place = int | tuple[int, str] | str
 
 
 class Listed(NamedTuple):
@@ -532,7 +572,7 @@ def _listed(reply: list[Any]) -> list[Listed]:
         if meta is not None:  # a member without its job: nothing to show
             body = json.loads(body) if body is not None else None
             # A score or a list position; in the fair set, 'f<turn>' (jobs_ready.lua).
-            at: Place = (int(place[1:]), job_id) if isinstance(place, str) and place[:1] == "f" else int(float(place))
+            at: Place = _place(place, job_id)
             jobs.append(Listed(job_id, at, Meta.decode(meta), body, last_error))
     return jobs
 
@@ -546,11 +586,14 @@ class ReadyPage(NamedTuple):
 
 def jobs_ready(partition: Partition, topic: str, *, limit: int, after: Place | None) -> Call[ReadyPage]:
     """Up to ``limit`` ready jobs of ``topic``, in the order they will be taken, after ``after`` (a
-    position in the ready list, or a (turn, id) in the fair set, which comes after the list)."""
+    position in the ready list, a (turn, id) in the fair set, which comes after the list, or a member of
+    the parked, which come last)."""
     if isinstance(after, tuple):
-        args: list[Arg] = [limit, "", *after]
+        args: list[Arg] = [limit, "", *after, ""]
+    elif isinstance(after, str):
+        args = [limit, "", "", "", after]
     else:
-        args = [limit, "" if after is None else after, "", ""]
+        args = [limit, "" if after is None else after, "", "", ""]
     return Call(Scripts.jobs_ready, partition.topic_keys(topic), args, _ready_page)
 
 
@@ -558,6 +601,15 @@ def jobs_done(partition: Partition, topic: str, *, limit: int, before: int | Non
     """Up to ``limit`` receipts of ``topic`` (done jobs), newest first, before position ``before``."""
     args: list[Arg] = [limit, "" if before is None else before]
     return Call(Scripts.jobs_done, partition.topic_keys(topic), args, _ready_page)
+
+
+def _place(place: Any, job_id: str) -> Place:
+    """A place as jobs_ready.lua and jobs_done.lua give it: 'f<turn>', 'p<member>' or a position."""
+    if isinstance(place, str) and place[:1] == "f":
+        return int(place[1:]), job_id
+    if isinstance(place, str) and place[:1] == "p":
+        return place[1:]
+    return int(float(place))
 
 
 def _ready_page(reply: list[Any]) -> ReadyPage:

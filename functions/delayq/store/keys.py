@@ -15,7 +15,25 @@ from functools import cached_property
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-TOPIC_KEYS = ("delayed", "ready", "leased", "dead", "meta", "bodies", "errors", "control", "done", "fair", "turns")
+TOPIC_KEYS = (
+    "delayed",
+    "ready",
+    "leased",
+    "dead",
+    "meta",
+    "bodies",
+    "errors",
+    "control",
+    "done",
+    "fair",
+    "turns",
+    "flows",
+    "busy",
+    "pace",
+    "held",
+    "parked",
+    "wake",
+)
 TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_leases", "_ready", "_receipts")
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 

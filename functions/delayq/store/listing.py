@@ -18,6 +18,7 @@ import binascii
 import heapq
 import json
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -25,7 +26,7 @@ from typing import Any, Literal, get_args
 
 from delayq.core.errors import InvalidField
 from delayq.core.job import STATES, JobInfo, TopicStats
-from delayq.core.models import ID_RE, TOPIC_RE
+from delayq.core.models import ID_RE, KEY_RE, TOPIC_RE
 
 from .calls import Listed, Place, ReadyPage
 
@@ -38,7 +39,9 @@ SCORED: dict[str, tuple[str, bool]] = {
 READY, DONE = "ready", "done"  # kept in lists: paged by position (jobs_ready.lua, jobs_done.lua)
 CancellableState = Literal["delayed", "ready", "dead"]  # the states whose jobs can be cancelled all at once
 CANCELLABLE: tuple[str, ...] = get_args(CancellableState)
-TOPICS = "topics"
+TOPICS, KEYS = "topics", "keys"
+# A parked job's member (lua/includes/flow.lua): key|run_at|id.
+PARKED_RE = re.compile(rf"{KEY_RE.pattern[1:-1]}\|\d{{15}}\|{ID_RE.pattern[1:-1]}")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_CURSOR_CHARS = 16_384  # a ready cursor grows with the partitions it has read: about 12 characters each
@@ -169,7 +172,8 @@ def scored_cursor(cursor: str | None, state: str) -> tuple[int, str] | None:
 
 def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict[int, Place]:
     """Partition index -> the place a page of a list (``kind``: ready jobs, or done ones) starts
-    after there (absent: at the list's first): a position, or for ready jobs with flow keys a (turn, id)."""
+    after there (absent: at the list's first): a position, or for ready jobs with flow keys a (turn, id)
+    or a parked member."""
     if cursor is None:
         return {}
     parts = _decode(cursor, kind)
@@ -186,7 +190,8 @@ def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict
             and isinstance(position[1], str)
             and ID_RE.fullmatch(position[1])
         )
-        if not index.isdigit() or not int(index) < partitions or not (_is_int(position) or fair):
+        parked = kind == READY and isinstance(position, str) and PARKED_RE.fullmatch(position)
+        if not index.isdigit() or not int(index) < partitions or not (_is_int(position) or fair or parked):
             raise InvalidField("cursor", f"is not a cursor of this namespace's {kind} lists")
         out[int(index)] = (position[0], position[1]) if fair else position
     return out
@@ -194,11 +199,20 @@ def ready_cursor(cursor: str | None, partitions: int, kind: str = READY) -> dict
 
 def topics_cursor(cursor: str | None) -> str | None:
     """The topic name a page of topics starts after."""
+    return _name_cursor(cursor, TOPICS, TOPIC_RE)
+
+
+def keys_cursor(cursor: str | None) -> str | None:
+    """The flow key a page of a topic's keys starts after."""
+    return _name_cursor(cursor, KEYS, KEY_RE)
+
+
+def _name_cursor(cursor: str | None, kind: str, pattern: re.Pattern[str]) -> str | None:
     if cursor is None:
         return None
-    parts = _decode(cursor, TOPICS)
-    if len(parts) != 1 or not isinstance(parts[0], str) or not TOPIC_RE.fullmatch(parts[0]):
-        raise InvalidField("cursor", f"is not a cursor of this listing ({TOPICS})")
+    parts = _decode(cursor, kind)
+    if len(parts) != 1 or not isinstance(parts[0], str) or not pattern.fullmatch(parts[0]):
+        raise InvalidField("cursor", f"is not a cursor of this listing ({kind})")
     return parts[0]
 
 
@@ -212,16 +226,24 @@ def merge_scored(parts: Iterable[list[Listed]], state: str, limit: int) -> tuple
     merged = list(islice(heapq.merge(*parts, key=lambda job: (job.place, job.id), reverse=descending), limit + 1))
     if len(merged) <= limit:
         return merged, None
-    last = merged[limit - 1]
-    return merged[:limit], encode_cursor(state, last.place, last.id)
+    return merged[:limit], scored_after(state, merged[limit - 1])
+
+
+def scored_after(state: str, job: Listed) -> str:
+    """The cursor of the page of ``state`` that starts after ``job``."""
+    return encode_cursor(state, job.place, job.id)
 
 
 def merge_ready(
-    parts: Sequence[tuple[int, ReadyPage]], positions: dict[int, Place], limit: int, kind: str = READY
+    parts: Sequence[tuple[int, ReadyPage]],
+    positions: dict[int, Place],
+    limit: int,
+    kind: str = READY,
+    afters: list[str] | None = None,
 ) -> tuple[list[Listed], str | None]:
     """The first ``limit`` jobs taken from the heads of the partitions' pages of a list (partition
     index, page), each partition in its own order: ready jobs soonest run-at first, receipts (``kind``
-    done) newest first; and the next cursor."""
+    done) newest first; and the next cursor. ``afters`` gets the cursor after each job listed."""
 
     def order(job: Listed) -> int:
         return job.meta.run_at_ms if kind == READY else -(job.meta.done_at_ms or 0)
@@ -233,6 +255,11 @@ def merge_ready(
     for _, index, _, job in page:
         positions[index] = job.place
         used[index] += 1
+        if afters is not None:
+            afters.append(_list_cursor(kind, positions))
     more = any(p.more or used.get(index, 0) < len(p.jobs) for index, p in parts)
-    cursor = encode_cursor(kind, {str(index): position for index, position in sorted(positions.items())})
-    return [job for _, _, _, job in page], cursor if more else None
+    return [job for _, _, _, job in page], _list_cursor(kind, positions) if more else None
+
+
+def _list_cursor(kind: str, positions: dict[int, Place]) -> str:
+    return encode_cursor(kind, {str(index): position for index, position in sorted(positions.items())})

@@ -25,6 +25,7 @@ from delayq.core.errors import (
     TopicNotFound,
     code_error,
 )
+from delayq.core.flows import KeyPage, KeyState
 from delayq.core.job import (
     NO_OVERRIDES,
     DeadJob,
@@ -45,6 +46,7 @@ from delayq.core.models import (
     Reschedule,
     body_json,
     check_id,
+    check_key,
     check_topic,
     invalid,
     plain_job,
@@ -55,14 +57,16 @@ from delayq.core.recurring import ScheduleInfo, check_schedule_name, validate_sc
 from delayq.core.settings import Settings, Topics
 
 from . import calls
-from .calls import JobWrite
+from .calls import JobWrite, Listed
 from .connection import RedisClient, redis_errors
+from .flows import Flows
 from .keys import Partition
 from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
     DONE,
+    MAX_LIMIT,
     READY,
     SCORED,
     Forecast,
@@ -77,6 +81,7 @@ from .listing import (
     merge_ready,
     merge_scored,
     ready_cursor,
+    scored_after,
     scored_cursor,
     topics_cursor,
 )
@@ -406,13 +411,45 @@ class Queue(Namespace):
     def _schedules(self) -> Schedules:
         return Schedules(self)
 
+    # -------------------------------------------------------------------------------- flow keys
+
+    def key(self, topic: str, key: str) -> KeyState:
+        """``key``'s jobs of ``topic`` by state (delayed, ready, reserved), the limits in force for it
+        (its own settings over the topic's ``key_*`` config), and until when a Retry-After holds it."""
+        return self._flows.get(topic, key)
+
+    def flow_keys(self, topic: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> KeyPage:
+        """The keys of ``topic`` holding jobs, settings or a hold, by name, each as ``key`` gives it, a
+        page at a time: ``cursor`` is the ``next`` of the previous page. Walks the topic's jobs."""
+        return self._flows.page(topic, limit, cursor)
+
+    def set_key(self, topic: str, key: str, **settings: Any) -> KeyState:
+        """Sets any of ``concurrency``, ``rate``, ``burst``, ``paused`` for ``key`` alone (None: the
+        topic's again), the others kept; every consumer applies them from its next take."""
+        return self._flows.put(topic, key, settings)
+
+    def pause_key(self, topic: str, key: str) -> KeyState:
+        """No job of ``key`` starts until ``resume_key``; its jobs stay ready, the other keys go on."""
+        return self.set_key(topic, key, paused=True)
+
+    def resume_key(self, topic: str, key: str) -> KeyState:
+        return self.set_key(topic, key, paused=False)
+
+    def reset_key(self, topic: str, key: str) -> None:
+        """``key`` back to the topic's defaults: its own settings and its hold cleared."""
+        self._flows.reset(topic, key)
+
+    @cached_property
+    def _flows(self) -> Flows:
+        return Flows(self)
+
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
         """How many jobs of ``topic`` are in each state, its next run-at, whether it is paused, how
         long ago its oldest due job fell due, and the lateness of its recent deliveries.
         ``TopicNotFound`` for a topic neither configured (nor covered by ``*``) nor holding jobs."""
-        stats = _merge_stats(topic, self._each_partition(calls.stats, check_topic(topic)))
+        stats = _merge_stats(topic, self.each_partition(calls.stats, check_topic(topic)))
         if stats.jobs == 0 and self.settings.topics.for_topic(topic) is None:
             raise TopicNotFound(topic)
         return replace(stats, lateness=self.lateness([topic])[topic])
@@ -457,14 +494,35 @@ class Queue(Namespace):
         following = encode_cursor("topics", page[-1].topic) if len(found) > limit else None
         return TopicPage([replace(stats, lateness=lateness[stats.topic]) for stats in page], following)
 
-    def jobs(self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> JobPage:
+    def jobs(
+        self, topic: str, state: str, limit: int = DEFAULT_LIMIT, cursor: str | None = None, key: str | None = None
+    ) -> JobPage:
         """A page of ``topic``'s jobs in ``state``: delayed by run-at (soonest first), ready in the
         order they will be taken, reserved by lease deadline, dead and done newest first. ``cursor`` is the
         ``next`` of the previous page; walking the pages lists every job that stays in its state
-        meanwhile exactly once."""
+        meanwhile exactly once. With ``key``, only the jobs of that flow key: the pages are full still,
+        read ``MAX_LIMIT`` jobs per partition and call (nothing indexes jobs by key)."""
         check_topic(topic)
         check_state(state)
         check_limit(limit)
+        if key is None:
+            listed, following = self._listed(topic, state, limit, cursor)
+        else:
+            listed, following = self._listed_of_key(topic, state, limit, cursor, check_key(key))
+        if not listed and cursor is None:
+            self.check_known(topic)
+        retries = self.settings.topics.retrying(topic).retries
+        infos = [
+            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
+            for job in listed
+        ]
+        return JobPage(infos, following)
+
+    def _listed(
+        self, topic: str, state: str, limit: int, cursor: str | None, afters: list[str] | None = None
+    ) -> tuple[list[Listed], str | None]:
+        """A page of ``topic``'s jobs in ``state`` as the partitions list them, and the next cursor;
+        ``afters`` gets the cursor after each job."""
         if state in (READY, DONE):
             positions = ready_cursor(cursor, len(self.keys), state)
             partitions = self.keys.partitions
@@ -478,36 +536,46 @@ class Queue(Namespace):
                 ]
             with redis_errors(self.server):
                 pages = run_many(self.redis, reads)
-            listed, following = merge_ready(list(enumerate(pages)), positions, limit, state)
-        else:
-            kind, descending = SCORED[state]
-            after = scored_cursor(cursor, state)
-            scored = [
-                calls.jobs_scored(p, topic, kind, descending=descending, limit=limit + 1, after=after)
-                for p in self.keys.partitions
-            ]
-            with redis_errors(self.server):
-                listed, following = merge_scored(run_many(self.redis, scored), state, limit)
-        if not listed and cursor is None:
-            self._check_known(topic)
-        retries = self.settings.topics.retrying(topic).retries
-        infos = [
-            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
-            for job in listed
+            return merge_ready(list(enumerate(pages)), positions, limit, state, afters)
+        kind, descending = SCORED[state]
+        after = scored_cursor(cursor, state)
+        scored = [
+            calls.jobs_scored(p, topic, kind, descending=descending, limit=limit + 1, after=after)
+            for p in self.keys.partitions
         ]
-        return JobPage(infos, following)
+        with redis_errors(self.server):
+            listed, following = merge_scored(run_many(self.redis, scored), state, limit)
+        if afters is not None:
+            afters += [scored_after(state, job) for job in listed]
+        return listed, following
+
+    def _listed_of_key(
+        self, topic: str, state: str, limit: int, cursor: str | None, key: str
+    ) -> tuple[list[Listed], str | None]:
+        """The first ``limit`` jobs of ``key`` from ``cursor`` on, and the cursor after the last of them
+        if more of the key's are left: the listing walked ``MAX_LIMIT`` at a time until one more is found."""
+        found: list[tuple[Listed, str]] = []
+        following: str | None = cursor
+        while len(found) <= limit:
+            afters: list[str] = []
+            listed, following = self._listed(topic, state, MAX_LIMIT, following, afters)
+            found += [(job, after) for job, after in zip(listed, afters, strict=True) if job.meta.key == key]
+            if following is None:
+                break
+        page = [job for job, _ in found[:limit]]
+        return page, found[limit - 1][1] if len(found) > limit else None
 
     def forecast(self, topic: str, minutes: int = DEFAULT_MINUTES, bucket: int = DEFAULT_BUCKET_S) -> Forecast:
         """How many delayed jobs of ``topic`` fall due in each ``bucket`` seconds of the next
         ``minutes``, from Redis' now; every bucket listed, empty ones with 0."""
         check_topic(topic)
         bucket_ms, window_ms = forecast_window(minutes, bucket)
-        parts: list[calls.Forecast] = self._each_partition(
+        parts: list[calls.Forecast] = self.each_partition(
             calls.forecast, topic, bucket_ms=bucket_ms, window_ms=window_ms
         )
         counts = [sum(column) for column in zip(*(part.counts for part in parts), strict=True)]
         if not any(counts):
-            self._check_known(topic)
+            self.check_known(topic)
         return Forecast(topic, buckets(parts[0].now_ms, bucket_ms, window_ms, counts))
 
     def pause(self, topic: str) -> None:
@@ -520,10 +588,10 @@ class Queue(Namespace):
         self._set_paused(topic, paused=False)
 
     def _set_paused(self, topic: str, *, paused: bool) -> None:
-        self._check_known(check_topic(topic))
-        self._each_partition(calls.pause, topic, paused)
+        self.check_known(check_topic(topic))
+        self.each_partition(calls.pause, topic, paused)
 
-    def _check_known(self, topic: str) -> None:
+    def check_known(self, topic: str) -> None:
         """``TopicNotFound`` unless ``topic`` is configured (or covered by ``*``) or holds jobs."""
         if self.settings.topics.for_topic(topic) is None:
             self.stats(topic)
@@ -543,7 +611,7 @@ class Queue(Namespace):
     def dead(self, topic: str, limit: int = 100) -> list[DeadJob]:
         """The most recent dead jobs of ``topic``, newest first."""
         check_limit(limit)
-        parts: list[list[DeadJob]] = self._each_partition(calls.dead, check_topic(topic), limit)
+        parts: list[list[DeadJob]] = self.each_partition(calls.dead, check_topic(topic), limit)
         jobs = [job for part in parts for job in part]
         jobs.sort(key=lambda job: job.died_at_ms, reverse=True)
         return jobs[:limit]
@@ -564,32 +632,53 @@ class Queue(Namespace):
         """Delete every dead job of ``topic``. Returns how many."""
         return self._drain(calls.purge, check_topic(topic))
 
-    def cancel_all(self, topic: str, state: str) -> int:
+    def cancel_all(self, topic: str, state: str, key: str | None = None) -> int:
         """Cancels every job of ``topic`` in ``state`` ('delayed', 'ready' or 'dead'), ``WRITE_CHUNK``
         per Redis call, safe while consumers and sweepers run. Returns how many. Each partition is
         worked through until none is left in that state, or as many as were there at its first call
-        are cancelled (so that jobs falling due as fast as they go cannot keep it going forever)."""
+        are cancelled (so that jobs falling due as fast as they go cannot keep it going forever).
+        With ``key``, only that flow key's: the state's listing is walked once, and each job of the key
+        found is cancelled if it is still in that state."""
         check_topic(topic)
         check_cancellable(state)
-        total = 0
-        with redis_errors(self.server):
-            for partition in self.keys.partitions:
-                cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
-                found, done = cancelled + left, cancelled
-                while left and done < found:
+        if key is not None:
+            total = self._cancel_of_key(topic, state, check_key(key))
+        else:
+            total = 0
+            with redis_errors(self.server):
+                for partition in self.keys.partitions:
                     cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
-                    done += cancelled
-                total += done
+                    found, done = cancelled + left, cancelled
+                    while left and done < found:
+                        cancelled, left = calls.cancel_all(partition, topic, state, WRITE_CHUNK).run(self.redis)
+                        done += cancelled
+                    total += done
         if not total:
-            self._check_known(topic)
+            self.check_known(topic)
         return total
+
+    def _cancel_of_key(self, topic: str, state: str, key: str) -> int:
+        total = 0
+        cursor: str | None = None
+        while True:
+            listed, cursor = self._listed(topic, state, WRITE_CHUNK, cursor)
+            cancels = [
+                calls.cancel(self.keys.for_job(topic, job.id), topic, job.id, only=state)
+                for job in listed
+                if job.meta.key == key
+            ]
+            if cancels:
+                with redis_errors(self.server):
+                    total += sum(code == Code.OK for code in run_many(self.redis, cancels))
+            if cursor is None:
+                return total
 
     def known_topics(self) -> set[str]:
         """Every topic that holds jobs (or is paused) in this namespace."""
         with redis_errors(self.server):
             return set().union(*run_many(self.redis, [calls.topics(partition) for partition in self.keys.partitions]))
 
-    def _each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any, **options: Any) -> list[Any]:
+    def each_partition(self, call: Callable[..., Call[Any]], topic: str, *args: Any, **options: Any) -> list[Any]:
         """``call(partition, topic, *args, **options)`` on every partition, in one round trip; the results."""
         with redis_errors(self.server):
             calls_ = [call(partition, topic, *args, **options) for partition in self.keys.partitions]

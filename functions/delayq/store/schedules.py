@@ -356,7 +356,7 @@ class Schedules:
         topic, job_id = outbox.topic, occurrence_id(outbox.name, step.at_ms)
         partition = self.namespace.keys.for_job(topic, job_id)
         if step.kind == CANCEL:
-            return calls.cancel(partition, topic, job_id, pending_only=True)
+            return calls.cancel(partition, topic, job_id, only="pending")
         if step.kind == FORGET or outbox.schedule is None:
             return None
         config = self.namespace.settings.topics.for_topic(topic)

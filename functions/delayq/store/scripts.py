@@ -549,6 +549,8 @@ class Scripts:
     jobs_done = Script.load("jobs_done")
     forecast = Script.load("forecast")
     pause = Script.load("pause")
+    key_settings = Script.load("key_settings")
+    keys_walk = Script.load("keys_walk")
     dead = Script.load("dead")
     unlock = Script.load("unlock")
     layout = Script.load("layout")

@@ -2,11 +2,12 @@
 cancel: a job is gone, in whatever state it was (a done job's receipt is forgotten). A leased job that is cancelled is not retried: its
 consumer's answer later finds no lease and changes nothing.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     optional: 'pending' cancels the job only while it waits for its first run-at (delayed,
-            never attempted): a schedule's occurrence that has not started yet
-Returns 3 cancelled, -2 no such job (with 'pending': none that is pending)
+            never attempted): a schedule's occurrence that has not started yet; 'delayed', 'ready'
+            or 'dead' only while it is in that state (a bulk cancel's, listed first)
+Returns 3 cancelled, -2 no such job (with ARGV[2]: none in that state)
 ]]
 -- @include topic_keys
 -- @include meta
@@ -21,14 +22,22 @@ if not raw then
 end
 local m = meta_decode(raw)
 local state = m.state
-if ARGV[2] == 'pending' and not (state == QUEUED and m.attempts == '0' and redis.call('ZSCORE', K.delayed, id)) then
-  return -2
+local only = ARGV[2]
+if only and only ~= '' then
+  local delayed = state == QUEUED and redis.call('ZSCORE', K.delayed, id)
+  local pending = only == 'pending' and delayed and m.attempts == '0'
+  local in_state = (only == 'delayed' and delayed) or (only == 'ready' and state == QUEUED and not delayed)
+    or (only == 'dead' and state == DEAD)
+  if not (pending or in_state) then
+    return -2
+  end
 end
 if state == QUEUED then
-  unqueue(K, id)
+  unqueue(K, id, m)
 elseif state == RESERVED then
   redis.call('ZREM', K.leased, id)
   index_leased_exact(K)
+  flow_release(K, {m.key})
 elseif state == DONE then
   remove_receipt(K, id)
 else

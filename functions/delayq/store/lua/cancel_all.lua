@@ -6,10 +6,10 @@ delayed  the soonest first (ZRANGE 0 limit-1 of the delayed set)
 ready    from the head of the ready list, as a take reads it (LRANGE + LTRIM): the jobs behind keep
          their positions (includes/queue.lua), and the holes met are dropped and uncounted. An id
          whose job is no longer queued is dropped too, as the take drops it; then the fair set's jobs
-         (those with flow keys), in the order of their turns
+         (those with flow keys), in the order of their turns; then the parked (includes/flow.lua)
 dead     the oldest deaths first
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group): a topic left with no ready or
+KEYS[1..22] the topic's key group (keys.py Partition.key_group): a topic left with no ready or
             delayed job leaves the partition's topic index
 ARGV[1]     'delayed', 'ready' or 'dead'
 ARGV[2]     limit: at most this many ids (ready: jobs and holes) read in this call
@@ -41,10 +41,29 @@ if state == 'ready' then
   if holes > 0 then
     redis.call('HINCRBY', K.control, 'holes', -holes)
   end
-  if #got < limit then  -- the list is done: the fair set's jobs (those with flow keys) next
-    for _, id in ipairs(redis.call('ZRANGE', K.fair, 0, limit - #got - 1)) do
-      redis.call('ZREM', K.fair, id)
+  local room = limit - #got
+  if room > 0 then  -- the list is done: the fair set's jobs (those with flow keys) next
+    local fair = redis.call('ZRANGE', K.fair, 0, room - 1)
+    if #fair > 0 then
+      redis.call('ZREM', K.fair, unpack(fair))
+    end
+    for _, id in ipairs(fair) do
       ids[#ids + 1] = id
+    end
+    room = room - #fair
+  end
+  if room > 0 then  -- then the parked (flow.lua), key by key
+    local parked = redis.call('ZRANGE', K.parked, 0, room - 1)
+    if #parked > 0 then
+      redis.call('ZREM', K.parked, unpack(parked))
+    end
+    local keys = {}
+    for _, member in ipairs(parked) do
+      local key, id = string.match(member, '^([^|]*)|%d+|(.*)$')
+      ids[#ids + 1], keys[key] = id, true
+    end
+    for key in pairs(keys) do
+      unwake_if_none_parked(K, key)
     end
   end
   if #ids > 0 then

@@ -108,13 +108,14 @@ for n = 1, #J_id do
       code = -1
     else
       flush(gi)
-      local state = meta_decode(redis.call('HGET', w.K.meta, id)).state
+      local m = meta_decode(redis.call('HGET', w.K.meta, id))
+      local state = m.state
       if state == RESERVED then
         code = -3
       else
         code = 2
         if state == QUEUED then
-          unqueue(w.K, id)
+          unqueue(w.K, id, m)
         elseif state == DONE then
           remove_receipt(w.K, id)
           code = 1

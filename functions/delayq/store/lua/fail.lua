@@ -4,7 +4,7 @@ out). Each job goes back to the delayed set after its backoff, or to dead once i
 or at once when its failure is permanent. Only jobs still leased with the given token are touched
 (see ack.lua).
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     the topic's retries
 ARGV[2]     the topic's backoff, comma-separated ms
 then 5 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent),

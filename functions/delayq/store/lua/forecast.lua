@@ -1,7 +1,7 @@
 --[[
 forecast: how many of one topic's delayed jobs fall due in each bucket of time from now on.
 
-KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     bucket length in ms
 ARGV[2]     window in ms: the buckets cover [now, now + window), the last one cut short at its end
 Returns {now_ms, then one count per bucket}: one ZCOUNT per bucket, O(buckets * log(n))

@@ -1,7 +1,7 @@
 --[[
 inspect: read one job, consistently.
 
-KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
 Returns nil when there is no such job, else {state, meta, body, last_error}
   state  'delayed', 'ready', 'reserved', 'dead' or 'done'; last_error is nil when there is none;

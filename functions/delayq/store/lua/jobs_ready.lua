@@ -1,6 +1,7 @@
 --[[
 jobs_ready: a page of one topic's ready jobs, in the order they will be taken, after a cursor: the
-ready list's (keyless jobs), then the fair set's (jobs with flow keys, by turn).
+ready list's (keyless jobs), then the fair set's (jobs with flow keys, by turn), then the parked
+(includes/flow.lua: jobs whose key is at its limit, by key and run-at).
 
 In the list, the cursor is the position of the last job listed: positions never change while a job
 stays ready (includes/queue.lua), so the page starts at index (cursor + 1 - the head's position), and
@@ -8,15 +9,17 @@ a walk of the pages lists every job that stays ready exactly once, whatever is t
 the head, added at the tail or cancelled meanwhile. Holes are skipped. O(page + holes met); LRANGE
 reaches the index from the nearer end of the list, node by node. In the fair set, the cursor is the
 (turn, id) of the last job listed; jobs are taken in that order, so the page starts at that job's rank
-when it is still there, else after the jobs with a lower turn.
+when it is still there, else after the jobs with a lower turn. Among the parked, the cursor is the
+member of the last job listed.
 
-KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     limit: at most this many jobs
 ARGV[2]     the list cursor: position of the last job listed, '' to start at the head
 ARGV[3..4]  the fair set's cursor: turn and id of the last job listed there, '' '' while in the list
+ARGV[5]     the parked cursor: the member of the last job listed there, '' before
 Returns {more, then 5 values per job: id, place, meta, body, last_error (nil where none)}
   more   1 if jobs are left after this page
-  place  a list job's position; a fair set job's turn as 'f<turn>'
+  place  a list job's position; a fair set job's turn as 'f<turn>'; a parked job's member as 'p<member>'
 ]]
 -- @include topic_keys
 -- @include queue
@@ -31,7 +34,8 @@ if ARGV[2] ~= '' then
 end
 
 local ids, positions, more = {}, {}, 0
-local in_fair = ARGV[3] ~= ''
+local in_parked = ARGV[5] ~= ''
+local in_fair = ARGV[3] ~= '' or in_parked
 while not in_fair and index < length and more == 0 do
   local got = redis.call('LRANGE', K.ready, index, index + limit - #ids)
   for i, id in ipairs(got) do
@@ -45,7 +49,7 @@ while not in_fair and index < length and more == 0 do
   end
   index = index + #got
 end
-if more == 0 then
+if more == 0 and not in_parked then
   local start, after_turn, after_id = 0, tonumber(ARGV[3]), ARGV[4]
   if in_fair then
     local rank = redis.call('ZRANK', K.fair, after_id)
@@ -73,6 +77,19 @@ if more == 0 then
       break
     end
     start = start + want
+  end
+end
+if more == 0 then
+  local from = '-'
+  if in_parked then
+    from = '(' .. ARGV[5]
+  end
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', K.parked, from, '+', 'LIMIT', 0, limit - #ids + 1)) do
+    if #ids == limit then
+      more = 1
+      break
+    end
+    ids[#ids + 1], positions[#positions + 1] = string.match(member, '^[^|]*|%d+|(.*)$'), 'p' .. member
   end
 end
 local out = {more}

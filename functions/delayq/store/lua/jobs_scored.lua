@@ -8,7 +8,7 @@ its job has left the set or moved (its rank when it is still there with that sco
 search among the members of that score). So a job that stays in the set keeps its place relative to
 the cursor, and a walk of the pages lists it exactly once. O(log(n)^2 + page), never a scan.
 
-KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     the set: 'delayed', 'leased' or 'dead'
 ARGV[2]     'asc' (lowest score first) or 'desc' (highest first)
 ARGV[3]     limit: at most this many jobs

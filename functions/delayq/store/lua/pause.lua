@@ -3,7 +3,7 @@ pause: pause or resume one topic in this partition. While paused, the take lease
 (take.lua); everything else goes on: jobs fall due and the sweep moves them to the ready list, creates
 are accepted, leased jobs finish. Idempotent: a second pause keeps the time of the first.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group); its _topics set: a paused topic is
+KEYS[1..22] the topic's key group (keys.py Partition.key_group); its _topics set: a paused topic is
             one of the partition's topics, jobs or not
 ARGV[1]     '1' pause, '0' resume
 ARGV[2]     the topic's name

@@ -2,7 +2,7 @@
 replay: dead jobs of one topic are due again now, with their attempts reset; their last error is
 kept until they succeed.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     'ids', followed by the ids to replay (ids that are not dead are skipped), or
             'oldest', followed by a limit: replay up to that many, oldest deaths first
 Returns the number of jobs replayed; with 'oldest', call again until it returns 0.

@@ -1,7 +1,7 @@
 --[[
 reschedule: give a queued job (delayed, or ready and not yet taken) a new run-at.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 ARGV[2]     'd': ARGV[3] is a delay in ms from now; 'a': ARGV[3] is epoch ms (the past means now)
 ARGV[3]     value
@@ -35,7 +35,7 @@ if ARGV[2] == 'd' then
 elseif run_at < now then
   run_at = now
 end
-unqueue(K, id)
+unqueue(K, id, m)
 m.run_at = run_at
 redis.call('HSET', K.meta, id, meta_encode(m))
 place(K, id, run_at, now)

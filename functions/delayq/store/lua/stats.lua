@@ -2,7 +2,7 @@
 stats: how many jobs of one topic are in each state in this partition, when the next falls due,
 whether the topic is paused here, and since when the oldest due job has waited.
 
-KEYS[1..11] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms, done}
   next_run_at_ms  the earliest run-at of a delayed job, -1 if none
   paused          1 if the topic is paused (pause.lua), else 0

@@ -26,10 +26,10 @@ the consumer never got (Redis hung past the socket timeout, a connection cut aft
 can be undone by untake.lua, and a take that untake.lua already undid (it reached Redis after the
 untake) leases nothing. Without an id, each lease gets a number of the partition's counter.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group); its control hash says whether it
+KEYS[1..22] the topic's key group (keys.py Partition.key_group); its control hash says whether it
             is paused; the take keeps the partition's topic index (topic_index.lua)
-KEYS[17]    the partition's _seq counter (lease tokens of takes without an id)
-KEYS[18]    the partition's _untaken set (takes undone before they ran)
+KEYS[23]    the partition's _seq counter (lease tokens of takes without an id)
+KEYS[24]    the partition's _untaken set (takes undone before they ran)
 ARGV[1]     count
 ARGV[2]     the topic's timeout in ms, for jobs without their own
 ARGV[3]     lease grace in ms, added to the timeout
@@ -42,6 +42,10 @@ ARGV[7..8]  the topic's rate limit here, its interval and tolerance in µs (incl
             '' '' none
 ARGV[9..10] the topic's keep_done in ms and keep_done_max, for the acks that follow
 ARGV[11]    the take ahead in ms: jobs due by now + this are taken too (0: only the due)
+ARGV[12..14] every flow key's limits here (core/flows.py KeyLimits.shares, a key's own settings win):
+            concurrency, rate interval and tolerance in µs; '' where none. A topic whose keys have
+            limits takes every due job in turn (so that each is admitted or parked, flow.lua) and
+            nothing ahead
 then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
             with its take): id, lease token, started_at_ms
 Returns {now_ms, next_in_ms, dead, acked, held, then 8 values per leased job:
@@ -77,11 +81,13 @@ if take_id == '' then
 end
 -- The acks first: their workers are the ones this take fills. The lease index is set once, below.
 local keep_ms = tonumber(ARGV[9])
-local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 12, false)
+local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[10]), 15, false)
 local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
 -- The topic's control, in one read: paused, until when takes of it may have been undone
 -- (untake.lua), its rate bucket.
-local control = redis.call('HMGET', K.control, 'paused', 'untaken', 'rate_at', 'keyed', 'fair')
+local control = redis.call(
+  'HMGET', K.control, 'paused', 'untaken', 'rate_at', 'keyed', 'fair', 'flows', 'held', 'busy', 'parked'
+)
 local keyed, waiting_turns = control[4] ~= false, control[5] ~= false
 if take_id and control[2] then
   if redis.call('ZREM', KEYS[KEY_GROUP_SIZE + 2], take_id) == 1 then
@@ -109,6 +115,16 @@ if ARGV[7] ~= '' then
     count, held = bucket.allowed, true
   end
 end
+-- The flow keys' limits, if any can apply: then every due job is taken in turn, admitted or parked.
+local limits = nil
+if keyed then
+  local defaults = {concurrency = tonumber(ARGV[12]), interval = tonumber(ARGV[13]), tolerance = tonumber(ARGV[14])}
+  local flows = {flows = control[6], held = control[7], busy = control[8], parked = control[9]}
+  limits = flow_open(K, flows, defaults, now, now_us)
+  if limits then
+    horizon = now
+  end
+end
 local dead = {}
 local ids, turns = {}, nil
 local started = 0  -- jobs leased: the starts the rate's bucket spends
@@ -125,14 +141,19 @@ local function take_in_turn(due)
     moved = moved + #more
     push_ready(K, more, now)
   end
+  if limits then
+    flow_unpark(limits, count - #ids, function(_, back, keys)
+      push_ready_head(K, back, now, keys)
+    end)
+  end
   local taken
-  taken, turns = take_fair(K, count - #ids)
+  taken, turns = take_fair(K, count - #ids, limits)
   for _, id in ipairs(taken) do
     ids[#ids + 1] = id
   end
 end
 
-if count > 0 and waiting_turns then
+if count > 0 and (waiting_turns or limits) then
   take_in_turn({})  -- jobs with keys are waiting their turn: those falling due join them first
 elseif count > 0 then
   ids = take_ready(K, count)
@@ -150,7 +171,7 @@ elseif count > 0 then
   end
 end
 local from_delayed = 0
-if #ids < count then
+if #ids < count and not limits then
   -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
   -- delayed set, earliest first, after the ready ones (they fell due later).
   for _, id in ipairs(take_due(K, horizon, count - #ids)) do
@@ -164,7 +185,7 @@ if #ids > 0 then
   local seq = not take_id and redis.call('INCRBY', KEYS[KEY_GROUP_SIZE + 1], #ids) - #ids
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   local bodies = redis.call('HMGET', K.bodies, unpack(ids))
-  local leases, updates, put_back, keys, put_back_keys = {}, {}, {}, {}, {}
+  local leases, updates, put_back, keys, put_back_keys, leased_keys = {}, {}, {}, {}, {}, {}
   local topic_timeout, grace = tonumber(ARGV[2]), tonumber(ARGV[3])
   for i, id in ipairs(ids) do
     -- Only a queued job is taken: its meta is 'q|attempts|run_at|enqueued_at||overrides'. Matched as
@@ -209,6 +230,9 @@ if #ids > 0 then
           token = tostring(seq)
         end
         attempts = attempts + 1
+        if key ~= '' then
+          leased_keys[key] = (leased_keys[key] or 0) + 1
+        end
         local n = #leases
         leases[n + 1], leases[n + 2] = from + timeout + grace, id
         n = #updates
@@ -240,6 +264,9 @@ if #ids > 0 then
   if turns then
     forget_turns(K, ids, keys, turns)
   end
+  if limits then
+    flow_commit(limits, leased_keys)
+  end
 end
 
 if acked > 0 then
@@ -254,6 +281,12 @@ if from_delayed > 0 or moved > 0 then
   next_at = index_delayed_exact(K)
 else
   next_at = first_score(K.delayed)
+end
+if limits then  -- a key parked until a time: its jobs are due again then
+  local woken = first_score(K.wake)
+  if woken and woken ~= math.huge and (not next_at or woken < next_at) then
+    next_at = woken
+  end
 end
 if next_at then
   out[2] = math.max(0, next_at - now)

@@ -11,8 +11,8 @@ leased nothing yet is recorded in the partition's _untaken set, so that the take
 after all, leases nothing (take.lua); the topic's control 'untaken' says until when its takes must
 look there. Records older than a day are dropped.
 
-KEYS[1..16] the topic's key group (keys.py Partition.key_group)
-KEYS[17]    the partition's _untaken set: take id -> when it was undone (ms)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
+KEYS[23]    the partition's _untaken set: take id -> when it was undone (ms)
 ARGV        take ids
 Returns the number of jobs put back.
 ]]
@@ -53,9 +53,10 @@ for first = 1, #leased, CHUNK do
   end
 end
 
-local readied, readied_keys = {}, {}
+local readied, readied_keys, released = {}, {}, {}
 for _, job in ipairs(back) do  -- at the head in the order of the leased set (their deadlines)
   local m = meta_decode(job.meta)
+  released[#released + 1] = m.key
   m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
   redis.call('HSET', K.meta, job.id, meta_encode(m))
   redis.call('ZREM', K.leased, job.id)
@@ -69,6 +70,7 @@ if #readied > 0 then
   push_ready_head(K, readied, now, readied_keys)
 end
 if #back > 0 then
+  flow_release(K, released)
   index_leased_exact(K)
 end
 

@@ -12,6 +12,7 @@
 -- @include time
 -- @include receipts
 -- @include topic_index
+-- @include flow
 
 local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
@@ -28,7 +29,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
     return 0
   end
   local suffix = ':' .. now  -- each receipt's lease field: 'started_at:done_at'
-  local done, receipts = {}, {}
+  local done, receipts, keys = {}, {}, {}
   local length = nil  -- the done list's, once the receipts are pushed
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   for i, id in ipairs(ids) do
@@ -40,6 +41,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
       local at = first + 3 * (i - 1)
       if token == ARGV[at + 1] then
         done[#done + 1] = id
+        keys[#keys + 1] = overrides_key(string.sub(overrides, 2))  -- '|retries|...'
         if keep_ms > 0 then
           receipts[#receipts + 1] = id
           receipts[#receipts + 1] = DONE .. head .. ARGV[at + 2] .. suffix .. overrides
@@ -49,6 +51,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
   end
   if #done > 0 then
     redis.call('ZREM', K.leased, unpack(done))
+    flow_release(K, keys)
     redis.call('HDEL', K.bodies, unpack(done))
     redis.call('HDEL', K.errors, unpack(done))
     if reindex then

@@ -40,6 +40,11 @@ local function overrides_key(overrides)
   return string.match(overrides, '^[^|]*|[^|]*|[^|]*|(.+)$') or ''
 end
 
+-- The flow key of a job by its meta, without a decode; '' for none.
+local function meta_key(raw)
+  return string.match(raw, '^%a|%d+|%d+|%d+|[^|]*|[^|]*|[^|]*|[^|]*|(.+)$') or ''
+end
+
 -- The lease token of a meta if the job is leased, else nil: what ack and fail check, without a decode.
 -- A token is a number of the partition's counter, or the id of the consumer's take (take.lua).
 local function meta_lease(raw)

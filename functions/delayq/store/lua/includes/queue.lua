@@ -17,11 +17,15 @@
 -- keyless ready list takes part as one key more (take_fair). A topic that never had a job with a key
 -- has no fair set; control 'keyed' marks one that did, and control 'fair' one whose fair set holds jobs.
 
+-- A key held to its limits (flow.lua) has its jobs that cannot start yet parked aside: they are
+-- ready still (counted, listed, cancelled as such) and keep the topic in the ready index.
+
 -- @include time
+-- @include meta
 -- @include topic_index
+-- @include flow
 
 local HOLE = ''  -- no job id is empty
-local KEY_IN_META = '^%a|%d+|%d+|%d+|[^|]*|[^|]*|[^|]*|[^|]*|(.+)$'
 
 -- The flow key of each of `ids` ('' for none), from their metas; nil when the topic never had a
 -- job with a key (none of them has one).
@@ -31,7 +35,7 @@ local function keys_of(K, ids)
   end
   local keys = {}
   for i, raw in ipairs(redis.call('HMGET', K.meta, unpack(ids))) do
-    keys[i] = raw and string.match(raw, KEY_IN_META) or ''
+    keys[i] = raw and meta_key(raw) or ''
   end
   return keys
 end
@@ -115,29 +119,34 @@ local function push_ready_head(K, ids, now, keys)
   index_ready(K, now)
 end
 
--- How many jobs are ready: the list's (but its holes) and the fair set's.
+-- How many jobs are ready: the list's (but its holes), the fair set's and the parked.
 local function ready_count(K, holes)
   return redis.call('LLEN', K.ready) - (holes or tonumber(redis.call('HGET', K.control, 'holes')) or 0)
-    + redis.call('ZCARD', K.fair)
+    + redis.call('ZCARD', K.fair) + redis.call('ZCARD', K.parked)
 end
 
--- With the ready list and the fair set both empty, the topic leaves the ready index and its keys'
--- turns (all past) go.
+-- With the ready list and the fair set both empty, the topic's keys' turns (all past) go, and it
+-- leaves the ready index unless jobs are parked.
 local function unindex_if_none_ready(K)
   local listed = redis.call('LLEN', K.ready)
   if redis.call('ZCARD', K.fair) == 0 then
     redis.call('HDEL', K.control, 'fair')
     redis.call('DEL', K.turns)
-    if listed == 0 then
+    if listed == 0 and redis.call('ZCARD', K.parked) == 0 then
       redis.call('ZREM', K.ready_index, K.name)
     end
   end
 end
 
 -- Takes a job out of the ready list: popped when it is the head, else left as a hole; or out of the
--- fair set.
-local function remove_ready(K, id)
+-- fair set, or of the parked (`m`: its decoded meta, for its key and run-at).
+local function remove_ready(K, id, m)
   if redis.call('ZREM', K.fair, id) == 1 then
+    unindex_if_none_ready(K)
+    return
+  end
+  if m and m.key ~= '' and redis.call('ZREM', K.parked, parked_member(m.key, m.run_at, id)) == 1 then
+    unwake_if_none_parked(K, m.key)
     unindex_if_none_ready(K)
     return
   end
@@ -185,29 +194,58 @@ local function take_ready(K, count, others)
 end
 
 -- Up to `count` ready jobs in fair order: the fair set's by turn, and the keyless ready list's as one
--- key more, whose jobs take the turns after the topic's. Returns their ids, keyless first, and the
--- turn of each keyed one (by id): what forget_turns needs.
-local function take_fair(K, count)
+-- key more, whose jobs take the turns after the topic's. With the limits `L` (flow.lua), a keyed job
+-- whose key has no room is parked instead, and the set is read on past it (at most FAIR_SCAN jobs
+-- parked per take). Returns their ids, keyless first, and the turn of each keyed one (by id): what
+-- forget_turns needs.
+local FAIR_SCAN = 1000
+local function take_fair(K, count, L)
   local turn = tonumber(redis.call('HGET', K.control, 'turn')) or 0
-  local fair = redis.call('ZRANGE', K.fair, 0, count - 1, 'WITHSCORES')
   local listed = redis.call('LLEN', K.ready)  -- holes included: take_ready may find fewer
-  local plain, keyed, turns = 0, {}, {}
-  local next_plain, i = turn + 1, 1
+  local plain, keyed, turns, parked, gone = 0, {}, {}, {}, {}
+  local next_plain, i, read, more = turn + 1, 1, 0, true
+  local fair, metas = {}, nil
   while plain + #keyed < count do
-    local at = fair[2 * i] and tonumber(fair[2 * i])
+    if 2 * i > #fair and more and #parked < FAIR_SCAN then  -- every job read is used: read on
+      local want = count - plain - #keyed
+      fair = redis.call('ZRANGE', K.fair, read, read + want - 1, 'WITHSCORES')
+      read, i, more = read + #fair / 2, 1, #fair == 2 * want
+      if L and #fair > 0 then
+        local ids = {}
+        for n = 1, #fair, 2 do
+          ids[#ids + 1] = fair[n]
+        end
+        metas = redis.call('HMGET', K.meta, unpack(ids))
+      end
+    end
+    local id, at = fair[2 * i - 1], fair[2 * i] and tonumber(fair[2 * i])
     if plain < listed and (not at or next_plain <= at) then
       plain, next_plain = plain + 1, next_plain + 1
     elseif at then
-      keyed[#keyed + 1] = fair[2 * i - 1]
-      turns[fair[2 * i - 1]] = at
-      turn = math.max(turn, at)
+      gone[#gone + 1] = id
+      local raw = metas and metas[i]
+      local key = raw and meta_key(raw) or ''
+      local admitted, wake = true, nil
+      if L and key ~= '' then
+        admitted, wake = flow_admit(L, key)
+      end
+      if admitted then
+        keyed[#keyed + 1] = id
+        turns[id] = at
+        turn = math.max(turn, at)
+      else
+        parked[#parked + 1] = {id = id, key = key, run_at = string.match(raw, '^%a|%d+|(%d+)|'), wake = wake}
+      end
       i = i + 1
     else
       break
     end
   end
-  if #keyed > 0 then
-    redis.call('ZREM', K.fair, unpack(keyed))
+  if #gone > 0 then
+    redis.call('ZREM', K.fair, unpack(gone))
+  end
+  if #parked > 0 then
+    flow_park(L, parked)
   end
   local ids = take_ready(K, plain, true)  -- the index is unindex_if_none_ready's, below
   if plain > 0 then
@@ -263,9 +301,10 @@ local function place(K, id, run_at, now, key)
   end
 end
 
-local function unqueue(K, id)
+-- Takes a queued job (`m`: its decoded meta) out of wherever it waits.
+local function unqueue(K, id, m)
   if redis.call('ZREM', K.delayed, id) == 0 then
-    remove_ready(K, id)
+    remove_ready(K, id, m)
   else
     index_delayed_exact(K)
   end

@@ -62,17 +62,17 @@ local function index_leased_exact(K)
   return index_exact(K, K.leased_index, K.leased)
 end
 
--- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list) and is
--- not paused leaves the partition's _topics and its index, and its control hash goes too unless its
+-- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list), is
+-- not paused and has no key with settings or a hold leaves the partition's _topics and its index, and its control hash goes too unless its
 -- rate bucket is still refilling or a take of it was undone in the last day (untake.lua): a topic name
 -- used once costs nothing once its jobs are gone.
 local function forget_topic_if_empty(K)
   if redis.call('HLEN', K.meta) > 0 or redis.call('LLEN', K.ready) > 0 then
     return
   end
-  local control = redis.call('HMGET', K.control, 'paused', 'rate_at', 'untaken')
-  if control[1] then
-    return
+  local control = redis.call('HMGET', K.control, 'paused', 'rate_at', 'untaken', 'flows', 'held')
+  if control[1] or control[4] or (control[5] and redis.call('EXISTS', K.held) == 1) then
+    return  -- paused, or keys with settings or holds (flow.lua): what the next jobs must find
   end
   redis.call('SREM', K.topics, K.name)
   for _, index in ipairs({K.delayed_index, K.leased_index, K.ready_index, K.receipts_index}) do
