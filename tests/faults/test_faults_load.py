@@ -33,7 +33,12 @@ def test_3_sweepers_4_consumers_20000_jobs(tmp_path: Path) -> None:
     deliveries = tmp_path / "deliveries.jsonl"
     rng = random.Random(5)
     with RedisServer() as server:
-        topics = topics_json(**{topic: {"timeout": 30, "concurrency": 16, "batch": 100} for topic in TOPICS})
+        # Flow keys' limits in two topics: a concurrency per key (its leases counted through kill-free
+        # handovers and four consumers' acks) and a rate per key.
+        limits = {"load-a": {"key_concurrency": 2}, "load-c": {"key_rate": 20}}
+        topics = topics_json(
+            **{topic: {"timeout": 30, "concurrency": 16, "batch": 100, **limits.get(topic, {})} for topic in TOPICS}
+        )
         env = loop_env(server.url, "faults", topics, deliveries, partitions=PARTITIONS)
         queue = make_queue(env)
         client = server.client()
@@ -51,7 +56,8 @@ def test_3_sweepers_4_consumers_20000_jobs(tmp_path: Path) -> None:
             consumers = [fleet.consumer(f"consumer-{i + 1}") for i in range(4)]
             time.sleep(1.0)  # all seven up
             began = time.monotonic()
-            # Every other job has a flow key (50 tenants): the fair set, raced by four consumers.
+            # Every other job has a flow key (50 tenants): the fair set, raced by four consumers, and in
+            # load-a and load-c held to their keys' limits (parked, and back).
             results = queue.enqueue_many(
                 {
                     "topic": TOPICS[i % len(TOPICS)],

@@ -181,6 +181,26 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
         ),
         "'bad\\n' is not a valid id",
     ),
+    (
+        "a parked job that is not its job",
+        lambda s, k, ns: (_zadd(s, k["parked"], "acme|000000000000001|seed-dead", 0), _zadd(s, k["wake"], "acme", 0)),
+        "parked 'acme|000000000000001|seed-dead' does not match",
+    ),
+    (
+        "a wake time for a key with nothing parked",
+        lambda s, k, ns: _zadd(s, k["wake"], "acme", 0),
+        "keys with a wake time ['acme'] are not those parked []",
+    ),
+    (
+        "a key's leases miscounted",
+        lambda s, k, ns: (s[k["control"]][1].update({"busy": "1"}), s.update({k["busy"]: ("hash", {"acme": "2"})})),
+        "busy {'acme': 2} does not count",
+    ),
+    (
+        "key settings the control does not know of",
+        lambda s, k, ns: s.update({k["flows"]: ("hash", {"acme": "1||||1||"})}),
+        "control 'flows' is not set exactly",
+    ),
     ("a stray key", lambda s, k, ns: s.update({f"{ns}:other": ("string", "x")}), "stray key '{ns}:other'"),
     (
         "a topic key of another kind",
