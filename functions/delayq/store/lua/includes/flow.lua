@@ -181,14 +181,16 @@ local function parked_of(K, key, limit)
   return ids, members
 end
 
--- Forgets `key`'s wake time once it has no parked job (and control 'parked' with the last).
+-- Forgets `key`'s wake time once it has no parked job (and control 'parked' with the last); true if so.
 local function unwake_if_none_parked(K, key)
-  if #parked_of(K, key, 1) == 0 then
-    redis.call('ZREM', K.wake, key)
-    if redis.call('ZCARD', K.wake) == 0 then
-      redis.call('HDEL', K.control, 'parked')
-    end
+  if #parked_of(K, key, 1) > 0 then
+    return false
   end
+  redis.call('ZREM', K.wake, key)
+  if redis.call('ZCARD', K.wake) == 0 then
+    redis.call('HDEL', K.control, 'parked')
+  end
+  return true
 end
 
 -- The parked jobs of the keys whose wake time has come, as many as each key has room for and at most
@@ -199,6 +201,9 @@ local function flow_unpark(L, room, push_head)
   local K = L.K
   local ids, keys = {}, {}
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', K.wake, '-inf', L.now, 'LIMIT', 0, FLOW_UNPARK_KEYS)) do
+    if #ids >= room then
+      break  -- the others keep their wake time: the next take looks at them
+    end
     local n, wake = flow_room(L, key)
     n = math.min(n, room - #ids)
     if n > 0 then
@@ -209,11 +214,9 @@ local function flow_unpark(L, room, push_head)
           ids[#ids + 1], keys[#keys + 1] = id, key
         end
       end
-      unwake_if_none_parked(K, key)
-    elseif #parked_of(K, key, 1) == 0 then
-      unwake_if_none_parked(K, key)
-    else
-      redis.call('ZADD', K.wake, wake or L.now, key)
+    end
+    if not unwake_if_none_parked(K, key) and n <= 0 then
+      redis.call('ZADD', K.wake, wake, key)  -- no room: when it may have some
     end
   end
   if #ids > 0 then
