@@ -163,7 +163,8 @@ def test_job_lists_document_their_state_and_cursor(doc: dict[str, Any]):
     assert params["state"]["required"] is True
     assert params["state"]["schema"]["enum"] == ["delayed", "ready", "reserved", "dead", "done"]
     assert params["cursor"]["required"] is False
-    assert set(params) == {"topic", "state", "limit", "cursor"}
+    assert params["key"]["required"] is False  # one flow key's only
+    assert set(params) == {"topic", "state", "limit", "cursor", "key"}
 
 
 def test_forecast_documents_its_window(doc: dict[str, Any]):

@@ -26,6 +26,7 @@ from delayq.surfaces.api import (
     TopicOut,
     TopicPageOut,
 )
+from delayq.surfaces.api.schemas import KeyOut, KeyPageOut
 
 from support.api import Api, assert_model, check_reply
 from support.events import EVENTS, FakeContext, load_event
@@ -35,6 +36,7 @@ SAMPLES = {
     "delete_topic_jobs",
     "delete_job",
     "delete_schedule",
+    "delete_topic_key",
     "get_dead",
     "get_health",
     "get_job",
@@ -44,6 +46,8 @@ SAMPLES = {
     "get_topic",
     "get_topic_forecast",
     "get_topic_jobs",
+    "get_topic_key",
+    "get_topic_keys",
     "get_topics",
     "patch_job",
     "post_dead_replay",
@@ -54,6 +58,7 @@ SAMPLES = {
     "post_topic_resume",
     "put_job",
     "put_schedule",
+    "put_topic_key",
 }
 FORMATS = ["api", "api/v2"]  # the sample directories: payload 1.0, payload 2.0
 
@@ -167,6 +172,25 @@ def test_samples_in_order_answer_their_success_status(api: Api, where: str):
     status, data = sample("post_topic_resume")
     assert (status, data) == (200, {"paused": False})
     assert api.stats("orders")["paused"] is False
+
+    # a flow key's settings: PUT, GET, the topic's keys, DELETE (back to the topic's defaults)
+    status, data = sample("put_topic_key")
+    assert status == 200, data
+    assert_model(KeyOut, data)
+    settings = json.loads(load_event(f"{where}/put_topic_key")["body"])
+    assert (data["key"], data["concurrency"], data["rate"], data["paused"]) == (
+        "tenant-42", settings["concurrency"], settings["rate"], False
+    )  # fmt: skip
+    assert (data["delayed"], data["ready"], data["reserved"], data["held_until_ms"]) == (0, 0, 0, None)
+    status, shown = sample("get_topic_key")
+    assert (status, shown) == (200, data)
+    status, listed = sample("get_topic_keys")
+    assert (status, listed) == (200, {"keys": [data], "next": None})
+    assert_model(KeyPageOut, listed)
+    status, data = sample("delete_topic_key")
+    assert (status, data) == (204, None)
+    assert sample("get_topic_keys") == (200, {"keys": [], "next": None})
+    assert sample("get_topic_key")[1]["concurrency"] is None
 
     # close-1042 falls due, is taken and fails for good: the dead list shows it
     status, data = sample("get_dead")

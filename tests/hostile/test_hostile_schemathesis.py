@@ -82,4 +82,8 @@ def test_the_schema_has_every_route():
         "POST /topics/{topic}/pause",
         "POST /topics/{topic}/resume",
         "DELETE /topics/{topic}/jobs",
+        "GET /topics/{topic}/keys",
+        "GET /topics/{topic}/keys/{key}",
+        "PUT /topics/{topic}/keys/{key}",
+        "DELETE /topics/{topic}/keys/{key}",
     }

@@ -672,7 +672,8 @@ CONTRACT_REQUESTS = (
     "POST /topics/orders/dead/replay", "DELETE /topics/orders/dead", "GET /topics/orders/forecast",
     "POST /topics/orders/pause", "POST /topics/orders/resume", "PUT /schedules/orders/daily",
     "GET /schedules/orders/daily", "DELETE /schedules/orders/daily", "GET /schedules", "GET /health",
-    "GET /openapi.json",
+    "GET /openapi.json", "GET /topics/orders/keys", "GET /topics/orders/keys/acme", "PUT /topics/orders/keys/acme",
+    "DELETE /topics/orders/keys/acme",
 )  # fmt: skip
 NOT_ROUTES = ("GET /", "GET /admin", "HEAD /jobs", "OPTIONS /jobs/orders/job-1", "POST /health", "PUT /jobs")
 

@@ -284,7 +284,7 @@ def test_topics_empty_means_none():
         ('{"orders": {"target": "x", "batch": 0}}', "topic 'orders': batch:"),
         ('{"orders": {"target": "x", "batch": 1001}}', "topic 'orders': batch:"),
         ('{"orders": {"target": "x", "concurrency": 0}}', "topic 'orders': concurrency:"),
-        ('{"orders": {"target": "x", "rate": 0}}', "topic 'orders': rate: .*greater than 0"),
+        ('{"orders": {"target": "x", "rate": 0}}', "topic 'orders': rate: .*greater than or equal to 0.0001"),
         ('{"orders": {"target": "x", "rate": -5}}', "topic 'orders': rate:"),
         ('{"orders": {"target": "x", "rate": 100001}}', "topic 'orders': rate: .*less than or equal"),
         ('{"orders": {"target": "x", "rate": "50"}}', "topic 'orders': rate:"),

@@ -17,6 +17,7 @@ from .errors import InvalidField
 
 MAX_KEY_CONCURRENCY = 100_000
 MAX_RATE = 100_000  # starts per second of one topic or key: far beyond what one Redis partition takes
+MIN_RATE = 0.0001  # one start every 10,000 s: a bucket's interval stays a whole number of µs
 LIMIT_FIELDS = ("concurrency", "rate", "burst", "paused")
 
 
@@ -108,8 +109,8 @@ def _checked(name: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidField(name, "must be a number, or null")
     if name == "rate":
-        if not 0 < value <= MAX_RATE:
-            raise InvalidField(name, f"must be above 0 and at most {MAX_RATE}, or null")
+        if not MIN_RATE <= value <= MAX_RATE:
+            raise InvalidField(name, f"must be from {MIN_RATE} to {MAX_RATE}, or null")
         return float(value)
     most = MAX_KEY_CONCURRENCY if name == "concurrency" else MAX_RATE
     if not isinstance(value, int) or not 1 <= value <= most:

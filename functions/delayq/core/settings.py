@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
-from .flows import MAX_KEY_CONCURRENCY, MAX_RATE, KeyLimits, rate_share
+from .flows import MAX_KEY_CONCURRENCY, MAX_RATE, MIN_RATE, KeyLimits, rate_share
 from .models import TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
 from .urls import parse_redis_url
@@ -85,10 +85,10 @@ class TopicConfig(BaseModel):
     error_detail: bool = False
     keep_done: int = Field(default=3600, ge=0, le=MAX_DELAY_MS // 1000)
     keep_done_max: int = Field(default=10_000, ge=1, le=10_000_000)
-    rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
     key_concurrency: int | None = Field(default=None, ge=1, le=MAX_KEY_CONCURRENCY)
-    key_rate: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    key_rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     key_burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
 
     @field_validator("burst", "key_burst")

@@ -11,6 +11,9 @@
     delayq resume   TOPIC                                         ... until this
     delayq forecast TOPIC [--minutes N] [--bucket S]              delayed jobs falling due, as a bar chart
     delayq schedules [TOPIC [NAME]]                               recurring schedules, or one with its next runs
+    delayq keys     TOPIC [--limit N] [--cursor C | --all]        a topic's flow keys: counts, limits, holds
+    delayq key      TOPIC KEY [--pause | --resume] [--concurrency N] [--rate R] [--burst B] [--reset]
+                                                                  one flow key, its settings changed first
 
 Tables for people by default (times in ISO-8601 UTC, bodies and errors cut short); ``--json`` prints
 exactly what the matching HTTP route answers (the same ``to_dict`` and ``answers``), errors too; with
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from delayq.core.errors import DelayqError, InvalidField, RedisUnavailable
+from delayq.core.flows import KeyPage, KeyState
 from delayq.core.job import STATES, DeadJob, JobInfo, TopicStats
 from delayq.core.recurring import ScheduleInfo
 from delayq.core.schedule import iso_utc
@@ -48,7 +52,7 @@ from delayq.store.queue import Queue
 from . import answers
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
-Page = TypeVar("Page", JobPage, TopicPage)
+Page = TypeVar("Page", JobPage, TopicPage, KeyPage)
 SHORT_BODY = 40  # characters of a body in a table
 SHORT_ERROR = 60  # of a last error
 BAR_WIDTH = 50  # characters of the forecast's longest bar
@@ -378,6 +382,95 @@ def calendar(info: ScheduleInfo) -> str:
     return printable(info.schedule.cron or "") if every is None else f"every {every}s"
 
 
+# ------------------------------------------------------------------------------------ flow keys
+
+CLEAR = ("none", "null")  # what ``--concurrency``, ``--rate`` and ``--burst`` take to clear a key's own setting
+KEY_NUMBERS = ("concurrency", "rate", "burst")
+
+
+def keys(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found: list[KeyState] = []
+    following = None
+    for page in _pages(lambda cursor: queue.flow_keys(args.topic, args.limit, cursor), args):
+        if printer.as_json:
+            printer.json(page.to_dict())
+        found += page.keys
+        following = page.next
+    if printer.as_json:
+        return OK if found else NOTHING
+    rows = [
+        [printable(state.key), str(state.delayed), str(state.ready), str(state.reserved), *_limits(state),
+         "yes" if state.limits.paused else "no", when(state.held_until_ms)]
+        for state in found
+    ]  # fmt: skip
+    headers = ["KEY", "DELAYED", "READY", "RESERVED", "CONCURRENCY", "RATE", "BURST", "PAUSED", "HELD UNTIL"]
+    printer.table_or(f"no keys in {args.topic}", headers, rows, right=(1, 2, 3, 4, 5, 6))
+    _more(printer, following)
+    return OK if found else NOTHING
+
+
+def key(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    """Shows one key; ``--reset`` first clears its own settings and hold, then the settings given are
+    written in one ``set_key``, and the key is shown as they leave it."""
+    changes: dict[str, Any] = {name: _key_number(name, getattr(args, name)) for name in KEY_NUMBERS}
+    changes = {name: value for name, value in changes.items() if value is not _UNSET}
+    if args.paused is not None:
+        changes["paused"] = args.paused
+    if args.reset:
+        queue.reset_key(args.topic, args.key)
+    state = queue.set_key(args.topic, args.key, **changes) if changes else queue.key(args.topic, args.key)
+    if printer.as_json:
+        printer.json(state.to_dict())
+        return OK
+    concurrency, rate, burst = _limits(state, unlimited="unlimited")
+    fields = [
+        ("topic", args.topic),
+        ("key", printable(state.key)),
+        ("jobs", f"{state.delayed} delayed, {state.ready} ready, {state.reserved} reserved"),
+        ("concurrency", concurrency if state.limits.concurrency is None else f"{concurrency} at once"),
+        ("rate", rate if state.limits.rate is None else f"{rate} starts/s, burst {burst}"),
+        ("paused", "yes: no job of it starts until --resume" if state.limits.paused else "no"),
+        ("held until", when(state.held_until_ms) + (" (a receiver's Retry-After)" if state.held_until_ms else "")),
+    ]
+    for name, value in fields:
+        printer.line(f"{name:<12} {value}")
+    return OK
+
+
+class _Unset:
+    pass
+
+
+_UNSET: Any = _Unset()
+
+
+def _key_number(name: str, value: str | None) -> Any:
+    """``--concurrency``, ``--rate`` or ``--burst`` as ``set_key`` takes it: a number (``set_key``
+    checks its range), None for ``none`` (back to the topic's), ``_UNSET`` when not given."""
+    if value is None:
+        return _UNSET
+    if value.strip().lower() in CLEAR:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    raise InvalidField(name, f"must be a number, or none (the topic's setting again), not {value!r}")
+
+
+def _limits(state: KeyState, unlimited: str = "-") -> list[str]:
+    """The concurrency, rate and burst in force for the key, as people read them; the burst of a rate
+    without one is the rate."""
+    limits = state.limits
+    burst = limits.burst if limits.burst is not None or limits.rate is None else limits.rate
+    return [unlimited if value is None else _number(value) for value in (limits.concurrency, limits.rate, burst)]
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 # ------------------------------------------------------------------------------------ the parser
 
 
@@ -416,6 +509,15 @@ COMMANDS: dict[str, Command] = {
     "schedules": Command(schedules, "recurring schedules, or one with its next runs", "Every schedule (of TOPIC, if "
                          "given) with its calendar and next run; with TOPIC and NAME, that schedule whole, with its "
                          "next five runs. GET /schedules, GET /schedules/{topic}/{name}."),
+    "keys": Command(keys, "a topic's flow keys: counts, limits, holds", "The topic's flow keys holding jobs, "
+                    "settings or a hold, by name: each key's jobs by state, the concurrency, rate and burst in force "
+                    "for it ('-' where unlimited), whether it is paused, and until when a receiver's Retry-After "
+                    "holds it. Counting walks the topic's jobs. GET /topics/{topic}/keys."),
+    "key": Command(key, "one flow key, its settings changed first", "One flow key of the topic, as 'keys' shows "
+                   "it. With --pause, --resume, --concurrency, --rate or --burst, those of the key's own settings are "
+                   "written first (at once, in one call; 'none' gives a setting back to the topic's key_* config), "
+                   "and every consumer applies them from its next take; with --reset, the key's own settings and "
+                   "hold are cleared before that. GET, PUT and DELETE /topics/{topic}/keys/{key}."),
 }  # fmt: skip
 
 
@@ -429,6 +531,8 @@ def add_commands(commands: Any) -> None:
         if name == "schedules":
             parser.add_argument("topic", metavar="TOPIC", nargs="?", help="only this topic's schedules")
             parser.add_argument("name", metavar="NAME", nargs="?", help="this schedule, whole")
+        elif name == "key":
+            _key_options(parser)
         elif name != "topics":
             parser.add_argument("topic", metavar="TOPIC")
         if name == "job":
@@ -438,9 +542,9 @@ def add_commands(commands: Any) -> None:
         if name == "cancel":
             parser.add_argument("--state", required=True, choices=CANCELLABLE, help="which of the topic's jobs")
             parser.add_argument("--yes", action="store_true", help="cancel without asking first")
-        if name in ("topics", "jobs", "dead"):
+        if name in ("topics", "jobs", "dead", "keys"):
             parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
-        if name in ("topics", "jobs"):
+        if name in ("topics", "jobs", "keys"):
             where = parser.add_mutually_exclusive_group()
             where.add_argument("--cursor", help="start after the previous page's 'next'")
             where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
@@ -449,6 +553,18 @@ def add_commands(commands: Any) -> None:
         if name == "forecast":
             parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
             parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")
+
+
+def _key_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("key", metavar="KEY")
+    pausing = parser.add_mutually_exclusive_group()
+    pausing.add_argument("--pause", dest="paused", action="store_const", const=True, help="no job of the key starts")
+    pausing.add_argument("--resume", dest="paused", action="store_const", const=False, help="undo --pause")
+    parser.add_argument("--concurrency", metavar="N", help="jobs of the key reserved at once (none: the topic's)")
+    parser.add_argument("--rate", metavar="R", help="starts of the key's jobs per second (none: the topic's)")
+    parser.add_argument("--burst", metavar="B", help="starts allowed at once above the rate (none: the topic's)")
+    parser.add_argument("--reset", action="store_true", help="first clear the key's own settings and its hold")
 
 
 def run(args: argparse.Namespace, *, queue: Queue | None = None, out: TextIO | None = None) -> int:

@@ -21,6 +21,7 @@ from delayq.core.errors import DelayqError, InvalidField, MalformedRequest, Redi
 from delayq.core.job import EnqueueResult, JobState, Scheduled
 from delayq.core.models import (
     ID_PATTERN,
+    KEY_PATTERN,
     MAX_BATCH,
     TOPIC_PATTERN,
     Batch,
@@ -59,6 +60,9 @@ from .schemas import (
     HealthOut,
     JobOut,
     JobPageOut,
+    KeyOut,
+    KeyPageOut,
+    KeySettings,
     PausedOut,
     PurgedOut,
     ReplayedOut,
@@ -87,6 +91,8 @@ Cursor = Annotated[
 State = Annotated[JobState, Query(description="Which of the topic's jobs")]
 CancelState = Annotated[CancellableState, Query(description="Which of the topic's jobs to cancel")]
 NamePath = Annotated[str, Path(pattern=SCHEDULE_NAME_PATTERN, description="Schedule name")]
+KeyPath = Annotated[str, Path(pattern=KEY_PATTERN, description="Flow key")]
+KeyQuery = Annotated[str | None, Query(pattern=KEY_PATTERN, description="Only the jobs of this flow key")]
 # Powertools keeps the request being resolved in class and instance attributes: one request at a time
 # per process (a Lambda serves one anyway; the local stack's server has a thread per connection).
 ONE_AT_A_TIME = threading.Lock()
@@ -266,18 +272,25 @@ def list_topics(request: Request, limit: Limit = DEFAULT_LIMIT, cursor: Cursor =
     responses=responses(200, JobPageOut, 404, words={404: NO_TOPIC}),
 )
 def list_jobs(
-    request: Request, topic: TopicPath, state: State, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+    request: Request,
+    topic: TopicPath,
+    state: State,
+    *,
+    limit: Limit = DEFAULT_LIMIT,
+    cursor: Cursor = None,
+    key: KeyQuery = None,
 ) -> Response[Any]:
-    return _json(200, _queue(request).jobs(topic, state, limit, cursor).to_dict())
+    return _json(200, _queue(request).jobs(topic, state, limit, cursor, key).to_dict())
 
 
 @router.delete(
     "/topics/<topic>/jobs",
-    summary="Cancel every job of the topic in one state (delayed, ready or dead), a bounded batch per Redis call",
+    summary="Cancel every job of the topic in one state (delayed, ready or dead), or of one flow key in it, a bounded "
+    "batch per Redis call",
     responses=responses(200, CancelledOut, 404, words={404: NO_TOPIC}),
 )
-def cancel_jobs(request: Request, topic: TopicPath, state: CancelState) -> Response[Any]:
-    return _json(200, answers.cancelled(_queue(request).cancel_all(topic, state)))
+def cancel_jobs(request: Request, topic: TopicPath, state: CancelState, key: KeyQuery = None) -> Response[Any]:
+    return _json(200, answers.cancelled(_queue(request).cancel_all(topic, state, key)))
 
 
 @router.get(
@@ -313,6 +326,47 @@ def pause_topic(request: Request, topic: TopicPath) -> Response[Any]:
 def resume_topic(request: Request, topic: TopicPath) -> Response[Any]:
     _queue(request).resume(topic)
     return _json(200, answers.paused(False))
+
+
+@router.get(
+    "/topics/<topic>/keys",
+    summary="The topic's flow keys holding jobs, settings or a hold, by name, each as GET of the key answers it, "
+    "a page at a time",
+    responses=responses(200, KeyPageOut, 404, words={404: NO_TOPIC}),
+)
+def list_keys(request: Request, topic: TopicPath, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> Response[Any]:
+    return _json(200, _queue(request).flow_keys(topic, limit, cursor).to_dict())
+
+
+@router.get(
+    "/topics/<topic>/keys/<key>",
+    summary="A flow key's jobs by state, the limits in force for it (its own settings over the topic's), its hold",
+    responses=responses(200, KeyOut, 404, words={404: NO_TOPIC}),
+)
+def get_key(request: Request, topic: TopicPath, key: KeyPath) -> Response[Any]:
+    return _json(200, _queue(request).key(topic, key).to_dict())
+
+
+@router.put(
+    "/topics/<topic>/keys/<key>",
+    summary="Set any of a flow key's own settings (null: the topic's again; a field left out is kept); every "
+    "consumer applies them from its next tick. Answers the key as GET does",
+    responses=responses(200, KeyOut, 400, 404, words={404: NO_TOPIC}),
+)
+def put_key(
+    request: Request, topic: TopicPath, key: KeyPath, settings: Annotated[KeySettings, Body()]
+) -> Response[Any]:
+    return _json(200, _queue(request).set_key(topic, key, **given(settings)).to_dict())
+
+
+@router.delete(
+    "/topics/<topic>/keys/<key>",
+    summary="A flow key back to the topic's defaults: its own settings and its hold cleared; its jobs stay",
+    responses=responses(204, None, 404, words={404: NO_TOPIC}),
+)
+def reset_key(request: Request, topic: TopicPath, key: KeyPath) -> Response[Any]:
+    _queue(request).reset_key(topic, key)
+    return Response(status_code=204, body=None)
 
 
 @router.put(

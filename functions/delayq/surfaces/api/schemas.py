@@ -1,5 +1,6 @@
 """What the API answers, as the OpenAPI document describes it: one model per answer, and the errors
-each route can answer (``responses``)."""
+each route can answer (``responses``); and the body of ``PUT /topics/{topic}/keys/{key}``
+(``KeySettings``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from delayq.core.flows import MAX_KEY_CONCURRENCY, MAX_RATE, MIN_RATE
+from delayq.core.models import STRICT
 from delayq.core.recurring import Schedule as ScheduleIn
 
 
@@ -146,6 +149,65 @@ class CancelledOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: str = Field(description="ok, or unavailable (with 503)")
+
+
+class KeyOut(BaseModel):
+    """One flow key of a topic: its jobs by state, the limits in force for it (its own settings over
+    the topic's key_concurrency, key_rate, key_burst), and until when a receiver's Retry-After holds it."""
+
+    key: str
+    delayed: int
+    ready: int
+    reserved: int
+    concurrency: int | None = Field(description="Jobs of the key reserved at once, at most; null: unlimited")
+    rate: float | None = Field(description="Job starts of the key per second, at most; null: unlimited")
+    burst: int | None = Field(description="Starts that may come at once after a quiet spell; null: as the rate")
+    paused: bool = Field(description="No consumer starts a job of the key while it is paused")
+    held_until_ms: int | None = Field(
+        description="Until when (Redis time) a webhook's Retry-After holds every job of the key; else null"
+    )
+
+
+class KeyPageOut(BaseModel):
+    keys: list[KeyOut] = Field(description="Keys holding jobs, settings or a hold, by name")
+    next: str | None = Field(description=NEXT)
+
+
+def _no_defaults(schema: dict[str, Any]) -> None:
+    """A field left out of a ``PUT /topics/{topic}/keys/{key}`` keeps the key's setting: it has no
+    default, which the document would show as the value of a field left out."""
+    for field in schema.get("properties", {}).values():
+        field.pop("default", None)
+
+
+class KeySettings(BaseModel):
+    """``PUT /topics/{topic}/keys/{key}``: any of the key's own settings. A field given replaces that
+    setting (null: the topic's again), a field left out keeps it."""
+
+    # The queue checks them by the same rules (``KeyLimits.parse``): this is what the document shows.
+    model_config = STRICT | ConfigDict(json_schema_extra=_no_defaults)
+
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_KEY_CONCURRENCY,
+        description="Jobs of the key reserved at once, across every consumer; null: the topic's key_concurrency",
+    )
+    rate: float | None = Field(
+        default=None,
+        ge=MIN_RATE,
+        le=MAX_RATE,
+        description="Job starts of the key per second, fractions allowed; null: the topic's key_rate",
+    )
+    burst: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_RATE,
+        description="Starts that may come at once after a quiet spell; null: the topic's key_burst",
+    )
+    paused: bool = Field(
+        default=False, description="true: no job of the key starts (its jobs stay ready); false: they start again"
+    )
 
 
 class ScheduleOut(ScheduleIn):

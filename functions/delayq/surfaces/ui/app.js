@@ -10,6 +10,7 @@ const REFRESH_MS = 2000;
 const STATES = ["delayed", "ready", "reserved", "dead", "done"];
 const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
 const PAGE = 50;
+const KEYS_REFRESH_MS = 10_000; // a page of flow keys walks the topic's jobs: read every 10 s, not every 2
 const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -307,8 +308,9 @@ function topicView(topic, tab) {
   const tabs = h("nav", { class: "tabs" },
     ...STATES.map((state) =>
       h("a", { href: href("topics", topic, state), class: state === tab ? "on" : "" }, state, (counts[state] = h("span", { class: "count" }, "·")))),
-    h("a", { href: href("topics", topic, "forecast"), class: tab === "forecast" ? "on" : "" }, "forecast"));
-  const body = tab === "forecast" ? forecastPart(topic) : jobsPart(topic, tab, counts);
+    h("a", { href: href("topics", topic, "forecast"), class: tab === "forecast" ? "on" : "" }, "forecast"),
+    h("a", { href: href("topics", topic, "keys"), class: tab === "keys" ? "on" : "" }, "keys"));
+  const body = tab === "forecast" ? forecastPart(topic) : tab === "keys" ? keysPart(topic) : jobsPart(topic, tab, counts);
   main.replaceChildren(
     h("h1", {}, h("span", { class: "name" }, topic), badge, pause),
     h("dl", { class: "facts" },
@@ -410,6 +412,104 @@ async function cancelJob(topic, id) {
   if (!(await confirmed(`Cancel job ${id} of ${topic}? It is gone for good, whatever its state.`, "Cancel it"))) return false;
   await act(() => api("DELETE", jobPath(topic, id)), () => `Cancelled ${id}`);
   return true;
+}
+
+// ------------------------------------------------------------------------------------ a topic's flow keys
+
+// The keys holding jobs, settings or a hold, by name, a page at a time: their jobs by state, the limits
+// in force (the key's own settings, else the topic's key_*), their pause and hold. Counting walks the
+// topic's jobs, so the page is read again every KEYS_REFRESH_MS (at once after an action or a page
+// turn); in between, the view only updates its relative times.
+function keysPart(topic) {
+  const pages = [null];
+  let readAt = 0; // when the shown page was read; 0: read it at the next refresh
+  let shown = null;
+  const tbody = h("tbody");
+  const empty = h("p", { class: "empty", hidden: true }, "No flow keys: no job of this topic carries a key, and no key has settings of its own.");
+  const where = h("span");
+  const back = button("← Previous", () => (pages.pop(), (readAt = 0), refresh()));
+  const next = button("Next →", () => (pages.push(next.cursor), (readAt = 0), refresh()));
+  const node = h("section", {},
+    h("p", { class: "sub note" }, "Each key's jobs by state, and the limits in force for it: its own settings, else the topic's " +
+      "key_concurrency, key_rate and key_burst; — where unlimited. Counted every 10 s (a count walks the topic's jobs)."),
+    h("div", { class: "wide" }, h("table", { id: "keys" },
+      h("thead", {}, h("tr", {},
+        h("th", {}, "key"), h("th", {}, "state"),
+        h("th", { class: "num" }, "delayed"), h("th", { class: "num" }, "ready"), h("th", { class: "num" }, "reserved"),
+        h("th", { class: "num", title: "jobs of the key running at once, across every consumer" }, "concurrency"),
+        h("th", { class: "num", title: "starts of the key's jobs per second" }, "rate"),
+        h("th", { class: "num", title: "starts allowed at once above the rate (without one: the rate)" }, "burst"),
+        h("th", { title: "a receiver's Retry-After holds the key's jobs until then" }, "held until"))),
+      tbody)),
+    empty,
+    h("div", { class: "pager" }, back, next, where));
+
+  async function pauseOrResumeKey(key, paused) {
+    if (!paused && !(await confirmed(`Pause key ${key} of ${topic}? None of its jobs starts until it is resumed; ` +
+      "they stay ready, and the other keys go on.", "Pause it"))) return;
+    readAt = 0;
+    await act(() => api("PUT", `${topicPath(topic)}/keys/${enc(key)}`, { body: { paused: !paused } }),
+      (a) => `Key ${a.key} of ${topic} ${a.paused ? "paused" : "resumed"}`);
+  }
+
+  const make = () =>
+    h("tr", {},
+      h("td", { class: "id mono" }),
+      h("td", { class: "state" }, h("span", { class: "badge" }), " ", button("", (event) => {
+        const row = event.target.closest("tr");
+        return pauseOrResumeKey(row.dataset.key, row.dataset.paused === "true");
+      }, { small: true })),
+      h("td", { class: "num" }), h("td", { class: "num" }), h("td", { class: "num" }),
+      h("td", { class: "num" }), h("td", { class: "num" }), h("td", { class: "num" }),
+      h("td", { class: "held" }, h("span"), h("small")));
+  const limit = (cell, value, unit = "") => {
+    text(cell, value === null || value === undefined ? "—" : `${number.format(value)}${unit}`);
+    toggle(cell, "zero", value === null || value === undefined);
+  };
+  const update = (row, key) => {
+    const cells = row.cells;
+    const held = key.held_until_ms !== null && key.held_until_ms !== undefined && key.held_until_ms > Date.now();
+    row.dataset.paused = String(Boolean(key.paused));
+    text(cells[0], key.key);
+    const badge = cells[1].firstChild;
+    text(badge, key.paused ? "paused" : held ? "held" : "running");
+    toggle(badge, "paused", Boolean(key.paused));
+    toggle(badge, "held", !key.paused && held);
+    toggle(badge, "running", !key.paused && !held);
+    ["delayed", "ready", "reserved"].forEach((state, i) => {
+      text(cells[2 + i], count(key[state]));
+      toggle(cells[2 + i], "zero", !key[state]);
+    });
+    limit(cells[5], key.concurrency);
+    limit(cells[6], key.rate, "/s");
+    limit(cells[7], key.burst ?? key.rate);
+    unbroken(cells[8].firstChild, held ? when(key.held_until_ms) : "—");
+    text(cells[8].lastChild, held ? relative(key.held_until_ms) : "");
+    text(cells[1].lastChild, key.paused ? "Resume" : "Pause");
+  };
+
+  return {
+    node,
+    async refresh() {
+      if (!readAt || Date.now() - readAt >= KEYS_REFRESH_MS) {
+        shown = await api("GET", `${topicPath(topic)}/keys`, { query: { limit: PAGE, cursor: pages.at(-1) } });
+        readAt = Date.now();
+      }
+      syncRows(tbody, shown.keys, (key) => key.key, make, update);
+      empty.hidden = shown.keys.length > 0 || pages.length > 1;
+      next.cursor = shown.next;
+      next.disabled = !shown.next;
+      back.disabled = pages.length < 2;
+      text(where, `page ${pages.length} · ${PAGE} a page`);
+    },
+  };
+}
+
+// Sets a node's text so that it may wrap at its spaces only, never inside a date (at its hyphens).
+function unbroken(node, value) {
+  if (node.dataset.value === value) return;
+  node.dataset.value = value;
+  node.replaceChildren(...value.split(" ").flatMap((part, i) => [i ? " " : null, h("span", { class: "nowrap" }, part)]).filter(Boolean));
 }
 
 // ------------------------------------------------------------------------------------ the forecast
@@ -561,7 +661,7 @@ function route() {
   }
   const [, kind, topic, tab, id] = parts;
   if (kind === "topics" && topic && tab === "jobs" && id) view = jobView(topic, id);
-  else if (kind === "topics" && topic) view = topicView(topic, STATES.includes(tab) || tab === "forecast" ? tab : "delayed");
+  else if (kind === "topics" && topic) view = topicView(topic, STATES.includes(tab) || tab === "forecast" || tab === "keys" ? tab : "delayed");
   else view = topicsView();
   window.scrollTo(0, 0);
   refresh();
