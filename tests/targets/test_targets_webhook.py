@@ -1092,3 +1092,21 @@ def test_consumer_holds_a_retry_back_as_long_as_retry_after_asks(make_queue: Mak
         assert wait_until(lambda: state(queue, "hooks", "busy") == "dead", timeout=15)
     first, second = (r.at for r in server.requests())
     assert second - first >= 3.0  # not the topic's 0.1 s (nor the webhook floor of 1 s)
+
+
+def test_a_retry_after_holds_the_whole_key(make_queue: MakeQueue, server: LocalServer) -> None:
+    """A 429 with Retry-After for a job with a key: the key's other jobs wait, ready, until then; the
+    other keys' jobs go on."""
+    queue = make_queue(topics=_hooks(server.url("/busy/429/2"), retries=0, backoff=[0.1]), tick=0.05)
+    queue.enqueue("hooks", {"n": 1}, id="d1", key="dest")
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(server.requests()) == 1, timeout=5)
+        held = queue.key("hooks", "dest")
+        assert held.held_until_ms is not None
+        queue.enqueue_many([{"topic": "hooks", "id": f"d{n}", "key": "dest"} for n in (2, 3)])
+        queue.enqueue("hooks", {}, id="o1", key="other")
+        assert wait_until(lambda: len(server.requests()) == 2, timeout=5)  # the other key's job
+        assert queue.key("hooks", "dest").ready == 2  # held: not asked again
+        assert wait_until(lambda: len(server.requests()) == 4, timeout=10)
+    asked = [r.at for r in server.requests()]
+    assert asked[2] - asked[0] >= 1.9  # the key's next request waited out the Retry-After
