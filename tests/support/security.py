@@ -32,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from delayq import JobNotFound, Queue
 from delayq.core.recurring import occurrence_id
-from delayq.core.settings import Settings
+from delayq.core.settings import Settings, TopicConfig
 from delayq.store import calls
 from delayq.store import connection as delayq_connection
 
@@ -51,9 +51,10 @@ CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers", "wait")
 WITH_MIN_REPLICAS = ("wait",)  # sent only with DELAYQ_MIN_REPLICAS
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
-    "del", "get", "hdel", "hget", "hincrby", "hlen", "hmget", "hset", "hsetnx", "incrby", "llen", "lpop", "lpos",
-    "lpush", "lrange", "lset", "ltrim", "pexpire", "rpush", "sadd", "set", "srem", "time", "zadd", "zcard",
-    "zcount", "zrange", "zrangebyscore", "zrank", "zrem", "zrevrange", "zscore",
+    "del", "get", "hdel", "hget", "hgetall", "hincrby", "hlen", "hmget", "hscan", "hset", "hsetnx", "incrby", "llen",
+    "lpop", "lpos", "lpush", "lrange", "lset", "ltrim", "pexpire", "pexpireat", "rpush", "sadd", "set", "srem", "time",
+    "zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrank", "zrem", "zremrangebyscore",
+    "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
 USER = "delayq"
@@ -307,6 +308,9 @@ def _state(queue: Queue, topic: str, job_id: str) -> str | None:
         return None
 
 
+LIFECYCLE_CONFIG = TopicConfig(target=RECORDER, retries=2, backoff=(0,))
+
+
 def full_lifecycle(queue: Queue, h: Handlers) -> None:
     """Every operation of delayq, through its client and its three handlers: enqueue, batch, put,
     get, stats, reschedule, cancel; every HTTP route; sweep with its lock; consume with success, a
@@ -434,6 +438,24 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     assert h.consume_once()["taken"] == 0
     queue.resume("orders")
     assert h.consume_once()["acked"] == 1
+
+    # ---- flow keys: a key's own limits (its jobs parked, then back), a Retry-After holding it, the
+    # keys walked and listed, one key's jobs listed and cancelled
+    assert h.api("PUT", "/topics/orders/keys/acme", {"concurrency": 1, "rate": 1000})[0] == 200
+    queue.enqueue_many([{"topic": "orders", "id": f"k{n}", "key": "acme", "delay": 0} for n in range(3)])
+    (partition,) = queue.keys.partitions
+    taken = calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    assert taken.ids == ["k0"], taken  # k1 and k2 parked: the key is at its concurrency
+    held = calls.Failure("k0", taken.tokens[0], "HTTP 429", permanent=False, retry_after_ms=60_000)
+    assert calls.fail(partition, "orders", LIFECYCLE_CONFIG, [held]).run(queue.redis) == (1, 0)
+    assert calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis).ids == []
+    status, keys = h.api("GET", "/topics/orders/keys")
+    assert (status, [(k["key"], k["ready"], k["delayed"]) for k in keys["keys"]]) == (200, [("acme", 2, 1)]), keys
+    assert keys["keys"][0]["held_until_ms"] is not None
+    assert [job.id for job in queue.jobs("orders", "ready", key="acme").jobs] == ["k1", "k2"]
+    assert queue.cancel_all("orders", "ready", key="acme") == 2
+    assert h.api("DELETE", "/topics/orders/keys/acme") == (204, None)
+    queue.cancel("orders", "k0")
 
     # ---- schedules, through the client and the API; the sweep makes the next occurrence
     tick = queue.schedule("orders", "tick", every=1, body={"s": 1})

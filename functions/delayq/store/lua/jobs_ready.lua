@@ -84,7 +84,7 @@ if more == 0 then
   if in_parked then
     from = '(' .. ARGV[5]
   end
-  for _, member in ipairs(redis.call('ZRANGEBYLEX', K.parked, from, '+', 'LIMIT', 0, limit - #ids + 1)) do
+  for _, member in ipairs(redis.call('ZRANGE', K.parked, from, '+', 'BYLEX', 'LIMIT', 0, limit - #ids + 1)) do
     if #ids == limit then
       more = 1
       break

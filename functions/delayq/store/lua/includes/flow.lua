@@ -5,7 +5,7 @@
 -- KeyLimits.encode) win field by field.
 --
 -- The take admits a keyed job when its key has room (flow_admit); a job whose key has none is parked
--- (`parked`: score 0, member 'key|run_at|id', so that one key's jobs are found by ZRANGEBYLEX in
+-- (`parked`: score 0, member 'key|run_at|id', so that one key's jobs are found by ZRANGE BYLEX in
 -- run-at order) and its key gets a wake time (`wake`: key -> ms, '+inf' while only a settle or a
 -- change of its settings can give it room). A take first moves the parked jobs of the keys whose wake
 -- time has come back to the head of the fair set, as many as their keys have room for (flow_unpark).
@@ -173,7 +173,7 @@ end
 
 -- The parked ids of `key`, at most `limit`, in run-at order, and their members.
 local function parked_of(K, key, limit)
-  local members = redis.call('ZRANGEBYLEX', K.parked, '[' .. key .. '|', '(' .. key .. '}', 'LIMIT', 0, limit)
+  local members = redis.call('ZRANGE', K.parked, '[' .. key .. '|', '(' .. key .. '}', 'BYLEX', 'LIMIT', 0, limit)
   local ids = {}
   for i, member in ipairs(members) do
     ids[i] = string.sub(member, #key + 2 + #string.format(PARKED_RUN_AT, 0) + 1)

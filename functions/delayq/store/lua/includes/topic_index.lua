@@ -71,7 +71,7 @@ local function forget_topic_if_empty(K)
     return
   end
   local control = redis.call('HMGET', K.control, 'paused', 'rate_at', 'untaken', 'flows', 'held')
-  if control[1] or control[4] or (control[5] and redis.call('EXISTS', K.held) == 1) then
+  if control[1] or control[4] or (control[5] and redis.call('ZCARD', K.held) > 0) then
     return  -- paused, or keys with settings or holds (flow.lua): what the next jobs must find
   end
   redis.call('SREM', K.topics, K.name)
