@@ -155,3 +155,16 @@ def test_parked_jobs_are_listed_as_ready_last_and_cancelled_with_them(queue: Que
     keys = lua.k(TOPIC)
     assert redis_client.exists(keys.parked, keys.wake, keys.fair) == 0
     check_redis(redis_client, queue.settings.namespace)
+
+
+def test_a_paced_keys_next_starts_are_taken_with_their_slots(queue: Queue, redis_client: redis.Redis) -> None:
+    """A key at 50 starts a second: the starts its rate allows within the next 40 ms come in one take,
+    each with its slot (20 ms apart), so that a consumer late to a take loses nothing of the rate."""
+    _jobs(queue, "a", 6, "a")
+    lua = _lua(queue, redis_client)
+    taken = lua.take(TOPIC, count=10, key_limits=("", 20_000, 20_000))
+    assert [job.id for job in taken.jobs] == ["a000", "a001", "a002"]
+    assert [start - taken.now_ms for start in taken.starts_ms] in ([0, 20, 40], [0, 21, 41])  # µs rounded up
+    leases = dict(redis_client.zrange(lua.k(TOPIC).leased, 0, -1, withscores=True))
+    assert leases["a002"] - leases["a000"] in (40, 41)  # each lease runs from its start
+    check_redis(redis_client, queue.settings.namespace)

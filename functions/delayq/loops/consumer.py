@@ -485,7 +485,8 @@ class Consumer:
         self.counts["taken"] += len(reply.jobs)
         server_now = reply.now_ms
         # Redis' clock read ``server_now`` before the reply came: at ``answered`` + t it reads at least
-        # ``server_now`` + t. A job taken ahead starts once that reaches its run-at.
+        # ``server_now`` + t. A job taken ahead starts once that reaches its start: its run-at, or its
+        # key's slot when its key's rate paces it.
         deliveries = [
             Delivery(
                 job,
@@ -494,9 +495,11 @@ class Consumer:
                 timeout_ms / 1000,
                 server_now - job.run_at_ms,
                 answered,
-                answered + max(0, job.run_at_ms - server_now) / 1000,
+                answered + max(0, start_ms - server_now) / 1000,
             )
-            for job, token, timeout_ms in zip(reply.jobs, reply.tokens, reply.timeouts_ms, strict=True)
+            for job, token, timeout_ms, start_ms in zip(
+                reply.jobs, reply.tokens, reply.timeouts_ms, reply.starts_ms, strict=True
+            )
         ]
         if len(reply.jobs) + len(reply.dead) >= take.count:
             # A full batch: more may be due, so take again as soon as workers are free; but if it was

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from delayq.core.errors import Code
@@ -135,6 +135,7 @@ class Taken:
     paused: bool = False
     acked: int = 0
     held: bool = False
+    starts_ms: list[int] = field(default_factory=list)  # when each may start: now, its run-at, its key's slot
 
     @property
     def leases(self) -> list[Lease]:
@@ -185,7 +186,7 @@ def take(
     return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
 
 
-TAKEN_FIELDS = 8  # values per leased job in take.lua's reply
+TAKEN_FIELDS = 9  # values per leased job in take.lua's reply
 
 
 def _taken(topic: str, reply: list[Any]) -> Taken:
@@ -202,9 +203,19 @@ def _taken(topic: str, reply: list[Any]) -> Taken:
         jobs.append(Job(topic, job_id, body, int(attempt), int(run_at), int(enqueued_at), key))
     next_in_ms = int(reply[1])
     # Tokens (strings) and timeouts (integers) as Redis sent them: sliced, not read one by one.
-    tokens, timeouts_ms = reply[10:end:TAKEN_FIELDS], reply[11:end:TAKEN_FIELDS]
+    tokens, timeouts_ms, starts_ms = reply[10:end:TAKEN_FIELDS], reply[11:end:TAKEN_FIELDS], reply[13:end:TAKEN_FIELDS]
     next_in = next_in_ms if next_in_ms >= 0 else None
-    return Taken(int(reply[0]), next_in, jobs, tokens, timeouts_ms, reply[end:], acked=acked, held=reply[4] == 1)
+    return Taken(
+        int(reply[0]),
+        next_in,
+        jobs,
+        tokens,
+        timeouts_ms,
+        reply[end:],
+        acked=acked,
+        held=reply[4] == 1,
+        starts_ms=starts_ms,
+    )
 
 
 def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[int]:

@@ -48,8 +48,9 @@ ARGV[12..14] every flow key's limits here (core/flows.py KeyLimits.shares, a key
             nothing ahead
 then 3 values per job acknowledged first (includes/ack.lua: the consumer's acks of the topic ride
             with its take): id, lease token, started_at_ms
-Returns {now_ms, next_in_ms, dead, acked, held, then 8 values per leased job:
+Returns {now_ms, next_in_ms, dead, acked, held, then 9 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms, key ('' for none),
+         start_ms (when it may start: now, its run-at if taken ahead, its key's slot if paced),
          then the ids of the dead}
   next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
               (pause.lua), nothing was taken, and the reply ends after `held`. When the rate cut
@@ -205,7 +206,8 @@ if #ids > 0 then
       end
       keys[i] = key
       local due_at = tonumber(run_at)
-      local from = math.max(now, due_at)  -- when its attempt starts: now, or its run-at if taken ahead
+      -- When its attempt starts: now, its run-at if taken ahead, or its key's slot (flow.lua)
+      local from = math.max(now, due_at, limits and limits.starts[id] or now)
       if due_at > horizon then
         delay(K, id, due_at)
       elseif run_limit >= 0 and timeout > run_limit then
@@ -240,7 +242,7 @@ if #ids > 0 then
         updates[n + 2] = RESERVED .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '|' .. token .. '|' .. overrides
         n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, bodies[i], attempts, run_at
-        out[n + 5], out[n + 6], out[n + 7], out[n + 8] = enqueued_at, token, timeout, key
+        out[n + 5], out[n + 6], out[n + 7], out[n + 8], out[n + 9] = enqueued_at, token, timeout, key, from
       end
     end
   end

@@ -20,6 +20,9 @@
 -- @include meta
 
 local FLOW_UNPARK_KEYS = 100  -- keys whose wake time has come, looked at per take at most
+-- A key's start that its rate allows within this many µs is taken now and started then (its slot): a
+-- consumer that comes a little late to each start does not lose that time from the key's rate.
+local FLOW_PACE_AHEAD_US = 40000
 local PARKED_RUN_AT = '%015d'
 
 -- The member of the parked set of a job of `key` due at `run_at`.
@@ -78,7 +81,9 @@ local function flow_open(K, control, defaults, now, now_us)
   if defaults.interval or control.flows then
     redis.call('ZREMRANGEBYSCORE', K.pace, '-inf', now_us)  -- a full bucket is no entry
   end
-  return {K = K, now = now, now_us = now_us, defaults = defaults, own = control.flows, held = held, keys = {}}
+  return {
+    K = K, now = now, now_us = now_us, defaults = defaults, own = control.flows, held = held, keys = {}, starts = {},
+  }
 end
 
 -- What is in force for `key`, read once per take: its limits, jobs reserved, bucket and hold.
@@ -132,16 +137,17 @@ local function flow_room(L, key)
   end
   if s.interval then
     local at = math.max(s.tat, L.now_us)
-    local starts = math.floor((L.now_us + s.tolerance - at) / s.interval)
+    local starts = math.floor((L.now_us + FLOW_PACE_AHEAD_US + s.tolerance - at) / s.interval)
     if starts <= 0 then
-      return 0, math.ceil((at + s.interval - s.tolerance) / 1000)
+      return 0, math.ceil((at + s.interval - s.tolerance - FLOW_PACE_AHEAD_US) / 1000)
     end
     room = math.min(room, starts)
   end
   return room
 end
 
--- Whether a job of `key` may start now (and if so it counts), else when to look at the key again.
+-- Whether a job of `key` may start (and if so it counts, and its start in ms: now, or its key's next
+-- slot if the rate allows that one within FLOW_PACE_AHEAD_US), else when to look at the key again.
 local function flow_admit(L, key)
   local room, wake = flow_room(L, key)
   if room <= 0 then
@@ -149,10 +155,16 @@ local function flow_admit(L, key)
   end
   local s = L.keys[key]
   s.taken = s.taken + 1
+  local start = L.now
   if s.interval then
-    s.tat = math.max(s.tat, L.now_us) + s.interval
+    local at = math.max(s.tat, L.now_us)
+    local slot = at + s.interval - s.tolerance
+    if slot > L.now_us then
+      start = math.ceil(slot / 1000)
+    end
+    s.tat = at + s.interval
   end
-  return true
+  return true, start
 end
 
 -- Parks `jobs` ({id, key, run_at, wake} each) until their keys' wake times.

@@ -196,7 +196,7 @@ end
 -- Up to `count` ready jobs in fair order: the fair set's by turn, and the keyless ready list's as one
 -- key more, whose jobs take the turns after the topic's. With the limits `L` (flow.lua), a keyed job
 -- whose key has no room is parked instead, and the set is read on past it (at most FAIR_SCAN jobs
--- parked per take). Returns their ids, keyless first, and the turn of each keyed one (by id): what
+-- parked per take); an admitted one's start is in L.starts (by id). Returns their ids, keyless first, and the turn of each keyed one (by id): what
 -- forget_turns needs.
 local FAIR_SCAN = 1000
 local function take_fair(K, count, L)
@@ -225,16 +225,19 @@ local function take_fair(K, count, L)
       gone[#gone + 1] = id
       local raw = metas and metas[i]
       local key = raw and meta_key(raw) or ''
-      local admitted, wake = true, nil
+      local admitted, when = true, nil  -- its start if admitted (now, or its key's slot), else its wake
       if L and key ~= '' then
-        admitted, wake = flow_admit(L, key)
+        admitted, when = flow_admit(L, key)
       end
       if admitted then
+        if when then
+          L.starts[id] = when
+        end
         keyed[#keyed + 1] = id
         turns[id] = at
         turn = math.max(turn, at)
       else
-        parked[#parked + 1] = {id = id, key = key, run_at = string.match(raw, '^%a|%d+|(%d+)|'), wake = wake}
+        parked[#parked + 1] = {id = id, key = key, run_at = string.match(raw, '^%a|%d+|(%d+)|'), wake = when}
       end
       i = i + 1
     else
