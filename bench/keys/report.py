@@ -1,5 +1,5 @@
 """The flow keys run's Markdown report: a table per scenario, each run of a side a row, and a row of
-ratios under each pair (with A / alone, keyed / keyless, many keys / no key).
+ratios under each pair (with A / alone, keyed / keyless, many keys / no key, many keys / one key).
 
     .venv/bin/python bench/keys/report.py .bench/results/keys-<run>.json    rewrites <run>.md from the JSON
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 Row = dict[str, Any]
+RATE_BACKLOG_NOTE = "1.25"  # scenarios.RATE_BACKLOG, here as text: the report needs no scenario module
 
 
 def num(value: Any, digits: int = 0) -> str:
@@ -110,6 +111,15 @@ def ratio_cells(top: Row, bottom: Row) -> list[str]:
 
 
 def many_table(rows: list[Row]) -> list[str]:
+    waiting = [row for row in rows if row.get("part") != "takes"]
+    takes = [row for row in rows if row.get("part") == "takes"]
+    out = waiting_table(waiting) if waiting else []
+    if takes:
+        out += ["", "### A take's cost, and what idle keys leave", "", TAKES_NOTE, "", *takes_table(takes)]
+    return out
+
+
+def waiting_table(rows: list[Row]) -> list[str]:
     head = (
         "delayq", "jobs waiting", "memory B/job", "fill jobs/s", "steady jobs", "lateness p50 / p99 / max ms",
         "cmds/job", "script calls/job", "Redis CPU µs/job", "lost / dup / early",
@@ -131,6 +141,94 @@ def many_table(rows: list[Row]) -> list[str]:
     return table(head, out)
 
 
+TAKES_NOTE = (
+    "A topic with `keep_done` 0 (no receipts); its jobs due now, filled by `enqueue_many`, then drained by "
+    "`producers.py takes`: take.lua as the consume loop calls it (`store.calls.take`), the partitions in turn, each "
+    "take carrying the acks of the one before it, no loop running; Redis CPU and commands (those inside scripts "
+    "too) around the drain, per take. The idle keys' run: the same Redis after the keys' drain. Left: `used_memory` "
+    "and key names 2 s after the drain, minus before the first fill (a few jobs taken and acked before it, so "
+    "that every script is loaded and the topic's keys made)."
+)
+
+
+def takes_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "run", "jobs", "takes", "jobs/take", "cmds/take", "script calls/take", "Redis CPU µs/take",
+        "script µs/take", "takes/s", "waiting B/job", "left once drained: memory, key names", "load",
+    )  # fmt: skip
+    out = [failed(row, len(head)) if "error" in row else takes_cells(row) for row in rows]
+    for side in dict.fromkeys(row["side"] for row in rows):
+        mine = [row for row in rows if row["side"] == side and "error" not in row]
+        one = next((row for row in mine if not row["distinct_keys"] and not row.get("after_idle")), None)
+        for row in mine:
+            if one is None or row is one:
+                continue
+            label = "idle keys, then 1 key / 1 key" if row.get("after_idle") else "keys / 1 key"
+            cells = [ratio(row[k], one[k]) for k in ("commands_per_take", "script_calls_per_take")]
+            cells += [ratio(row[k], one[k]) for k in ("redis_cpu_us_per_take", "script_us_per_take", "takes_per_s")]
+            more = row["left_bytes"] - one["left_bytes"]
+            extra = (
+                f"{more:+,.0f} B ({more / max(row['jobs'], 1):+.2f} a key), {row['left_keys'] - one['left_keys']:+,}"
+            )
+            out.append([side, f"**{label}**", "", "", "", *cells, "", extra, ""])
+    return table(head, out)
+
+
+def takes_cells(row: Row) -> list[str]:
+    left = f"{num(row['left_bytes'])} B, {num(row['left_keys'])}"
+    taken = num(row["taken"]) + ("" if row["taken"] == row["jobs"] else f" of {row['jobs']:,}")
+    return [
+        row["side"], row["variant"], taken, num(row["takes"]), num(row["jobs_per_take"], 1),
+        num(row["commands_per_take"], 1), num(row["script_calls_per_take"], 2), num(row["redis_cpu_us_per_take"]),
+        num(row["script_us_per_take"]), num(row["takes_per_s"]), num(row["memory_bytes_per_job"]), left,
+        num(row["loadavg"], 1),
+    ]  # fmt: skip
+
+
+def concurrency_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "run", "jobs", "keys", "limit in force", "most of a key at once", "overlaps",
+        "starts beyond the limit (keys)", "lost / dup / early", "wall s", "jobs/s", "lateness p50 / p99 / max ms",
+        "load",
+    )  # fmt: skip
+    out = []
+    for row in rows:
+        if "error" in row:
+            out.append(failed(row, len(head)))
+            continue
+        out.append([
+            row["side"], row["variant"], num(row["jobs"]), num(row["keys"]), num(row["in_force"]),
+            num(row["most_at_once"]), num(row["overlaps"]),
+            "-" if row["in_force"] is None else f"{row['over_limit']:,} ({row['keys_over_limit']:,})",
+            faults(row), num(row["wall_s"], 1), num(row["jobs_per_s"]), lateness(row["lateness_ms"]),
+            num(row["loadavg"], 1),
+        ])  # fmt: skip
+    return table(head, out)
+
+
+def rate_table(rows: list[Row]) -> list[str]:
+    head = (
+        "delayq", "run", "backlog", "started", "in its first s", "achieved /s", "off the limit", "a second: min / max",
+        "dup / early", "free key: jobs", "free key: lateness p50 / p99 / max ms", "free key: lost / dup / early",
+        "load",
+    )  # fmt: skip
+    out = []
+    for row in rows:
+        if "error" in row:
+            out.append(failed(row, len(head)))
+            continue
+        deviation = "-" if row["deviation"] is None else f"{100 * row['deviation']:+.1f}%"
+        free = row["free_faults"]
+        out.append([
+            row["side"], row["variant"], num(row["backlog"]), num(row["started"]), num(row["first_second"]),
+            f"{num(row['achieved_per_s'], 2)} over {row.get('window_s', '-')} s", deviation,
+            f"{row.get('per_second_min', '-')} / {row.get('per_second_max', '-')}",
+            f"{row['duplicated']} / {row['early']}", num(row["free_jobs"]) if free else "-",
+            lateness(row["free_lateness_ms"]) if free else "-", faults(free) if free else "-", num(row["loadavg"], 1),
+        ])  # fmt: skip
+    return table(head, out)
+
+
 def pairs(rows: list[Row], is_top: Callable[[Row], bool]) -> list[tuple[str, tuple[Row, Row]]]:
     """Per side, its two rows that did not fail: the one ``is_top`` picks, then the other."""
     found = []
@@ -146,6 +244,8 @@ TABLES: dict[str, tuple[str, Callable[[list[Row]], list[str]]]] = {
     "noisy": ("A noisy key: key B's lateness behind key A's backlog", noisy_table),
     "cost": ("What a key costs a job", cost_table),
     "many": ("Many keys", many_table),
+    "concurrency": ("One key's concurrency, over several consumers", concurrency_table),
+    "rate": ("One key's rate", rate_table),
 }
 
 
@@ -162,6 +262,31 @@ def notes(scenario: str, params: dict[str, Any]) -> str:
             f"One topic (concurrency 8, batch 100), a no-op handler, {params['seconds']:g} s of load at each rate, one "
             f"`Queue.enqueue` a job, each due 1-5 s after it is sent; keyed: job i of key `k{{i % {params['keys']}}}`. "
             "Redis CPU and commands (those inside scripts too) from the producer's start to 1 s after the last start."
+        )
+    if scenario == "concurrency":
+        cluster = params["cluster"] and params["partitions"] > 1
+        return (
+            f"One topic, `key_concurrency` as the run says, concurrency {params['workers']} (workers a process), "
+            f"{params['consumers']} consume processes (`python -m delayq consume`) and one sweep; "
+            f"{params['key_jobs']:,} jobs over {params['bounded_keys']:,} keys, all due at one instant; a handler of "
+            f"{params['key_handler_ms']:g} ms that notes its start and end (`time.time_ns()`, one clock). Overlaps: "
+            "starts while another job of the same key ran; most at once: the most jobs of one key running at one "
+            "moment. Wall: the due instant to the last end. "
+            + (
+                f"With {params['partitions']} partitions each enforces its share, rounded up (`ceil(C / P)`): up to "
+                f"{params['partitions']} times that may run at once, as the limit in force says."
+                if cluster
+                else "The limit in force is the setting."
+            )
+        )
+    if scenario == "rate":
+        return (
+            f"One topic (concurrency {params['workers']}, a no-op handler, one consume process); key `limited`: a "
+            f"backlog all due at one instant, {RATE_BACKLOG_NOTE} times what {params['key_rate']:g} starts/s start in "
+            f"{params['rate_seconds']:g} s. Achieved: its starts from 1 s after its first start to "
+            f"{params['rate_seconds']:g} s after it, per second; off the limit: achieved / limit - 1. The set_key run: "
+            f"the same rate by `Queue.set_key`, the topic without key limits, beside key `free` sending "
+            f"{params['free_rate']:g} jobs/s, each due 1 s later (its lateness: handler start minus run-at)."
         )
     return (
         f"{params['many_keys']:,} jobs due in a day filled by {params['fill_procs']} processes (`enqueue_many`), each "

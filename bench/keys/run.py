@@ -6,11 +6,17 @@ a 3-master Redis Cluster; this checkout's engine and, with ``--compare``, anothe
     .venv/bin/python bench/keys/run.py --scenarios noisy --backlog 20000 --seconds 10
     .venv/bin/python bench/keys/run.py --quick --compare ../before   both engines, run by run
     .venv/bin/python bench/keys/run.py --quick --cluster             on a 3-master cluster, 3 partitions
+    .venv/bin/python bench/keys/run.py --scenarios concurrency,rate  the per-key limits, full size (minutes)
 
 Scenarios (``--scenarios``, ``scenarios.py``): ``noisy`` (key B's lateness behind key A's backlog, and
 alone), ``cost`` (Redis commands and CPU per job with a key per job and without), ``many`` (memory and
 one key's take cost among a million keys, and whether a key whose jobs are done leaves anything in
-Redis). Each run gets a fresh private Redis, one sweep and one consume process. Reports, never asserts.
+Redis; then a take's Redis cost with a million keys each holding a job due, or idle, against one key,
+and the memory idle keys leave), ``concurrency`` (``key_concurrency`` 1, then 2, then none, over 4
+consume processes: two jobs of one key ever running at once, from each handler's start and end), ``rate`` (a
+key's ``key_rate`` against a backlog for a minute: the starts per second achieved; then set by
+``Queue.set_key`` beside a key without limits). Each run gets a fresh private Redis, one sweep and one
+consume process (``concurrency``: ``--consumers``). Reports, never asserts.
 Writes ``.bench/results/keys-<date>-<machine>.{json,md}``; the raw records stay under ``.bench/runs``.
 """
 
@@ -39,6 +45,8 @@ SIZES: dict[str, tuple[int | float, int | float]] = {
     "seconds": (30, 8),
     "many_keys": (1_000_000, 20_000),
     "many_seconds": (20, 8),
+    "key_jobs": (100_000, 10_000),
+    "rate_seconds": (60, 15),
 }
 
 
@@ -67,6 +75,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add("--many-keys", type=int, help="many: keys, each holding one job due in a day (1,000,000)")
     add("--many-seconds", type=float, help="many: the one key's steady load of 200 jobs/s (20)")
     add("--fill-procs", type=int, default=2, help="many: processes filling the keys (2)")
+    add("--take-count", type=int, default=100, help="many: jobs a take asks for, in the takes' cost (100)")
+    add("--key-jobs", type=int, help="concurrency: jobs, all due at once (100,000)")
+    add("--bounded-keys", type=int, default=16, help="concurrency: the keys, job i of key c{i %% keys} (16)")
+    add(
+        "--key-limits",
+        type=numbers(int),
+        default=[1, 2, 0],
+        help="concurrency: key_concurrency, a run each, 0 none (1,2,0)",
+    )
+    add("--consumers", type=int, default=4, help="concurrency: consume processes (4)")
+    add("--workers", type=int, default=16, help="concurrency, rate: the topic's concurrency, a process (16)")
+    add("--key-handler-ms", type=float, default=1, help="concurrency: how long the handler takes (1)")
+    add("--rate-seconds", type=float, help="rate: how long the limited key is watched (60)")
+    add("--key-rate", type=float, default=50, help="rate: the limited key's starts/s (50)")
+    add("--key-burst", type=int, default=1, help="rate: its burst (1)")
+    add("--free-rate", type=float, default=100, help="rate: the key without limits' jobs/s, beside it (100)")
     add("--cluster", action="store_true", help="on a 3-master Redis Cluster instead of one redis-server")
     add("--partitions", type=int, default=3, help="DELAYQ_PARTITIONS on the cluster (3)")
     add("--compare", type=Path, action="append", default=[], help="another checkout to measure")

@@ -1,7 +1,7 @@
 """What one run of a flow keys scenario runs on: a side's delayq (a checkout) on a fresh private Redis
 (``shared.servers``: one server, or a 3-master Redis Cluster), its producers (``producers.py``, as
-processes), its two loops (``scale.stack.Loops``: ``python -m delayq sweep|consume``), what a window
-cost Redis, and where Redis still names a flow key.
+processes), its loops (``scale.stack.Loops``: ``python -m delayq sweep|consume``; ``Consumers``: one sweep
+and several consume processes), what a window cost Redis, and where Redis still names a flow key.
 
 Every process of a side runs with this checkout's ``.venv`` and the side's ``functions/`` first on
 PYTHONPATH (``shared.checkout``), so the same harness measures the engine of any checkout.
@@ -29,6 +29,7 @@ from shared.servers import PrivateRedis, spent
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "keys"
 TARGET = "python:keys_target:deliver"  # keys_target.py, here
+INTERVAL_TARGET = "python:keys_target:interval"  # keys_target.py: a job's key, start and end
 TICK_S = 1.0  # the loops' DELAYQ_TICK
 SEED_SETTLE_S = 0.5  # after the seed's start: its ack lands before a window opens
 
@@ -48,6 +49,18 @@ repeat
 until cursor == '0'
 return {receipts, other}
 """
+
+
+class Consumers(Loops):
+    """One sweep and ``consumers`` consume processes (each its own ``Consumer``), each stopped by its pid."""
+
+    def __init__(self, env: dict[str, str], workdir: Path, consumers: int) -> None:
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.workdir = workdir
+        for loop in ["sweep", *(f"consume{n}" for n in range(consumers))]:
+            with (workdir / f"{loop}.log").open("ab") as log:
+                command = [str(PYTHON), "-m", "delayq", loop.rstrip("0123456789")]
+                self.procs[loop] = subprocess.Popen(command, env=env, cwd=workdir, stdout=log, stderr=log)
 
 
 @dataclass
@@ -106,9 +119,10 @@ class Stage:
     def ids(self, name: str) -> str:
         return str(self.workdir / f"{name}.jsonl")
 
-    def loops(self, topic: str) -> Loops:
-        """One sweep and one consume process, up and delivering: a job without a key, due now, started."""
-        loops = Loops(self.env, self.workdir)
+    def loops(self, topic: str, consumers: int = 1) -> Loops:
+        """One sweep and ``consumers`` consume processes, up and delivering: a job without a key, due now,
+        started."""
+        loops = Loops(self.env, self.workdir) if consumers == 1 else Consumers(self.env, self.workdir, consumers)
         try:
             self.answer(self.produce("seed", "--topic", topic, "--ids", self.ids("seed")), "seed", 60)
             self.wait(self.jobs("seed"), 60)
