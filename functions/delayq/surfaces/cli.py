@@ -53,6 +53,7 @@ from . import answers
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
 Page = TypeVar("Page", JobPage, TopicPage, KeyPage)
+Item = TypeVar("Item", JobInfo, TopicStats, KeyState)
 SHORT_BODY = 40  # characters of a body in a table
 SHORT_ERROR = 60  # of a last error
 BAR_WIDTH = 50  # characters of the forecast's longest bar
@@ -149,14 +150,25 @@ def _pages(fetch: Callable[[str | None], Page], args: argparse.Namespace) -> Ite
             return
 
 
-def topics(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
-    found: list[TopicStats] = []
+def _gathered(
+    fetch: Callable[[str | None], Page], items: Callable[[Page], list[Item]], args: argparse.Namespace, printer: Printer
+) -> tuple[list[Item], str | None]:
+    """The items of the pages ``_pages`` reads (each page printed as it comes with ``--json``), and
+    the last page's ``next``."""
+    found: list[Item] = []
     following = None
-    for page in _pages(lambda cursor: queue.topics(args.limit, cursor), args):
+    for page in _pages(fetch, args):
         if printer.as_json:
             printer.json(page.to_dict())
-        found += page.topics
+        found += items(page)
         following = page.next
+    return found, following
+
+
+def topics(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found, following = _gathered(
+        lambda cursor: queue.topics(args.limit, cursor), lambda page: page.topics, args, printer
+    )
     if not printer.as_json:
         rows = [
             [
@@ -179,13 +191,9 @@ def topics(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
 
 
 def jobs(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
-    found: list[JobInfo] = []
-    following = None
-    for page in _pages(lambda cursor: queue.jobs(args.topic, args.state, args.limit, cursor), args):
-        if printer.as_json:
-            printer.json(page.to_dict())
-        found += page.jobs
-        following = page.next
+    found, following = _gathered(
+        lambda cursor: queue.jobs(args.topic, args.state, args.limit, cursor), lambda page: page.jobs, args, printer
+    )
     if printer.as_json:
         return OK if found else NOTHING
     if args.state == "done":  # receipts: no body nor error kept, but when each ran
@@ -389,13 +397,9 @@ KEY_NUMBERS = ("concurrency", "rate", "burst")
 
 
 def keys(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
-    found: list[KeyState] = []
-    following = None
-    for page in _pages(lambda cursor: queue.flow_keys(args.topic, args.limit, cursor), args):
-        if printer.as_json:
-            printer.json(page.to_dict())
-        found += page.keys
-        following = page.next
+    found, following = _gathered(
+        lambda cursor: queue.flow_keys(args.topic, args.limit, cursor), lambda page: page.keys, args, printer
+    )
     if printer.as_json:
         return OK if found else NOTHING
     rows = [
