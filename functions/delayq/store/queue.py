@@ -57,7 +57,7 @@ from delayq.core.recurring import ScheduleInfo, check_schedule_name, validate_sc
 from delayq.core.settings import Settings, Topics
 
 from . import calls
-from .calls import JobWrite, Listed
+from .calls import JobWrite
 from .connection import RedisClient, redis_errors
 from .flows import Flows
 from .keys import Partition
@@ -65,10 +65,6 @@ from .listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
-    DONE,
-    MAX_LIMIT,
-    READY,
-    SCORED,
     Forecast,
     JobPage,
     TopicPage,
@@ -78,14 +74,10 @@ from .listing import (
     check_state,
     encode_cursor,
     forecast_window,
-    merge_ready,
-    merge_scored,
-    ready_cursor,
-    scored_after,
-    scored_cursor,
     topics_cursor,
 )
 from .namespace import Namespace
+from .pages import Pages
 from .schedules import Schedules
 from .scripts import Call, run_many, stream
 
@@ -443,6 +435,10 @@ class Queue(Namespace):
     def _flows(self) -> Flows:
         return Flows(self)
 
+    @cached_property
+    def _pages(self) -> Pages:
+        return Pages(self)
+
     # ----------------------------------------------------------------------------------- topics
 
     def stats(self, topic: str) -> TopicStats:
@@ -506,9 +502,9 @@ class Queue(Namespace):
         check_state(state)
         check_limit(limit)
         if key is None:
-            listed, following = self._listed(topic, state, limit, cursor)
+            listed, following = self._pages.listed(topic, state, limit, cursor)
         else:
-            listed, following = self._listed_of_key(topic, state, limit, cursor, check_key(key))
+            listed, following = self._pages.listed_of_key(topic, state, limit, cursor, check_key(key))
         if not listed and cursor is None:
             self.check_known(topic)
         retries = self.settings.topics.retrying(topic).retries
@@ -517,53 +513,6 @@ class Queue(Namespace):
             for job in listed
         ]
         return JobPage(infos, following)
-
-    def _listed(
-        self, topic: str, state: str, limit: int, cursor: str | None, afters: list[str] | None = None
-    ) -> tuple[list[Listed], str | None]:
-        """A page of ``topic``'s jobs in ``state`` as the partitions list them, and the next cursor;
-        ``afters`` gets the cursor after each job."""
-        if state in (READY, DONE):
-            positions = ready_cursor(cursor, len(self.keys), state)
-            partitions = self.keys.partitions
-            if state == READY:
-                reads = [calls.jobs_ready(p, topic, limit=limit, after=positions.get(p.index)) for p in partitions]
-            else:
-                # A done cursor holds list positions only (ready_cursor refuses a (turn, id) there).
-                reads = [
-                    calls.jobs_done(p, topic, limit=limit, before=cast(int | None, positions.get(p.index)))
-                    for p in partitions
-                ]
-            with redis_errors(self.server):
-                pages = run_many(self.redis, reads)
-            return merge_ready(list(enumerate(pages)), positions, limit, state, afters)
-        kind, descending = SCORED[state]
-        after = scored_cursor(cursor, state)
-        scored = [
-            calls.jobs_scored(p, topic, kind, descending=descending, limit=limit + 1, after=after)
-            for p in self.keys.partitions
-        ]
-        with redis_errors(self.server):
-            listed, following = merge_scored(run_many(self.redis, scored), state, limit)
-        if afters is not None:
-            afters += [scored_after(state, job) for job in listed]
-        return listed, following
-
-    def _listed_of_key(
-        self, topic: str, state: str, limit: int, cursor: str | None, key: str
-    ) -> tuple[list[Listed], str | None]:
-        """The first ``limit`` jobs of ``key`` from ``cursor`` on, and the cursor after the last of them
-        if more of the key's are left: the listing walked ``MAX_LIMIT`` at a time until one more is found."""
-        found: list[tuple[Listed, str]] = []
-        following: str | None = cursor
-        while len(found) <= limit:
-            afters: list[str] = []
-            listed, following = self._listed(topic, state, MAX_LIMIT, following, afters)
-            found += [(job, after) for job, after in zip(listed, afters, strict=True) if job.meta.key == key]
-            if following is None:
-                break
-        page = [job for job, _ in found[:limit]]
-        return page, found[limit - 1][1] if len(found) > limit else None
 
     def forecast(self, topic: str, minutes: int = DEFAULT_MINUTES, bucket: int = DEFAULT_BUCKET_S) -> Forecast:
         """How many delayed jobs of ``topic`` fall due in each ``bucket`` seconds of the next
@@ -642,7 +591,7 @@ class Queue(Namespace):
         check_topic(topic)
         check_cancellable(state)
         if key is not None:
-            total = self._cancel_of_key(topic, state, check_key(key))
+            total = self._pages.cancel_of_key(topic, state, check_key(key))
         else:
             total = 0
             with redis_errors(self.server):
@@ -656,22 +605,6 @@ class Queue(Namespace):
         if not total:
             self.check_known(topic)
         return total
-
-    def _cancel_of_key(self, topic: str, state: str, key: str) -> int:
-        total = 0
-        cursor: str | None = None
-        while True:
-            listed, cursor = self._listed(topic, state, WRITE_CHUNK, cursor)
-            cancels = [
-                calls.cancel(self.keys.for_job(topic, job.id), topic, job.id, only=state)
-                for job in listed
-                if job.meta.key == key
-            ]
-            if cancels:
-                with redis_errors(self.server):
-                    total += sum(code == Code.OK for code in run_many(self.redis, cancels))
-            if cursor is None:
-                return total
 
     def known_topics(self) -> set[str]:
         """Every topic that holds jobs (or is paused) in this namespace."""
