@@ -60,23 +60,17 @@ def failed(row: Row, width: int) -> list[str]:
     return [row["side"], row["variant"], f"failed: {row['error'][:120]}", *[""] * (width - 3)]
 
 
+def rows_of(rows: list[Row], width: int, cells: Callable[[Row], list[str]]) -> list[list[str]]:
+    """A table's rows: each row's ``cells``, or for a run that failed, what failed."""
+    return [failed(row, width) if "error" in row else cells(row) for row in rows]
+
+
 def noisy_table(rows: list[Row]) -> list[str]:
     head = (
         "delayq", "run", "B jobs", "B lateness p50 / p99 / max ms", "B due while A drained: jobs, p50 / max ms",
         "A's drain s", "A jobs/s", "lost / dup / early", "keys named once done: elsewhere (receipts)", "load",
     )  # fmt: skip
-    out = []
-    for row in rows:
-        if "error" in row:
-            out.append(failed(row, len(head)))
-            continue
-        behind = row["b_behind_a"]
-        behind_cell = f"{behind['jobs']:,}, " + " / ".join(num(behind["lateness_ms"].get(q), 1) for q in ("p50", "max"))
-        out.append([
-            row["side"], row["variant"], num(row["b_jobs"]), lateness(row["b_lateness_ms"]),
-            behind_cell if row["backlog"] else "-", num(row["a_drain_s"], 1), num(row["a_jobs_per_s"]),
-            faults(row), mentions(row), num(row["loadavg"], 1),
-        ])  # fmt: skip
+    out = rows_of(rows, len(head), noisy_cells)
     for side, pair in pairs(rows, lambda row: row["backlog"] > 0):
         with_a, alone = pair
         cell = lateness_ratio(with_a["b_lateness_ms"], alone["b_lateness_ms"])
@@ -84,12 +78,22 @@ def noisy_table(rows: list[Row]) -> list[str]:
     return table(head, out)
 
 
+def noisy_cells(row: Row) -> list[str]:
+    behind = row["b_behind_a"]
+    behind_cell = f"{behind['jobs']:,}, " + " / ".join(num(behind["lateness_ms"].get(q), 1) for q in ("p50", "max"))
+    return [
+        row["side"], row["variant"], num(row["b_jobs"]), lateness(row["b_lateness_ms"]),
+        behind_cell if row["backlog"] else "-", num(row["a_drain_s"], 1), num(row["a_jobs_per_s"]),
+        faults(row), mentions(row), num(row["loadavg"], 1),
+    ]  # fmt: skip
+
+
 def cost_table(rows: list[Row]) -> list[str]:
     head = (
         "delayq", "run", "jobs", "lateness p50 / p99 / max ms", "cmds/job", "script calls/job", "Redis CPU µs/job",
         "lost / dup / early", "load",
     )  # fmt: skip
-    out = [failed(row, len(head)) if "error" in row else [*cost_cells(row), num(row["loadavg"], 1)] for row in rows]
+    out = rows_of(rows, len(head), lambda row: [*cost_cells(row), num(row["loadavg"], 1)])
     for rate in dict.fromkeys(row["rate"] for row in rows):
         for side, (keyed, keyless) in pairs([r for r in rows if r["rate"] == rate], lambda row: row["keys"] > 0):
             out.append([side, f"**{rate:g} jobs/s: keyed / keyless**", *ratio_cells(keyed, keyless), "", ""])
@@ -125,20 +129,18 @@ def waiting_table(rows: list[Row]) -> list[str]:
         "cmds/job", "script calls/job", "Redis CPU µs/job", "lost / dup / early",
         "steady key named once done: elsewhere (receipts)", "load",
     )  # fmt: skip
-    out = []
-    for row in rows:
-        if "error" in row:
-            out.append(failed(row, len(head)))
-            continue
-        cells = cost_cells(row)
-        out.append([
-            row["side"], row["variant"], num(row["memory_bytes_per_job"]), num(row["fill_jobs_per_s"]), *cells[2:],
-            mentions(row), num(row["loadavg"], 1),
-        ])  # fmt: skip
+    out = rows_of(rows, len(head), waiting_cells)
     for side, (keyed, keyless) in pairs(rows, lambda row: row["distinct_keys"]):
         memory = ratio(keyed["memory_bytes_per_job"], keyless["memory_bytes_per_job"])
         out.append([side, "**keys / no key**", memory, "", *ratio_cells(keyed, keyless), "", "", ""])
     return table(head, out)
+
+
+def waiting_cells(row: Row) -> list[str]:
+    return [
+        row["side"], row["variant"], num(row["memory_bytes_per_job"]), num(row["fill_jobs_per_s"]),
+        *cost_cells(row)[2:], mentions(row), num(row["loadavg"], 1),
+    ]  # fmt: skip
 
 
 TAKES_NOTE = (
@@ -156,7 +158,7 @@ def takes_table(rows: list[Row]) -> list[str]:
         "delayq", "run", "jobs", "takes", "jobs/take", "cmds/take", "script calls/take", "Redis CPU µs/take",
         "script µs/take", "takes/s", "waiting B/job", "left once drained: memory, key names", "load",
     )  # fmt: skip
-    out = [failed(row, len(head)) if "error" in row else takes_cells(row) for row in rows]
+    out = rows_of(rows, len(head), takes_cells)
     for side in dict.fromkeys(row["side"] for row in rows):
         mine = [row for row in rows if row["side"] == side and "error" not in row]
         one = next((row for row in mine if not row["distinct_keys"] and not row.get("after_idle")), None)
@@ -191,19 +193,17 @@ def concurrency_table(rows: list[Row]) -> list[str]:
         "starts beyond the limit (keys)", "lost / dup / early", "wall s", "jobs/s", "lateness p50 / p99 / max ms",
         "load",
     )  # fmt: skip
-    out = []
-    for row in rows:
-        if "error" in row:
-            out.append(failed(row, len(head)))
-            continue
-        out.append([
-            row["side"], row["variant"], num(row["jobs"]), num(row["keys"]), num(row["in_force"]),
-            num(row["most_at_once"]), num(row["overlaps"]),
-            "-" if row["in_force"] is None else f"{row['over_limit']:,} ({row['keys_over_limit']:,})",
-            faults(row), num(row["wall_s"], 1), num(row["jobs_per_s"]), lateness(row["lateness_ms"]),
-            num(row["loadavg"], 1),
-        ])  # fmt: skip
-    return table(head, out)
+    return table(head, rows_of(rows, len(head), concurrency_cells))
+
+
+def concurrency_cells(row: Row) -> list[str]:
+    return [
+        row["side"], row["variant"], num(row["jobs"]), num(row["keys"]), num(row["in_force"]),
+        num(row["most_at_once"]), num(row["overlaps"]),
+        "-" if row["in_force"] is None else f"{row['over_limit']:,} ({row['keys_over_limit']:,})",
+        faults(row), num(row["wall_s"], 1), num(row["jobs_per_s"]), lateness(row["lateness_ms"]),
+        num(row["loadavg"], 1),
+    ]  # fmt: skip
 
 
 def rate_table(rows: list[Row]) -> list[str]:
@@ -212,21 +212,19 @@ def rate_table(rows: list[Row]) -> list[str]:
         "dup / early", "free key: jobs", "free key: lateness p50 / p99 / max ms", "free key: lost / dup / early",
         "load",
     )  # fmt: skip
-    out = []
-    for row in rows:
-        if "error" in row:
-            out.append(failed(row, len(head)))
-            continue
-        deviation = "-" if row["deviation"] is None else f"{100 * row['deviation']:+.1f}%"
-        free = row["free_faults"]
-        out.append([
-            row["side"], row["variant"], num(row["backlog"]), num(row["started"]), num(row["first_second"]),
-            f"{num(row['achieved_per_s'], 2)} over {row.get('window_s', '-')} s", deviation,
-            f"{row.get('per_second_min', '-')} / {row.get('per_second_max', '-')}",
-            f"{row['duplicated']} / {row['early']}", num(row["free_jobs"]) if free else "-",
-            lateness(row["free_lateness_ms"]) if free else "-", faults(free) if free else "-", num(row["loadavg"], 1),
-        ])  # fmt: skip
-    return table(head, out)
+    return table(head, rows_of(rows, len(head), rate_cells))
+
+
+def rate_cells(row: Row) -> list[str]:
+    deviation = "-" if row["deviation"] is None else f"{100 * row['deviation']:+.1f}%"
+    free = row["free_faults"]
+    return [
+        row["side"], row["variant"], num(row["backlog"]), num(row["started"]), num(row["first_second"]),
+        f"{num(row['achieved_per_s'], 2)} over {row.get('window_s', '-')} s", deviation,
+        f"{row.get('per_second_min', '-')} / {row.get('per_second_max', '-')}",
+        f"{row['duplicated']} / {row['early']}", num(row["free_jobs"]) if free else "-",
+        lateness(row["free_lateness_ms"]) if free else "-", faults(free) if free else "-", num(row["loadavg"], 1),
+    ]  # fmt: skip
 
 
 def pairs(rows: list[Row], is_top: Callable[[Row], bool]) -> list[tuple[str, tuple[Row, Row]]]:

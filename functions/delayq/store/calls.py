@@ -515,10 +515,13 @@ class KeysStep(NamedTuple):
 KEYS_STEP = 1000  # metas a walk step reads, about
 
 
-def keys_walk(partition: Partition, topic: str, cursor: str, key: str = "") -> Call[KeysStep]:
+def keys_walk(
+    partition: Partition, topic: str, cursor: str, key: str = "", *, metas: int = KEYS_STEP
+) -> Call[KeysStep]:
     """A step of the walk over ``topic``'s jobs in this partition from ``cursor`` ('0' to start),
-    counting each flow key's jobs (only ``key``'s, if given) by state."""
-    return Call(Scripts.keys_walk, partition.topic_keys(topic), [cursor, KEYS_STEP, key], _keys_step)
+    counting each flow key's jobs (only ``key``'s, if given) by state, about ``metas`` of them (0: none,
+    only the keys' own settings and holds)."""
+    return Call(Scripts.keys_walk, partition.topic_keys(topic), [cursor, metas, key], _keys_step)
 
 
 def _keys_step(reply: list[Any]) -> KeysStep:

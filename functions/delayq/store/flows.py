@@ -75,11 +75,10 @@ class Flows:
         return KeyState(key, *counts, limits, own[1])
 
     def _walk_own(self, topic: str, key: str) -> tuple[int, tuple[str, int | None]]:
-        """Only the first step of every partition's walk: ``key``'s own settings and hold."""
+        """``key``'s own settings and hold, from every partition, no job read."""
+        reads = [calls.keys_walk(p, topic, "0", key, metas=0) for p in self.queue.keys.partitions]
         with redis_errors(self.queue.server):
-            steps: list[KeysStep] = run_many(
-                self.queue.redis, [calls.keys_walk(p, topic, "0", key) for p in self.queue.keys.partitions]
-            )
+            steps: list[KeysStep] = run_many(self.queue.redis, reads)
         return steps[0].now_ms, _own(steps).get(key, ("", None))
 
     def _walk(

@@ -6,7 +6,7 @@ Then, on the first step (cursor '0'), the keys with settings of their own and th
 
 KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     the HSCAN cursor ('0' to start)
-ARGV[2]     metas read per call, about
+ARGV[2]     metas read per call, about; 0: none (the first step's settings and holds alone)
 ARGV[3]     a key, or '' for every key
 Returns {next_cursor, now_ms, then 4 values per key with jobs: key, delayed, ready, reserved,
          then (first step only) '', then 3 values per key with settings or a hold: key, settings
@@ -19,7 +19,10 @@ Returns {next_cursor, now_ms, then 4 values per key with jobs: key, delayed, rea
 local K = topic_keys(1)
 local now = now_ms()
 local only = ARGV[3]
-local step = redis.call('HSCAN', K.meta, ARGV[1], 'COUNT', tonumber(ARGV[2]))
+local step = {'0', {}}  -- no metas asked for: the keys' own settings and holds alone
+if tonumber(ARGV[2]) > 0 then
+  step = redis.call('HSCAN', K.meta, ARGV[1], 'COUNT', tonumber(ARGV[2]))
+end
 local counts, order = {}, {}
 local fields = step[2]
 for i = 1, #fields, 2 do
