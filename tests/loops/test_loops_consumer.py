@@ -580,10 +580,10 @@ def test_a_take_with_no_time_left_takes_nothing(make_queue: MakeQueue, monkeypat
     monkeypatch.setattr(Consumer, "_can_take", staticmethod(lambda lane, budget, now: True))
 
     consumer._read_index(now)  # the topic index names t: its lane takes
-    (take,) = consumer._take_calls(past_deadline, now)
-    assert take.call.args[3] == 0
-    (reply,) = run_many(queue.redis, [take.call])
-    consumer._on_take(take, reply, now)
+    (sent,) = consumer._take_calls(past_deadline, now)
+    assert sent.call.args[0] == 0  # the longest timeout the consumer can still finish
+    (reply,) = run_many(queue.redis, [sent.call])
+    consumer._on_takes(sent, reply, now)
     assert consumer.counts["taken"] == 0
     assert state(queue, "t", "j1") == "ready"
 
@@ -682,7 +682,8 @@ def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_
         topic = consumer.lanes.topic(name)
         assert topic is not None
         consumer.lanes.lane(topic, partition).next_check = now - late_s
-    takes = consumer._take_calls(Budget.forever(), now)
+    (sent,) = consumer._take_calls(Budget.forever(), now)  # one partition: one call for every lane
+    takes = sent.takes
     assert sorted(take.lane.topic.name for take in takes) == ["own", "t0", "t2"]
     assert [take.count for take in takes if take.lane.topic.name != "own"] == [1, 1]
     assert consumer._backlogged == {id(consumer.lanes.topics["t0"].share)}
@@ -692,6 +693,38 @@ def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_
     consumer._on_look(partition, ["t4", "own"], {}, now)
     assert ("t4", 0) not in consumer.lanes.lanes
     assert consumer.lanes.lanes[("own", 0)].next_check == now
+
+
+def test_a_partitions_take_brings_the_lanes_due_within_its_window_and_the_acks_of_others(
+    make_queue: MakeQueue,
+) -> None:
+    """Jobs alone in their topics: a take due now is one call for its partition, bringing the lanes
+    due within the take ahead but not those due later, and the acks of a lane with nothing to take
+    ride in it, done as an ack call would do them."""
+    queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
+    queue.enqueue_many([{"topic": name, "id": "j", "delay": 0} for name in ("now", "soon", "later", "done")])
+    partition = queue.keys.partitions[0]
+    leased = calls_module.take(partition, "done", count=1, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    consumer = Consumer(queue)
+    now = time.monotonic()
+    lanes = {}
+    for name, in_s in (("now", -0.001), ("soon", 0.02), ("later", 0.2), ("done", math.inf)):
+        topic = consumer.lanes.topic(name)
+        assert topic is not None
+        lanes[name] = consumer.lanes.lane(topic, partition)
+        lanes[name].next_check = now + in_s
+    lanes["done"].pending.ack("j", leased.tokens[0], leased.now_ms)
+
+    (sent,) = consumer._take_calls(Budget.forever(), now)
+    assert sorted(take.lane.topic.name for take in sent.takes) == ["now", "soon"]
+    assert [(pending.topic, [ack[0] for ack in acks]) for pending, acks in sent.acking] == [("done", ["j"])]
+    (reply,) = run_many(queue.redis, [sent.call])
+    consumer._on_takes(sent, reply, now)
+    assert consumer.counts["taken"] == 2
+    assert consumer.counts["acked"] == 1
+    assert not lanes["done"].pending
+    assert (state(queue, "done", "j"), state(queue, "later", "j")) == ("done", "ready")
+    consumer.deliveries.shutdown(5)
 
 
 def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: MakeQueue) -> None:
@@ -775,8 +808,8 @@ def test_a_paused_topic_named_ready_by_every_look_is_asked_once_a_tick(
     """The looks name a paused topic's ready jobs every 50 ms (a tick of 1 s); its lane still waits the
     tick its paused take answered, instead of taking again at each look."""
     takes: Counter[str] = Counter()
-    take = calls_module.take
-    monkeypatch.setattr(calls_module, "take", lambda p, topic, **kw: takes.update([topic]) or take(p, topic, **kw))
+    take = calls_module.lane_take
+    monkeypatch.setattr(calls_module, "lane_take", lambda p, topic, **kw: takes.update([topic]) or take(p, topic, **kw))
     queue = make_queue(topics={"t": {"target": RECORDER}}, tick=1.0)
     queue.pause("t")
     queue.enqueue_many([{"topic": "t", "id": f"j{i}"} for i in range(3)])
@@ -845,9 +878,9 @@ def test_a_topic_with_most_of_its_workers_busy_takes_nothing_ahead(
     """Its workers are for the jobs due: with three of four held by handlers, its takes reach no
     further than now; with them free again, ``TAKE_AHEAD_MS`` ahead."""
     aheads: list[int] = []
-    take = calls_module.take
+    take = calls_module.lane_take
     monkeypatch.setattr(
-        calls_module, "take", lambda p, topic, **kw: aheads.append(kw["ahead_ms"]) or take(p, topic, **kw)
+        calls_module, "lane_take", lambda p, topic, **kw: aheads.append(kw["ahead_ms"]) or take(p, topic, **kw)
     )
     queue = make_queue(topics={"t": {"target": GATE, "concurrency": 4}}, tick=0.2)
     queue.enqueue_many([{"topic": "t", "id": f"held{i}"} for i in range(3)])

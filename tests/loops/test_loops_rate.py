@@ -123,8 +123,8 @@ def test_a_held_back_lane_waits_for_its_next_start_instead_of_asking_again(
     600 ms; a consumer that slept its tick would need three), with a handful of takes, not one per
     look at the topic index (which names the topic as ready every 10 ms meanwhile)."""
     takes = []
-    take = calls.take
-    monkeypatch.setattr(calls, "take", lambda *args, **kwargs: takes.append(1) or take(*args, **kwargs))
+    take = calls.lane_take
+    monkeypatch.setattr(calls, "lane_take", lambda *args, **kwargs: takes.append(1) or take(*args, **kwargs))
     queue = make_queue(topics={RATED: {"target": RECORDER, "rate": 5, "burst": 1}}, tick=10.0)
     queue.enqueue_many([{"topic": RATED, "id": f"j{i}", "delay": 0} for i in range(4)])
     with running(Consumer(queue)):

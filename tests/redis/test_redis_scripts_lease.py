@@ -625,3 +625,60 @@ def test_a_take_without_acks_leaves_the_receipts_alone(lua: Lua) -> None:
     lua.enqueue(T, "b", value=0)
     assert lua.take(T, count=5).ids == ["b"]
     assert lua.r.lrange(lua.k(T).done, 0, -1) == ["a"]
+
+
+# ------------------------------------------------------------------------------------ several lanes in one call
+
+
+def test_one_call_takes_from_several_topics_each_by_its_own_arguments(lua: Lua) -> None:
+    """A take call of several lanes: each topic's jobs by its own count, timeout and take id, a reply
+    each in their order; a paused topic in the middle takes nothing and holds up no other."""
+    for topic, job_ids in (("a", ["a1", "a2", "a3"]), ("b", ["b1"]), ("c", ["c1", "c2"])):
+        for job_id in job_ids:
+            lua.enqueue(topic, job_id, value=0)
+    lua.pause("b")
+    parts = [
+        calls.lane_take(lua.p, "a", count=2, timeout_ms=5000, grace_ms=0, take_id="ta"),
+        calls.lane_take(lua.p, "b", count=5, timeout_ms=5000, grace_ms=0),
+        calls.lane_take(lua.p, "c", count=5, timeout_ms=9000, grace_ms=0, take_id="tc"),
+    ]
+    a, b, c = calls.takes(lua.p, parts).run(lua.r)
+    assert (a.ids, b.ids, b.paused, c.ids) == (["a1", "a2"], [], True, ["c1", "c2"])
+    assert (set(a.tokens), set(c.tokens), set(c.timeouts_ms)) == ({"ta"}, {"tc"}, {9000})
+    assert lua.r.zscore(lua.k("c").leased, "c1") == c.now_ms + 9000
+    assert lua.r.lrange(lua.k("a").ready, 0, -1) == ["a3"]
+    assert lua.untake("c", "tc") == 2  # each lane's take is undone by its own id
+    assert lua.r.lrange(lua.k("c").ready, 0, -1) == ["c1", "c2"]
+
+
+def test_acks_of_a_lane_ride_alone_in_another_lanes_take(lua: Lua) -> None:
+    """A lane with acks and nothing to take (``lane_acks``) rides in another topic's take: its jobs are
+    done as ack.lua does them (receipts, the lease index), and nothing of it is taken though due."""
+    lease = lua.make_leased("x", "x1")
+    lua.enqueue("x", "x2", value=0)
+    lua.enqueue("y", "y1", value=0)
+    parts = [
+        calls.lane_take(lua.p, "y", count=5, timeout_ms=5000, grace_ms=0),
+        calls.lane_acks(lua.p, "x", KEEP, [("x1", lease.token, 7), ("x9", lease.token, 7)]),
+    ]
+    y, x = calls.takes(lua.p, parts).run(lua.r)
+    assert (y.ids, y.acked, x.ids, x.acked) == (["y1"], 0, [], 1)
+    meta = lua.meta("x", "x1")
+    assert meta is not None
+    assert meta.state == "d"
+    assert lua.r.lrange(lua.k("x").done, 0, -1) == ["x1"]
+    assert lua.r.lrange(lua.k("x").ready, 0, -1) == ["x2"]
+    assert "x" not in dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))
+
+
+def test_a_lane_of_acks_that_empties_its_topic_forgets_it(lua: Lua) -> None:
+    lease = lua.make_leased("x", "x1")
+    lua.enqueue("y", "y1", value=0)
+    parts = [
+        calls.lane_acks(lua.p, "x", Rules(keep_done_ms=0), [("x1", lease.token, 7)]),
+        calls.lane_take(lua.p, "y", count=5, timeout_ms=5000, grace_ms=0),
+    ]
+    x, y = calls.takes(lua.p, parts).run(lua.r)
+    assert (x.acked, y.ids) == (1, ["y1"])
+    assert lua.r.smembers(lua.p.topics) == {"y"}
+    assert lua.r.exists(lua.k("x").meta, lua.k("x").leased, lua.k("x").control) == 0

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -30,7 +30,7 @@ from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
 from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from delayq.core.loop import Budget
 from delayq.store import calls
-from delayq.store.calls import Taken
+from delayq.store.calls import LaneTake, Taken
 from delayq.store.connection import redis_errors, refused_unrun
 from delayq.store.keys import Partition
 from delayq.store.namespace import Namespace
@@ -49,6 +49,7 @@ LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consu
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 LATENESS_CHUNK = 50  # topics whose recent lateness one call adds (one call a pass while more wait: ~1 ms of Redis)
+LANES_PER_CALL = 64  # lanes (takes and riding acks) one take call carries, at most: bounded work per call
 PLAN_TOPICS = 256  # topics named per partition by one read of its topic index (the first to have work)
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
 LOOKS_PER_TICK = 20  # between those reads, plain looks at the index: every 50 ms at the default tick
@@ -62,13 +63,25 @@ __all__ = ["LEASE_GRACE_MS", "TAKE_AHEAD_MS", "Consumer"]
 
 @dataclass(slots=True)
 class Take:
-    """A take call of one pass, for the lane it takes from, with the lane's acks that ride with it."""
+    """A lane's take in a pass, with the lane's acks that ride with it. ``early``: the lane is not due
+    yet, its jobs fall due within its take ahead; it takes what the due lanes leave of the workers."""
 
     lane: Lane
-    call: Call[Taken]
     count: int
     take_id: str
     acks: list[tuple[str, str, int]]
+    early: bool = False
+
+
+@dataclass(slots=True)
+class TakeCall:
+    """One take call of a pass: the takes of some lanes of a partition, then the acks of its other
+    lanes (``acking``), a reply each in that order."""
+
+    partition: Partition
+    takes: list[Take]
+    acking: list[tuple[Pending, list[tuple[str, str, int]]]]
+    call: Call[list[Taken]]
 
 
 class Consumer:
@@ -103,6 +116,7 @@ class Consumer:
         self.lanes = Lanes(self.settings, self._settlement, self._lock, partitions=len(namespace.keys), only=topics)
         self.deliveries = Deliveries(self._lock, self.counts, namespace.telemetry, size=self.lanes.pool_size())
         self._lateness_recorded = time.monotonic()
+        self._next_takes: dict[Partition, float] = {}  # per partition, when its next take is due (this pass's)
 
     # --------------------------------------------------------------------------------- the loop
 
@@ -214,6 +228,7 @@ class Consumer:
         if take:
             self._read_index(now)
         takes = self._take_calls(budget, now) if take else []  # first: the lanes' acks ride with them
+        self._next_takes = self._first_takes() if take else {}
         settles = self._settlement.calls(now, hold=self._acks_can_wait if take else None)
         # In the same round trip (a lane they make takes next pass); early, rather than a wake of their own.
         looks = self._look_calls(now, riding=bool(takes or settles)) if take else []
@@ -224,14 +239,14 @@ class Consumer:
             self.lanes.forget_idle()
             self.outages.report(now)
             return
-        partitions = [settle.pending.partition for settle in settles] + [sent.lane.partition for sent in takes]
+        partitions = [settle.pending.partition for settle in settles] + [sent.partition for sent in takes]
         partitions += [partition for partition, _ in looks for _ in range(2)] + [partition for partition, _ in records]
         replies = self._send(sends)
         self.outages.saw(partitions, replies, now)
         for settle, reply in zip(settles, replies[: len(settles)], strict=True):
             self._settlement.settled(settle, reply)
         for sent, reply in zip(takes, replies[len(settles) : len(settles) + len(takes)], strict=True):
-            self._on_take(sent, reply, now)
+            self._on_takes(sent, reply, now)
         looked = replies[len(settles) + len(takes) : len(settles) + len(takes) + 2 * len(looks)]
         for (partition, _), ready, delayed in zip(looks, looked[0::2], looked[1::2], strict=True):
             self._on_look(partition, ready, delayed, now)
@@ -404,23 +419,24 @@ class Consumer:
             first.update(heapq.nsmallest(free, items, key=first_due) if len(items) > free else items)
         return first
 
-    def _take_calls(self, budget: Budget, now: float) -> list[Take]:
+    def _take_calls(self, budget: Budget, now: float) -> list[TakeCall]:
         """Takes for the lanes that are due, each topic's free workers shared among its due lanes
         (partitions), the first of them in turn, so that no partition waits behind another. Topics
         that share workers (those ``*`` covers) take in the order their lanes fell due, and no more in
-        all than their share has free."""
+        all than their share has free. With the workers left, a partition that takes brings its other
+        lanes due within their take ahead (``riding``); one call per partition (``TakeCall``), with
+        the acks of its other lanes."""
+        takers = [
+            lane
+            for lane in self.lanes
+            if self._can_take(lane, budget, now) and not self.outages.resting(lane.partition, now)
+        ]
         due: dict[Topic, list[Lane]] = {}
-        for lane in self.lanes:
-            if (
-                lane.next_check <= now
-                and self._can_take(lane, budget, now)
-                and not self.outages.resting(lane.partition, now)
-            ):
+        for lane in takers:
+            if lane.next_check <= now:
                 due.setdefault(lane.topic, []).append(lane)
         due = self._first_of_each_share(due)
-        # Never negative: take.lua reads a negative longest as "no limit".
-        longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
-        takes = []
+        takes: dict[Partition, list[Take]] = {}
         planned: Counter[int] = Counter()  # per share (by id): jobs this pass's takes may bring
         sharing = Counter(id(topic.share) for topic in due)  # per share: its topics still to take
         for topic, lanes in sorted(due.items(), key=first_due):
@@ -438,30 +454,111 @@ class Consumer:
                 if count <= 0:
                     break
                 free -= count
-                takes.append(self._take(lane, count, longest_ms))
-        return takes
+                takes.setdefault(lane.partition, []).append(self._take(lane, count))
+        allowed = self._take_early(takers, due, takes, planned, now)
+        # Never negative: take.lua reads a negative longest as "no limit".
+        longest_ms = -1 if budget.finish_by is None else max(0, int((budget.finish_by - now) * 1000))
+        return [
+            call
+            for partition, lane_takes in takes.items()
+            for call in self._calls_of(partition, lane_takes, allowed.get(partition, Counter()), longest_ms)
+        ]
 
-    def _take(self, lane: Lane, count: int, longest_ms: int) -> Take:
+    def _take_early(
+        self,
+        takers: list[Lane],
+        due: dict[Topic, list[Lane]],
+        takes: dict[Partition, list[Take]],
+        planned: Counter[int],
+        now: float,
+    ) -> dict[Partition, Counter[int]]:
+        """Adds to ``takes`` the lanes not due yet whose jobs fall due within their take ahead, in the
+        partitions that take now: they ride in that call, with the workers the due lanes of their
+        share leave there (the call's pool), and its workers no due lane was given, split among those
+        partitions: per partition and share (by id), what this returns."""
+        early: dict[int, list[Lane]] = {}  # per share
+        for lane in sorted(takers, key=lambda lane: lane.next_check):
+            if (
+                lane.partition in takes
+                and lane.topic not in due
+                and 0 < lane.next_check - now <= lane.topic.ahead_ms / 1000
+            ):
+                early.setdefault(id(lane.topic.share), []).append(lane)
+        due_here = Counter(
+            (take.lane.partition, id(take.lane.topic.share)) for take in chain.from_iterable(takes.values())
+        )
+        allowed: dict[Partition, Counter[int]] = {}
+        for key, lanes in early.items():
+            share = lanes[0].topic.share
+            left = share.size - share.running - planned[key]
+            partitions = list(dict.fromkeys(lane.partition for lane in lanes))
+            for n, partition in enumerate(partitions):
+                allowed.setdefault(partition, Counter())[key] = max(
+                    0, left // len(partitions) + (n < left % len(partitions))
+                )
+            for lane in lanes:
+                if allowed[lane.partition][key] + due_here[(lane.partition, key)] > 0:
+                    count = min(lane.topic.config.batch, lane.topic.free)
+                    takes[lane.partition].append(self._take(lane, count, early=True))
+        return allowed
+
+    def _calls_of(
+        self, partition: Partition, takes: list[Take], allowed: Counter[int], longest_ms: int
+    ) -> list[TakeCall]:
+        """The calls of a partition's takes, ``LANES_PER_CALL`` lanes each, the acks of its other lanes
+        riding in the room left. The lanes of a share take from one pool: what its due lanes were
+        given, and in the last call what ``allowed`` gives its early ones."""
+        taking = {take.lane.pending for take in takes}
+        sent = []
+        for start in range(0, len(takes), LANES_PER_CALL):
+            chunk = takes[start : start + LANES_PER_CALL]
+            budgets: Counter[int] = Counter()
+            for take in chunk:
+                budgets[id(take.lane.topic.share)] += 0 if take.early else take.count
+            if start + LANES_PER_CALL >= len(takes):
+                budgets.update(allowed)
+            pools = {key: n for n, key in enumerate(budgets, 1)}
+            acking = self._settlement.ride_along(partition, taking, LANES_PER_CALL - len(chunk))
+            parts = [self._part(take, pools[id(take.lane.topic.share)]) for take in chunk]
+            parts += [calls.lane_acks(partition, pending.topic, pending.rules, acks) for pending, acks in acking]
+            call = calls.takes(
+                partition, parts, longest_ms=longest_ms, run_ms=self.lanes.run_ms, pools=list(budgets.values())
+            )
+            sent.append(TakeCall(partition, chunk, acking, call))
+        return sent
+
+    def _take(self, lane: Lane, count: int, *, early: bool = False) -> Take:
         """A take of up to ``count`` jobs from ``lane``, with the lane's acks riding along."""
-        topic = lane.topic
         take_id = "t" + secrets.token_hex(8)  # never a number: those are the counter's tokens
-        acks = self._settlement.ride(lane.pending)
-        call = calls.take(
+        return Take(lane, count, take_id, self._settlement.ride(lane.pending), early)
+
+    def _part(self, take: Take, pool: int) -> LaneTake:
+        """The take's part of its call, its jobs out of ``pool``."""
+        lane, topic = take.lane, take.lane.topic
+        return calls.lane_take(
             lane.partition,
             topic.name,
-            count=count,
+            count=take.count,
             timeout_ms=topic.config.timeout_ms,
             grace_ms=self.lease_grace_ms,
-            longest_ms=longest_ms,
-            run_ms=self.lanes.run_ms,
-            take_id=take_id,
+            take_id=take.take_id,
             rate=topic.rate,
-            acks=acks,
+            acks=take.acks,
             keeping=topic.config,
             ahead_ms=topic.ahead_ms,
             key_limits=topic.key_limits,
+            pool=pool,
         )
-        return Take(lane, call, count, take_id, acks)
+
+    def _on_takes(self, sent: TakeCall, reply: list[Taken] | Exception, now: float) -> None:
+        """A take call's reply: each lane's take, then the acks that rode along."""
+        replies: list[Taken | Exception] = (
+            [reply] * (len(sent.takes) + len(sent.acking)) if isinstance(reply, Exception) else list(reply)
+        )
+        for take, taken in zip(sent.takes, replies[: len(sent.takes)], strict=True):
+            self._on_take(take, taken, now)
+        for (pending, acks), taken in zip(sent.acking, replies[len(sent.takes) :], strict=True):
+            self._settlement.rode(pending, acks, taken if isinstance(taken, Exception) else taken.acked)
 
     def _on_take(self, take: Take, reply: Taken | Exception, now: float) -> None:
         lane = take.lane
@@ -531,13 +628,18 @@ class Consumer:
             )
 
     def _acks_can_wait(self, pending: Pending) -> bool:
-        """Whether a lane's acks may wait for its next take to ride with: one is coming before they
-        must go (``Pending.send_acks_by``)."""
-        lane = self.lanes.of(pending)
-        if lane is None:
-            return False
+        """Whether a lane's acks may wait for a take of their partition to ride with: one is coming
+        before they must go (``Pending.send_acks_by``)."""
         by = pending.send_acks_by()
-        return time.monotonic() < by and lane.next_check <= by
+        return time.monotonic() < by and self._next_takes.get(pending.partition, float("inf")) <= by
+
+    def _first_takes(self) -> dict[Partition, float]:
+        """When each partition's first lane is due to take."""
+        first: dict[Partition, float] = {}
+        for lane in self.lanes:
+            if lane.next_check < first.get(lane.partition, float("inf")):
+                first[lane.partition] = lane.next_check
+        return first
 
     @staticmethod
     def _can_take(lane: Lane, budget: Budget, now: float) -> bool:

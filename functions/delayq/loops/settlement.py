@@ -5,8 +5,9 @@ Per lane (one topic in one partition), ``Pending`` gathers what finished since t
 acks of jobs whose handler succeeded, the failed attempts, and the ids of takes whose reply never
 came. Each pass takes them off (``Settlement.calls``) and sends them with its takes, one Lua call
 each (``calls.ack``, ``calls.fail``, ``calls.untake``), at most ``SETTLE_CHUNK`` jobs per call.
-Acks may ride with the lane's next take instead, in the same Lua call (``Settlement.ride``): while
-jobs keep falling due, a delivery then costs one call, not two. The loop says which acks may wait for
+Acks may ride with the lane's next take instead, in the same Lua call (``Settlement.ride``), or with
+a take of another lane of the partition (``Settlement.ride_along``): while jobs keep falling due, a
+delivery then costs one call, not two, however many topics they are spread over. The loop says which acks may wait for
 that (``hold``), never longer than ``ACK_RIDE_S``.
 
 A call that fails keeps its items for the next pass, before what came since. Nothing is lost if Redis
@@ -34,7 +35,7 @@ from delayq.store.scripts import Call
 log = logging.getLogger("delayq.consume")
 
 SETTLE_CHUNK = 1000  # acks or failed attempts per Lua call: bounded work per call
-ACK_RIDE_S = 0.06  # how long an ack may wait for its lane's next take (every TAKE_AHEAD_MS or so) to ride with
+ACK_RIDE_S = 0.06  # how long an ack may wait for a take of its partition (every TAKE_AHEAD_MS or so) to ride with
 MAX_UNTAKES = 256  # per lane: take ids kept for undoing while Redis stays away (the oldest are dropped)
 
 ACK, FAIL, UNTAKE = "ack", "fail", "untake"
@@ -138,6 +139,23 @@ class Settlement:
         with self._lock:
             acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
             return acks
+
+    def ride_along(
+        self, partition: Partition, taking: set[Pending], limit: int
+    ) -> list[tuple[Pending, list[tuple[str, str, int]]]]:
+        """The acks of up to ``limit`` lanes of ``partition`` but those ``taking``, taken off to ride
+        in a take call of the partition (at most ``SETTLE_CHUNK`` a lane)."""
+        riders: list[tuple[Pending, list[tuple[str, str, int]]]] = []
+        if limit <= 0:
+            return riders
+        with self._lock:
+            for pending in self._pending:
+                if pending.acks and pending.partition == partition and pending not in taking:
+                    acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
+                    riders.append((pending, acks))
+                    if len(riders) == limit:
+                        break
+        return riders
 
     def calls(self, now: float, hold: Callable[[Pending], bool] | None = None) -> list[Settle]:
         """The calls for everything pending, taken off the lanes: undo first, then acks, then fails;

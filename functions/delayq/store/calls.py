@@ -146,44 +146,91 @@ class Taken:
         return [job.id for job in self.jobs]
 
 
-def take(
+class LaneTake(NamedTuple):
+    """One lane's part of a take call (``takes``): its topic, its key group and its arguments."""
+
+    topic: str
+    keys: list[str]
+    args: list[Arg]
+
+
+def lane_take(
     partition: Partition,
     topic: str,
     *,
     count: int,
     timeout_ms: int,
     grace_ms: int,
-    longest_ms: int = -1,
-    run_ms: int = -1,
     take_id: str | None = None,
     rate: tuple[int, int] | None = None,
     acks: Sequence[tuple[str, str, int]] = (),
     keeping: Keeping | None = None,
     ahead_ms: int = 0,
     key_limits: tuple[int | str, int | str, int | str] = ("", "", ""),
-) -> Call[Taken]:
-    """Leases up to ``count`` due jobs of ``topic``, each until its timeout (``timeout_ms`` unless it
-    has its own) plus ``grace_ms``. A job whose timeout exceeds ``longest_ms`` is left for a consumer
-    with more time, one whose timeout exceeds ``run_ms`` goes dead (-1: no limit). With ``take_id``,
-    that id is every lease's token and ``untake`` can undo the take; else each lease gets a number.
-    With ``rate`` (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the
-    others stay ready, and ``next_in_ms`` is at most the wait for the next start. ``acks`` (as
-    ``ack`` takes them, with the topic's ``keeping``) are acknowledged first, in the same call. With
-    ``ahead_ms``, jobs falling due within that many ms are taken too, each leased from its run-at: the
-    caller starts none before Redis' clock (``Taken.now_ms`` plus the time since the reply) reaches
-    its run-at. A topic with a ``rate`` takes nothing ahead. ``key_limits`` (``KeyLimits.shares``) are
-    every flow key's limits but for keys with settings of their own: the jobs of a key at its limit
-    stay ready (parked, ``lua/includes/flow.lua``)."""
+    pool: int = 0,
+) -> LaneTake:
+    """A take of up to ``count`` due jobs of ``topic``, each leased until its timeout (``timeout_ms``
+    unless it has its own) plus ``grace_ms``. With ``take_id``, that id is every lease's token and
+    ``untake`` can undo the take; else each lease gets a number. With ``rate``
+    (``TopicConfig.rate_share``), no more than the partition's bucket holds starts: the others stay
+    ready, and ``next_in_ms`` is at most the wait for the next start. ``acks`` (as ``ack`` takes
+    them, with the topic's ``keeping``) are acknowledged first, in the same call. With ``ahead_ms``,
+    jobs falling due within that many ms are taken too, each leased from its run-at: the caller starts
+    none before Redis' clock (``Taken.now_ms`` plus the time since the reply) reaches its run-at. A
+    topic with a ``rate`` takes nothing ahead. ``key_limits`` (``KeyLimits.shares``) are every flow
+    key's limits but for keys with settings of their own: the jobs of a key at its limit stay ready
+    (parked, ``lua/includes/flow.lua``). ``count`` -1 takes nothing: the acks alone (``lane_acks``).
+    With ``pool`` (1, 2, ...: one of ``takes``' pools), no more jobs than the lanes before it in the
+    call left of that pool."""
     if acks and keeping is None:
         raise ValueError("acks ride with a take only with the topic's keeping")
-    keys = [*partition.key_group(topic), partition.seq, partition.untaken]
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
-    args: list[Arg] = [count, timeout_ms, grace_ms, longest_ms, run_ms, take_id or "", interval, tolerance]
-    args += [keep_ms, keep_max, ahead_ms, *key_limits]
+    args: list[Arg] = [count, pool, timeout_ms, grace_ms, take_id or "", interval, tolerance, keep_ms, keep_max]
+    args.append(ahead_ms)
+    args += [*key_limits, 3 * len(acks)]
     for lease in acks:
         args += lease
-    return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply))
+    return LaneTake(topic, partition.key_group(topic), args)
+
+
+def lane_acks(partition: Partition, topic: str, keeping: Keeping, acks: Sequence[tuple[str, str, int]]) -> LaneTake:
+    """The acks of ``topic`` alone, riding in a take call of its partition's other lanes (as ``ack``)."""
+    return lane_take(partition, topic, count=-1, timeout_ms=0, grace_ms=0, acks=acks, keeping=keeping)
+
+
+def takes(
+    partition: Partition,
+    lanes: Sequence[LaneTake],
+    *,
+    longest_ms: int = -1,
+    run_ms: int = -1,
+    pools: Sequence[int] = (),
+) -> Call[list[Taken]]:
+    """The takes of ``lanes`` (of ``partition``) in one call, a ``Taken`` each in their order. A job
+    whose timeout exceeds ``longest_ms`` is left for a consumer with more time, one whose timeout
+    exceeds ``run_ms`` goes dead (-1: no limit). ``pools``: how many jobs the lanes of each pool
+    (``lane_take``'s ``pool``, counted from 1) may bring in all."""
+    topics = [lane.topic for lane in lanes]
+    keys, args = _packed(partition, lanes, longest_ms, run_ms, pools)
+    return Call(Scripts.take, keys, args, lambda reply: [_taken(t, r) for t, r in zip(topics, reply, strict=True)])
+
+
+def take(partition: Partition, topic: str, *, longest_ms: int = -1, run_ms: int = -1, **lane: Any) -> Call[Taken]:
+    """One lane's take alone (``lane_take``'s arguments; ``takes``' limits)."""
+    keys, args = _packed(partition, [lane_take(partition, topic, **lane)], longest_ms, run_ms, ())
+    return Call(Scripts.take, keys, args, lambda reply: _taken(topic, reply[0]))
+
+
+def _packed(
+    partition: Partition, lanes: Sequence[LaneTake], longest_ms: int, run_ms: int, pools: Sequence[int]
+) -> tuple[list[str], list[Arg]]:
+    keys = [partition.seq, partition.untaken]
+    args: list[Arg] = [longest_ms, run_ms, len(pools), *pools]
+    for lane in lanes:
+        keys += lane.keys
+        args += lane.args
+    return keys, args
 
 
 TAKEN_FIELDS = 9  # values per leased job in take.lua's reply

@@ -14,4 +14,4 @@ Returns the number of jobs acknowledged.
 -- @include ack
 
 local K = topic_keys(1)
-return ack_jobs(K, now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2]), 3, true)
+return ack_jobs(K, now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2]), 3, #ARGV, true)

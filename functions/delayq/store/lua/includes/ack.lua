@@ -16,13 +16,13 @@
 
 local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
--- Acknowledges the jobs of ARGV[first ...], 3 values each: id, lease token, started_at_ms (when the
+-- Acknowledges the jobs of ARGV[first .. last], 3 values each: id, lease token, started_at_ms (when the
 -- attempt's handler started, Redis time); `now` is Redis' time in ms. With `reindex` false the
 -- caller sets the topic's lease index itself (index_leased_exact) once it is done with the leased
 -- set. Returns the number of jobs acknowledged.
-local function ack_jobs(K, now, keep_ms, keep_max, first, reindex)
+local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
   local ids = {}
-  for i = first, #ARGV, 3 do
+  for i = first, last, 3 do
     ids[#ids + 1] = ARGV[i]
   end
   if #ids == 0 then
