@@ -682,3 +682,19 @@ def test_a_lane_of_acks_that_empties_its_topic_forgets_it(lua: Lua) -> None:
     assert (x.acked, y.ids) == (1, ["y1"])
     assert lua.r.smembers(lua.p.topics) == {"y"}
     assert lua.r.exists(lua.k("x").meta, lua.k("x").leased, lua.k("x").control) == 0
+
+
+def test_lanes_of_one_pool_take_what_the_lanes_before_them_left(lua: Lua) -> None:
+    """The lanes of a pool bring no more jobs in all than the pool holds, each taking what the lanes
+    before it left; a lane of no pool takes by its count alone."""
+    for topic in ("a", "b", "c"):
+        for n in range(3):
+            lua.enqueue(topic, f"{topic}{n}", value=0)
+    parts = [
+        calls.lane_take(lua.p, "a", count=4, timeout_ms=5000, grace_ms=0, pool=1),
+        calls.lane_take(lua.p, "b", count=4, timeout_ms=5000, grace_ms=0, pool=1),
+        calls.lane_take(lua.p, "c", count=4, timeout_ms=5000, grace_ms=0),
+    ]
+    a, b, c = calls.takes(lua.p, parts, pools=[4]).run(lua.r)
+    assert (a.ids, b.ids, c.ids) == (["a0", "a1", "a2"], ["b0"], ["c0", "c1", "c2"])
+    assert lua.r.lrange(lua.k("b").ready, 0, -1) == ["b1", "b2"]
