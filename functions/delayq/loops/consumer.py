@@ -473,9 +473,11 @@ class Consumer:
         now: float,
     ) -> dict[Partition, Counter[int]]:
         """Adds to ``takes`` the lanes not due yet whose jobs fall due within their take ahead, in the
-        partitions that take now: they ride in that call, with the workers the due lanes of their
-        share leave there (the call's pool), and its workers no due lane was given, split among those
-        partitions: per partition and share (by id), what this returns."""
+        partitions that take now, the first to fall due a job each: they ride in that call, with the
+        workers the due lanes of their share leave there (the call's pool), and its workers no due
+        lane was given, split among those partitions: per partition and share (by id), what this
+        returns. A job taken early holds its worker until its run-at, so at most half the share's
+        free workers go to them, as a topic takes ahead only while at most half its workers are busy."""
         early: dict[int, list[Lane]] = {}  # per share
         for lane in sorted(takers, key=lambda lane: lane.next_check):
             if (
@@ -491,6 +493,7 @@ class Consumer:
         for key, lanes in early.items():
             share = lanes[0].topic.share
             left = share.size - share.running - planned[key]
+            del lanes[(share.size - share.running) // 2 :]
             partitions = list(dict.fromkeys(lane.partition for lane in lanes))
             for n, partition in enumerate(partitions):
                 allowed.setdefault(partition, Counter())[key] = max(
@@ -498,8 +501,7 @@ class Consumer:
                 )
             for lane in lanes:
                 if allowed[lane.partition][key] + due_here[(lane.partition, key)] > 0:
-                    count = min(lane.topic.config.batch, lane.topic.free)
-                    takes[lane.partition].append(self._take(lane, count, early=True))
+                    takes[lane.partition].append(self._take(lane, 1, early=True))
         return allowed
 
     def _calls_of(
@@ -598,9 +600,10 @@ class Consumer:
                 reply.jobs, reply.tokens, reply.timeouts_ms, reply.starts_ms, strict=True
             )
         ]
-        if len(reply.jobs) + len(reply.dead) >= take.count:
+        if len(reply.jobs) + len(reply.dead) >= take.count and not take.early:
             # A full batch: more may be due, so take again as soon as workers are free; but if it was
-            # taken ahead, nothing more is due before its last job starts.
+            # taken ahead, nothing more is due before its last job starts. (An early lane took one job
+            # of its delayed set, and ``next_in_ms`` says when its next falls due.)
             lane.next_check = max([now, *(delivery.start_at for delivery in deliveries)])
         elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
             # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
