@@ -35,6 +35,10 @@ def concurrency_share(concurrency: int, partitions: int) -> int:
     return -(-concurrency // partitions)
 
 
+Shares = tuple[int | str, int | str, int | str]  # what one partition enforces of a key's limits (KeyLimits.shares)
+UNLIMITED: Shares = ("", "", "")  # the shares of no limit at all
+
+
 @dataclass(frozen=True, slots=True)
 class KeyLimits:
     """A key's limits; None where unlimited (or, in a key's own settings, where the topic's apply)."""
@@ -70,7 +74,7 @@ class KeyLimits:
     def empty(self) -> bool:
         return self == KeyLimits()
 
-    def shares(self, partitions: int) -> tuple[int | str, int | str, int | str]:
+    def shares(self, partitions: int) -> Shares:
         """What one partition enforces, as flow.lua reads it: the concurrency share, the rate's interval
         and tolerance (µs); '' where unlimited."""
         concurrency: int | str = "" if self.concurrency is None else concurrency_share(self.concurrency, partitions)

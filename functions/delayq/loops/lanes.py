@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from delayq.core.errors import ConfigError
+from delayq.core.flows import UNLIMITED, Shares
 from delayq.core.settings import WILDCARD, Settings, TopicConfig
 from delayq.store.keys import Partition
 from delayq.targets import Target, failing_target, resolve_target
@@ -41,7 +42,7 @@ class Topic:
     lateness: dict[int, int] = field(default_factory=dict)  # bucket -> deliveries since the last record
     lanes: int = 0  # its lanes (one per partition where it has work)
     rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
-    key_limits: tuple[int | str, int | str, int | str] = ("", "", "")  # each partition's share (KeyLimits.shares)
+    key_limits: Shares = UNLIMITED  # each partition's share (KeyLimits.shares)
 
     @property
     def free(self) -> int:
@@ -54,7 +55,10 @@ class Topic:
     @property
     def ahead_ms(self) -> int:
         """How far ahead its takes reach: ``TAKE_AHEAD_MS`` while at most half its workers are busy, else
-        0 (a busy topic's workers are for the jobs due, not for waiting on the next ones)."""
+        0 (a busy topic's workers are for the jobs due, not for waiting on the next ones); 0 for a topic
+        with a rate or limits per key, whose takes count starts as they are taken (take.lua)."""
+        if self.rate is not None or self.key_limits != UNLIMITED:
+            return 0
         return TAKE_AHEAD_MS if 2 * self.free >= min(self.config.concurrency, self.share.size) else 0
 
 
