@@ -285,6 +285,45 @@ def test_patch_malformed_json_is_400(seeded: Api):
     seeded.refused(400, ANY_FIELD, "PATCH", path("seed"), raw_body="{delay: 5}", error="malformed")
 
 
+# ------------------------------------------------------------------------------------------ run now
+
+
+def test_run_makes_a_delayed_job_due_now(api: Api):
+    api.create("orders", "d", delay=3600, body={"keep": 1})
+    before = api.server_ms()
+    reply = api.post(path("d") + "/run")
+    after = api.server_ms()
+    assert reply.status == 200, reply
+    assert_model(ScheduledOut, reply.json)
+    assert before <= reply.json["run_at_ms"] <= after
+    job = api.job("orders", "d")
+    assert (job["state"], job["run_at_ms"], job["body"]) == ("ready", reply.json["run_at_ms"], {"keep": 1})
+
+
+def test_run_of_a_ready_job_keeps_its_run_at_and_its_place(api: Api):
+    first = api.create("orders", "r1", delay=0)
+    api.create("orders", "r2", delay=0)
+    reply = api.post(path("r1") + "/run")
+    assert (reply.status, reply.json["run_at_ms"]) == (200, first["run_at_ms"])
+    ready = api.get("/topics/orders/jobs", query={"state": "ready"}).json["jobs"]
+    assert [job["id"] for job in ready] == ["r1", "r2"]
+
+
+@pytest.mark.parametrize(("make", "error"), [("lease", "reserved"), ("kill", "dead")])
+def test_run_of_a_reserved_or_dead_job_is_409(seeded: Api, make: str, error: str):
+    if make == "lease":
+        seeded.create("orders", "j", delay=0)
+        seeded.lease("orders", "j")
+    else:
+        seeded.kill("orders", "j")
+    seeded.refused(409, "id", "POST", path("j") + "/run", error=error)
+    assert seeded.job("orders", "j")["state"] == error
+
+
+def test_run_of_a_missing_job_is_404(seeded: Api):
+    seeded.refused(404, "id", "POST", path("missing") + "/run", error="not_found")
+
+
 # ------------------------------------------------------------------------------------------ DELETE
 
 

@@ -134,6 +134,23 @@ def test_job_whole_and_its_error_made_safe_for_a_terminal(cli: Run, queue: Queue
     assert json.loads(out) == queue.get("orders", "x1").to_dict()
 
 
+def test_job_shows_when_it_died_and_its_attempts(cli: Run, queue: Queue) -> None:
+    kill(queue, "orders", "h1", error="ValueError: no such order\nsecond line")
+    info = queue.get("orders", "h1")
+    assert info.dead_at_ms is not None
+    code, out, _ = cli("job", "orders", "h1")
+    lines = out.splitlines()
+    assert code == 0
+    assert f"dead at      {iso_utc(info.dead_at_ms)}" in lines
+    at = lines.index("history")
+    assert table(lines[at + 1]) == [["ATTEMPT", "STARTED", "AT", "ENDED", "AT", "TOOK", "OUTCOME", "ERROR"]]
+    row = table(lines[at + 2])[0]
+    assert row[:2] == ["1", "-"]  # the attempt; its start not told by this consumer
+    assert row[2] == iso_utc(info.history[0].ended_at_ms or 0)
+    assert row[3:6] == ["-", "error", "ValueError:"]
+    assert "no such order\\nsecond line" in lines[at + 2]  # one line, made safe for a terminal
+
+
 def test_job_shows_its_key(cli: Run, queue: Queue) -> None:
     queue.enqueue("orders", {}, id="k1", key="tenant-7", delay=60)
     code, out, _ = cli("job", "orders", "k1")

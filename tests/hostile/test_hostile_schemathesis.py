@@ -66,6 +66,7 @@ def test_the_schema_has_every_route():
         "PUT /jobs/{topic}/{id}",
         "GET /jobs/{topic}/{id}",
         "PATCH /jobs/{topic}/{id}",
+        "POST /jobs/{topic}/{id}/run",
         "DELETE /jobs/{topic}/{id}",
         "GET /topics/{topic}",
         "GET /topics/{topic}/dead",

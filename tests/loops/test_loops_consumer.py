@@ -158,7 +158,7 @@ def test_retry_follows_the_backoff_schedule(make_queue: MakeQueue) -> None:
     assert (summary["succeeded"], summary["acked"], summary["dead"]) == (1, 1, 0)
 
 
-def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
+def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue, caplog: pytest.LogCaptureFixture) -> None:
     queue = make_queue(
         topics={"dl": {"target": "python:support.loop_targets:switch", "retries": 2, "backoff": [0.1]}}, tick=0.1
     )
@@ -171,6 +171,8 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     assert summary is not None
     assert (summary["failed"], summary["retried"], summary["dead"], summary["acked"]) == (3, 2, 1, 0)
     assert [c.job.attempt for c in loop_targets.of("d1")] == [1, 2, 3]
+    dead_lines = [r for r in caplog.records if r.levelname == "ERROR" and " is dead" in r.getMessage()]
+    assert [r.getMessage() for r in dead_lines] == ["dl/d1 is dead: RuntimeError: switched off at attempt 3"]
 
     info = queue.get("dl", "d1")
     assert info.state == "dead"
@@ -178,6 +180,16 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     assert info.body == {"keep": "me"}
     assert info.last_error is not None
     assert "switched off at attempt 3" in info.last_error
+    # Each attempt in the job's history, its start within a moment of the handler's (one host's clock)
+    assert [(a.attempt, a.outcome) for a in info.history] == [(1, "error"), (2, "error"), (3, "error")]
+    for attempt, call in zip(info.history, loop_targets.of("d1"), strict=True):
+        assert attempt.error == f"RuntimeError: switched off at attempt {attempt.attempt}"
+        assert attempt.started_at_ms is not None
+        assert attempt.ended_at_ms is not None
+        assert abs(attempt.started_at_ms - call.started_ms) < 1000
+        assert attempt.started_at_ms <= attempt.ended_at_ms
+    assert info.dead_at_ms is not None
+    assert info.dead_at_ms >= info.history[-1].started_at_ms
     dead = queue.dead("dl")
     assert [job.id for job in dead] == ["d1"]
     assert "switched off at attempt 3" in dead[0].last_error
@@ -199,6 +211,9 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue) -> None:
     assert queue.dead("dl") == []
     assert again.summary is not None
     assert again.summary["acked"] == 1
+    done = queue.get("dl", "d1")  # the receipt keeps the history of both lives
+    assert [(a.attempt, a.outcome) for a in done.history] == [(1, "error"), (2, "error"), (3, "error"), (1, "ok")]
+    assert (done.last_error, done.dead_at_ms) == (None, None)
 
 
 def test_timeout_is_a_failed_attempt_and_the_late_result_is_dropped(make_queue: MakeQueue) -> None:
@@ -218,6 +233,11 @@ def test_timeout_is_a_failed_attempt_and_the_late_result_is_dropped(make_queue: 
     info = queue.get("slow", "s1")
     assert info.state == "dead"
     assert info.last_error == "timed out after 1s"
+    (attempt,) = info.history
+    assert (attempt.attempt, attempt.outcome) == (1, "timeout")
+    assert attempt.started_at_ms is not None
+    assert attempt.ended_at_ms is not None
+    assert attempt.ended_at_ms - attempt.started_at_ms >= 900  # its timeout, give or take Redis' clock
     assert [job.last_error for job in queue.dead("slow")] == ["timed out after 1s"]
     assert len(recorder.of("slow", "s1")) == 1
 

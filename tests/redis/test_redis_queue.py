@@ -353,11 +353,11 @@ def test_replay_and_purge_drain_more_than_one_chunk(queue: Queue, redis_client: 
     queue.enqueue_many({"topic": "orders", "id": f"j{i}"} for i in range(1500))
     taken = lua.take("orders", count=1500)
     failures = [Failure(job.id, token, "e") for job, token, _ in taken.leases]
-    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r) == (0, 1500)
+    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r)[:2] == (0, 1500)
     assert queue.replay("orders") == 1500
     taken = lua.take("orders", count=1500)
     failures = [Failure(job.id, token, "e") for job, token, _ in taken.leases]
-    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r) == (0, 1500)
+    assert calls.fail(lua.p, "orders", Rules(0, BACKOFF), failures).run(lua.r)[:2] == (0, 1500)
     assert queue.purge("orders") == 1500
     assert queue.stats("orders").dead == 0
 

@@ -44,13 +44,13 @@ def old_receipts(lua: Lua, ids: list[str], done_at_ms: int) -> None:
 # ------------------------------------------------------------------------------------- ack
 
 
-def test_ack_keeps_a_compact_receipt_without_body_or_error(lua: Lua) -> None:
+def test_ack_keeps_a_compact_receipt_without_body_but_with_its_history(lua: Lua) -> None:
     lease = lua.make_leased(T, "a", body='{"big": "body"}', retries="5")
     lua.r.hset(lua.k(T).errors, "a", "an earlier failure")
     before = server_ms(lua.r)
     assert lua.ack(T, "a", lease.token, started_at_ms=before - 3, keep_ms=HOUR_MS) == 1
     after = server_ms(lua.r)
-    assert lua.where(T, "a") == {"done", "meta"}
+    assert lua.where(T, "a") == {"done", "meta", "errors"}
     raw = lua.r.hget(lua.k(T).meta, "a")
     job = lease.job
     assert raw is not None
@@ -59,8 +59,15 @@ def test_ack_keeps_a_compact_receipt_without_body_or_error(lua: Lua) -> None:
     assert before <= done_at <= after
     found = lua.inspect(T, "a")
     assert found is not None
-    assert (found.state, found.body, found.last_error, found.meta.done_at_ms) == ("done", None, None, done_at)
+    assert (found.state, found.body, found.meta.done_at_ms) == ("done", None, done_at)
     assert (found.meta.attempts, found.meta.started_at_ms, found.meta.retries) == (1, before - 3, 5)
+    # The earlier failure (stored before histories were kept: its text alone), then the success.
+    assert [(a.attempt, a.outcome, a.error) for a in lua.history(T, "a")] == [
+        (1, "error", "an earlier failure"),
+        (1, "ok", None),
+    ]
+    assert lua.last_error(T, "a") is None
+    assert lua.history(T, "a")[-1].started_at_ms == before - 3
 
 
 def test_ack_with_keep_done_zero_keeps_nothing(lua: Lua) -> None:

@@ -95,7 +95,7 @@ def test_replace_moves_the_job_and_starts_it_afresh(lua: Lua, state: str) -> Non
         lua.enqueue(T, "a", value=0)
     else:
         lua.make_dead(T, "a", error="it broke")
-        assert lua.r.hget(k.errors, "a") == "it broke"
+        assert lua.last_error(T, "a") == "it broke"
         meta = lua.meta(T, "a")
         assert meta is not None
         assert meta.attempts == 1
@@ -185,7 +185,7 @@ def test_meta_encoded_by_python_is_read_by_the_scripts(lua: Lua) -> None:
     lua.r.hset(k.meta, "a", meta.encode())
     lua.r.hset(k.bodies, "a", '"hello"')
     lua.r.rpush(k.ready, "a")
-    assert lua.inspect(T, "a") == Inspected("ready", meta, "hello", None)
+    assert lua.inspect(T, "a") == Inspected("ready", meta, "hello", None, None)
 
     taken = lua.take(T, timeout_ms=99_000, grace_ms=0)
     job, token, timeout_ms = taken.leases[0]

@@ -135,7 +135,7 @@ def test_replay_ids_skips_jobs_that_are_not_dead(lua: Lua) -> None:
     assert meta.state == "q"
     assert meta.attempts == 0
     assert before <= meta.run_at_ms <= after
-    assert lua.r.hget(k.errors, "d1") == "err1"  # kept until it succeeds
+    assert lua.last_error(T, "d1") == "err1"  # kept until it succeeds
     assert lua.r.hget(k.bodies, "d1") == '"one"'
     assert lua.r.zrange(k.dead, 0, -1) == ["d2"]
     assert {job_id: lua.meta(T, job_id) for job_id in ("r", "q")} == snapshot
@@ -190,7 +190,12 @@ def test_inspect_names_the_state(lua: Lua, state: str) -> None:
     assert found.state == state
     assert found.meta == lua.meta(T, "a")
     assert found.body == {"k": "v"}
-    assert found.last_error == ("boom" if state == "dead" else None)
+    assert lua.last_error(T, "a") == ("boom" if state == "dead" else None)
+    if state == "dead":
+        assert found.dead_at_ms == lua.r.zscore(lua.k(T).dead, "a")
+        assert [(a.attempt, a.outcome, a.error) for a in lua.history(T, "a")] == [(1, "error", "boom")]
+    else:
+        assert found.dead_at_ms is None
 
 
 def test_inspect_of_a_missing_job_is_nil(lua: Lua) -> None:

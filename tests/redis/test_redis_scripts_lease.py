@@ -224,8 +224,8 @@ def test_take_sends_a_job_no_run_could_finish_to_the_dead_letters(lua: Lua) -> N
         assert meta is not None
         assert (meta.state, meta.attempts, meta.lease) == ("x", 0, "")
     advice = "enqueue it again with a shorter timeout, or raise the consume function's timeout"
-    assert lua.r.hget(k.errors, "too-long") == f"timeout 900s is longer than a consume run can last (60s): {advice}"
-    assert lua.r.hget(k.errors, "odd") == f"timeout 61.5s is longer than a consume run can last (60s): {advice}"
+    assert lua.last_error(T, "too-long") == f"timeout 900s is longer than a consume run can last (60s): {advice}"
+    assert lua.last_error(T, "odd") == f"timeout 61.5s is longer than a consume run can last (60s): {advice}"
 
 
 def test_take_puts_back_what_fits_a_run_but_not_the_time_left(lua: Lua) -> None:
@@ -307,7 +307,7 @@ def test_untake_keeps_earlier_attempts_and_errors(lua: Lua) -> None:
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.attempts) == ("q", 1)
-    assert lua.r.hget(lua.k(T).errors, "a") == "try again"
+    assert lua.last_error(T, "a") == "try again"
 
 
 def test_a_take_that_reaches_redis_after_its_untake_leases_nothing(lua: Lua) -> None:
@@ -440,7 +440,7 @@ def test_fail_retries_after_the_nth_backoff(lua: Lua) -> None:
         after = server_ms(lua.r)
         run_at = lua.r.zscore(k.delayed, "a")
         assert before + expected[attempt - 1] <= run_at <= after + expected[attempt - 1]
-        assert lua.r.hget(k.errors, "a") == f"err {attempt}"
+        assert lua.last_error(T, "a") == f"err {attempt}"
         assert lua.r.zscore(k.leased, "a") is None
         meta = lua.meta(T, "a")
         assert meta is not None
@@ -464,7 +464,7 @@ def test_fail_goes_dead_once_retries_are_spent(lua: Lua) -> None:
     after = server_ms(lua.r)
     assert lua.where(T, "a") == {"dead", "meta", "bodies", "errors"}
     assert before <= lua.r.zscore(k.dead, "a") <= after
-    assert lua.r.hget(k.errors, "a") == "second"
+    assert lua.last_error(T, "a") == "second"
     assert lua.r.hget(k.bodies, "a") == '"keep me"'
     meta = lua.meta(T, "a")
     assert meta is not None
@@ -510,7 +510,7 @@ def test_fail_of_several_jobs(lua: Lua) -> None:
     taken = lua.take(T)
     tokens = dict(zip(taken.ids, taken.tokens, strict=True))
     failures = [Failure("a", tokens["a"], "e1"), Failure("b", tokens["b"], "e2")]
-    assert calls.fail(lua.p, T, Rules(2, BACKOFF), failures).run(lua.r) == (1, 1)
+    assert calls.fail(lua.p, T, Rules(2, BACKOFF), failures).run(lua.r)[:2] == (1, 1)
     assert Meta.decode(lua.r.hget(lua.k(T).meta, "a")).state == "q"
     assert Meta.decode(lua.r.hget(lua.k(T).meta, "b")).state == "x"
 
@@ -521,7 +521,7 @@ def test_fail_permanent_goes_dead_with_retries_left(lua: Lua) -> None:
     assert lua.fail(T, "a", lease.token, "no way", retries=10, permanent=True) == (0, 1)
     k = lua.k(T)
     assert lua.r.zscore(k.dead, "a") is not None
-    assert lua.r.hget(k.errors, "a") == "no way"
+    assert lua.last_error(T, "a") == "no way"
     assert lua.r.zcard(k.delayed) == 0
 
 
@@ -698,3 +698,53 @@ def test_lanes_of_one_pool_take_what_the_lanes_before_them_left(lua: Lua) -> Non
     a, b, c = calls.takes(lua.p, parts, pools=[4]).run(lua.r)
     assert (a.ids, b.ids, c.ids) == (["a0", "a1", "a2"], ["b0"], ["c0", "c1", "c2"])
     assert lua.r.lrange(lua.k("b").ready, 0, -1) == ["b1", "b2"]
+
+
+# ------------------------------------------------------------------------------------ a job's history
+
+
+def test_each_failed_attempt_joins_the_history_in_the_call_that_settles_it(lua: Lua) -> None:
+    """A failure's outcome, start and end are kept, oldest first; the success that follows is its
+    receipt's (its meta), and the history stays with the receipt."""
+    lease = lua.make_leased(T, "a")
+    before = server_ms(lua.r)
+    assert lua.fail(T, "a", lease.token, "ValueError: no", backoff="0", started_at_ms=before - 5) == (1, 0)
+    lease = lua.take(T).leases[0]
+    lua.fail(T, "a", lease.token, "timed out after 1s", backoff="0", started_at_ms=before, outcome="timeout")
+    lease = lua.take(T).leases[0]
+    assert lua.ack(T, "a", lease.token, started_at_ms=before + 1, keep_ms=60_000) == 1
+    after = server_ms(lua.r)
+    history = lua.history(T, "a")
+    assert [(a.attempt, a.outcome, a.error) for a in history] == [
+        (1, "error", "ValueError: no"),
+        (2, "timeout", "timed out after 1s"),
+        (3, "ok", None),
+    ]
+    assert [a.started_at_ms for a in history] == [before - 5, before, before + 1]
+    assert all(a.ended_at_ms is not None and before <= a.ended_at_ms <= after for a in history)
+    assert lua.last_error(T, "a") is None
+
+
+def test_a_history_keeps_the_last_ten_attempts_and_the_separator_never_inside_one(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=0, retries="25")
+    for attempt in range(1, 14):
+        lease = lua.take(T).leases[0]
+        assert lua.fail(T, "a", lease.token, f"err {attempt}\x1eend", retries=25, backoff="0") == (1, 0)
+    history = lua.history(T, "a")
+    assert [a.attempt for a in history] == list(range(4, 14))
+    assert history[-1].error == "err 13 end"
+    assert len(lua.r.hget(lua.k(T).errors, "a") or "") < 10 * 60  # ten entries, not thirteen
+
+
+def test_a_dead_jobs_history_and_its_receipts_go_with_it(lua: Lua) -> None:
+    lua.make_dead(T, "x", "boom")
+    assert [(a.attempt, a.outcome, a.error) for a in lua.history(T, "x")] == [(1, "error", "boom")]
+    assert lua.cancel(T, "x") > 0
+    assert lua.r.hget(lua.k(T).errors, "x") is None
+    lease = lua.make_leased(T, "r")
+    lua.r.hset(lua.k(T).errors, "r", "1||1|error|earlier")
+    assert lua.ack(T, "r", lease.token, keep_ms=60_000, keep_max=1) == 1
+    lease = lua.make_leased(T, "s")
+    assert lua.ack(T, "s", lease.token, keep_ms=60_000, keep_max=1) == 1  # r's receipt is forgotten
+    assert lua.meta(T, "r") is None
+    assert lua.r.hget(lua.k(T).errors, "r") is None

@@ -114,7 +114,15 @@ def test_sweep_takes_back_an_expired_lease_as_a_failed_attempt(lua: Lua) -> None
     assert lua.r.zscore(k.leased, "a") is None
     run_at = lua.r.zscore(k.delayed, "a")
     assert before + 7000 <= run_at <= after + 7000
-    assert lua.r.hget(k.errors, "a") == LEASE_EXPIRED
+    (attempt,) = lua.history(T, "a")
+    assert (attempt.attempt, attempt.outcome, attempt.error, attempt.started_at_ms) == (
+        1,
+        "lease_expired",
+        LEASE_EXPIRED,
+        None,
+    )
+    assert attempt.ended_at_ms is not None
+    assert before <= attempt.ended_at_ms <= after
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.attempts, meta.lease) == ("q", 1, "")
@@ -124,12 +132,11 @@ def test_sweep_takes_back_an_expired_lease_as_a_failed_attempt(lua: Lua) -> None
 
 def test_sweep_sends_an_expired_lease_with_no_retries_left_to_dead(lua: Lua) -> None:
     hold(lua)
-    k = lua.k(T)
     expired_lease(lua, T, "a", body='"b"')
     result = lua.sweep([T], TOKEN, retries=0)
     assert (only(result).retried, only(result).dead) == (0, 1)
     assert lua.where(T, "a") == {"dead", "meta", "bodies", "errors"}
-    assert lua.r.hget(k.errors, "a") == LEASE_EXPIRED
+    assert lua.last_error(T, "a") == LEASE_EXPIRED
 
 
 def test_sweep_uses_per_job_retries_for_expired_leases(lua: Lua) -> None:

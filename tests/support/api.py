@@ -207,9 +207,9 @@ class Api:
         """A failed attempt of a leased job: ``'retried'`` or ``'dead'``."""
         p = self.keys.for_job(topic, job_id)
         rules = Rules(retries, str(backoff_ms))
-        retried, dead = calls.fail(p, topic, rules, [Failure(job_id, token, error)]).run(self.r)
-        assert retried + dead == 1, (retried, dead)
-        return "dead" if dead else "retried"
+        failed = calls.fail(p, topic, rules, [Failure(job_id, token, error)]).run(self.r)
+        assert failed.retried + failed.dead == 1, failed
+        return "dead" if failed.dead else "retried"
 
     def kill(self, topic: str, job_id: str, error: str = "boom") -> None:
         """Create ``job_id`` due now, lease it and fail it with no retries left: a dead job."""

@@ -260,7 +260,7 @@ class Hostile:
         token = self.lease(topic, job_id)
         failure = Failure(job_id, token, "seeded failure", permanent=True)
         failed = calls.fail(self.keys.for_job(topic, job_id), topic, Rules(0, "1000"), [failure]).run(self.r)
-        assert failed == (0, 1)
+        assert failed[:2] == (0, 1)
 
 
 def event_summary(event: dict[str, Any]) -> str:

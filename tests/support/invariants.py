@@ -18,8 +18,9 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   next sweep or take corrects that);
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
-- the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep neither
-  body nor last error; ``errors`` holds only ids of ``meta``; every id is a valid id;
+- the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep no body;
+  ``errors`` (a job's history of failed attempts) holds only ids of ``meta``, each a well-formed
+  history of at most 10 attempts; every id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
   with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``, ``d`` (a
   receipt of a job that succeeded) in ``done``; no place holds an id without a meta;
@@ -66,6 +67,9 @@ KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "
 CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed", "fair",
                   "flows", "held", "busy", "parked"}  # fmt: skip
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
+# A job's history (history.lua): 1 to 10 failed attempts, 'attempt|started|ended|outcome|error' each
+_ATTEMPT = r"\d+\|\d*\|\d+\|(?:error|timeout|lease_expired)\|[^\x1e]*"
+HISTORY = re.compile(rf"{_ATTEMPT}(?:\x1e{_ATTEMPT}){{0,9}}", re.DOTALL)
 
 HOLE = ""  # a ready list's hole (lua/includes/queue.lua)
 KEYED_META = re.compile(r"(?:[^|]*\|){8}(.+)")  # a meta that ends with a flow key
@@ -441,7 +445,8 @@ class _Examination:
                 or (state in "ld") != (lease != "")
                 or run_at < int(enqueued_text)
                 or (job.body is None) != done
-                or (done and (job.error is not None or not RECEIPT_LEASE.fullmatch(lease) or attempts < 1))
+                or (done and (not RECEIPT_LEASE.fullmatch(lease) or attempts < 1))
+                or (job.error is not None and not HISTORY.fullmatch(job.error))
                 or (job.error is None and (state == "x" or (not done and attempts >= (2 if state == "l" else 1))))
                 or (state == "l" and attempts < 1)
                 or (place == "delayed" and int(delayed[job_id]) != run_at)
@@ -529,7 +534,7 @@ class _Examination:
             ((job.topic, job.id) in self.jobs, "is in two partitions"),
             (job.body is None and state != "d", "has no body"),
             (job.body is not None and state == "d", "is done (a receipt) but kept its body"),
-            (job.error is not None and state == "d", "is done (a receipt) but kept its last error"),
+            (job.error is not None and not HISTORY.fullmatch(job.error), f"has a malformed history {job.error!r}"),
             (
                 state == "d" and not RECEIPT_LEASE.fullmatch(job.lease),
                 f"is done without when its handler started and when it succeeded: {job.lease!r}",

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from delayq.core.job import DeadJob, Meta, TopicStats
+from delayq.core.job import Attempt, DeadJob, Meta, TopicStats, history_of, last_error_of
 from delayq.store import calls
 from delayq.store.calls import Failure, JobWrite, Lease
 from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
@@ -169,9 +169,14 @@ class Lua:
         backoff: str = BACKOFF,
         permanent: bool = False,
         retry_after_ms: int = 0,
-    ) -> calls.Failed:
-        failure = Failure(job_id, token, error, permanent, retry_after_ms)
-        return calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
+        started_at_ms: int | None = None,
+        outcome: str = "error",
+    ) -> tuple[int, int]:
+        """A failed attempt: (retried, dead)."""
+        failure = Failure(job_id, token, error, permanent, retry_after_ms, started_at_ms, outcome)
+        failed = calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
+        assert failed.dead_ids == ((job_id,) if failed.dead else ())
+        return failed.retried, failed.dead
 
     def sweep(
         self,
@@ -236,6 +241,16 @@ class Lua:
     def meta(self, topic: str, job_id: str) -> Meta | None:
         raw = self.r.hget(self.k(topic).meta, job_id)
         return None if raw is None else Meta.decode(raw)
+
+    def history(self, topic: str, job_id: str) -> list[Attempt]:
+        """The job's attempts as ``GET`` shows them (its stored history, and a receipt's success)."""
+        meta = self.meta(topic, job_id)
+        assert meta is not None
+        return history_of(self.r.hget(self.k(topic).errors, job_id), meta)
+
+    def last_error(self, topic: str, job_id: str) -> str | None:
+        """The error of the job's last attempt, as ``GET`` shows it."""
+        return last_error_of(self.history(topic, job_id))
 
     def where(self, topic: str, job_id: str) -> set[str]:
         """The places ``job_id`` is in: any of delayed, ready, leased, dead, done, meta, bodies, errors."""

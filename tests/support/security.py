@@ -447,7 +447,7 @@ def full_lifecycle(queue: Queue, h: Handlers) -> None:
     taken = calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
     assert taken.ids == ["k0"], taken  # k1 and k2 parked: the key is at its concurrency
     held = calls.Failure("k0", taken.tokens[0], "HTTP 429", permanent=False, retry_after_ms=60_000)
-    assert calls.fail(partition, "orders", LIFECYCLE_CONFIG, [held]).run(queue.redis) == (1, 0)
+    assert calls.fail(partition, "orders", LIFECYCLE_CONFIG, [held]).run(queue.redis)[:2] == (1, 0)
     assert calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis).ids == []
     status, keys = h.api("GET", "/topics/orders/keys")
     assert (status, [(k["key"], k["ready"], k["delayed"]) for k in keys["keys"]]) == (200, [("acme", 2, 1)]), keys

@@ -94,6 +94,14 @@ def test_a_job_shows_its_body_and_last_error_as_text(stack: Stack, tab: Watched)
     expect(page.locator("#body")).to_have_text(json.dumps(body, indent=2))
     expect(page.locator("#last-error")).to_have_text(f"RuntimeError: {MARKUP_ERROR}")
     expect(page.locator("h1 .badge")).to_have_text("dead")
+    job = stack.get("/jobs/fails/markup")
+    attempts = page.locator("#history tbody tr")
+    expect(attempts).to_have_count(len(job["history"]))  # each attempt, oldest first
+    last = attempts.last.locator("td")
+    expect(last.nth(0)).to_have_text(str(job["history"][-1]["attempt"]))
+    expect(last.nth(4)).to_have_text("error")
+    expect(last.nth(5)).to_have_text(f"RuntimeError: {MARKUP_ERROR}")
+    expect(page.locator("dl.job dd").nth(7)).to_contain_text("ago")  # when it went dead
     assert page.locator("img[src=x], main script").count() == 0  # no element was made of them
     page.wait_for_timeout(1000)  # an onerror would have fired by now; the tab fixture checks no alert came
 
@@ -105,6 +113,8 @@ def test_a_topics_dead_jobs_show_bodies_and_errors_as_text(stack: Stack, tab: Wa
     page = tab.page
     page.goto(f"{stack.base}/ui/#/topics/fails/dead")
     row = page.locator('#jobs tr[data-key="markup-listed"] td')
+    expect(page.locator("#jobs thead th").nth(1)).to_have_text("died at")
+    expect(row.nth(1)).to_contain_text("ago")
     expect(row.nth(3)).to_have_text(f"RuntimeError: {MARKUP_ERROR}")
     expect(row.nth(4)).to_have_text(json.dumps({"html": XSS}, separators=(",", ":")))
     assert page.locator("img[src=x], #jobs script").count() == 0
@@ -256,6 +266,20 @@ def test_cancel_every_delayed_job(stack: Stack, tab: Watched) -> None:
     expect(page.locator("#notice")).to_have_text("Cancelled 4 jobs")
     expect(page.locator("#jobs tbody tr")).to_have_count(0)
     assert stack.get(f"/topics/{topic}")["delayed"] == 0
+
+
+def test_run_a_delayed_job_now(stack: Stack, tab: Watched) -> None:
+    topic = fresh_topic()
+    create(stack, topic, "later", delay=3600)
+    page = tab.page
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/jobs/later")
+    expect(page.locator("h1 .badge")).to_have_text("delayed")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.locator("#notice")).to_contain_text("later is due now")
+    # The stack's consumer runs it: done, and the button goes with the delayed state.
+    eventually(lambda: stack.get(f"/jobs/{topic}/later")["state"] == "done", "the job done", timeout=60)
+    expect(page.locator("h1 .badge")).to_have_text("done")
+    expect(page.get_by_role("button", name="Run now")).to_be_hidden()
 
 
 def test_reschedule_a_delayed_job(stack: Stack, tab: Watched) -> None:

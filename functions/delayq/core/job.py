@@ -137,10 +137,62 @@ class Meta:
         )
 
 
+OUTCOMES = ("ok", "error", "timeout", "lease_expired")  # of an attempt
+HISTORY_KEEP = 10  # attempts a job's history keeps, the last ones (history.lua, the same)
+HISTORY_SEPARATOR = "\x1e"  # between the entries of a stored history (history.lua's RS)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a job: its number, when it started and ended (Redis ms; None where not known:
+    an expired lease's start), how it ended (``OUTCOMES``) and, unless it succeeded, its error."""
+
+    attempt: int
+    started_at_ms: int | None
+    ended_at_ms: int | None
+    outcome: str
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "started_at_ms": self.started_at_ms,
+            "ended_at_ms": self.ended_at_ms,
+            "outcome": self.outcome,
+            "error": self.error,
+        }
+
+
+def history_of(stored: str | None, meta: Meta) -> list[Attempt]:
+    """A job's last ``HISTORY_KEEP`` attempts, oldest first: its failed ones as history.lua keeps them,
+    then a receipt's success, which its meta holds. A last error stored before histories were kept is
+    its last attempt's."""
+    history = []
+    for entry in stored.split(HISTORY_SEPARATOR) if stored else ():
+        attempt, started, ended, outcome, error = [*entry.split("|", 4), "", "", "", ""][:5]
+        if attempt.isdigit() and outcome in OUTCOMES:
+            history.append(Attempt(int(attempt), _ms(started), _ms(ended), outcome, error))
+        else:
+            history.append(Attempt(meta.attempts, None, None, "error", entry))
+    if meta.state == DONE:
+        history.append(Attempt(meta.attempts, meta.started_at_ms, meta.done_at_ms, "ok", None))
+    return history[-HISTORY_KEEP:]
+
+
+def last_error_of(history: list[Attempt]) -> str | None:
+    """The error of a job's last attempt; None if it succeeded or none was made."""
+    return history[-1].error if history and history[-1].outcome != "ok" else None
+
+
+def _ms(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it. A done job (a receipt) has no
-    body and no last error, and says when its handler started and when it succeeded."""
+    """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it: its last attempts, oldest first
+    (``history``), and a dead job when it went dead. A done job (a receipt) has no body and no last
+    error, and says when its handler started and when it succeeded."""
 
     topic: str
     id: str
@@ -154,6 +206,8 @@ class JobInfo:
     started_at_ms: int | None = None  # done jobs only
     done_at_ms: int | None = None  # done jobs only
     key: str | None = None
+    history: tuple[Attempt, ...] = ()
+    dead_at_ms: int | None = None  # dead jobs only
 
     @classmethod
     def of(
@@ -164,10 +218,13 @@ class JobInfo:
         meta: Meta,
         *,
         body: Any,
-        last_error: str | None,
+        history: str | None,
         retries: int,
+        dead_at_ms: int | None = None,
     ) -> JobInfo:
-        """From what a script read; ``retries`` is the topic's, for a job without its own."""
+        """From what a script read: the stored ``history`` (history.lua); ``retries`` is the topic's,
+        for a job without its own."""
+        attempts = history_of(history, meta)
         return cls(
             topic=topic,
             id=job_id,
@@ -177,10 +234,12 @@ class JobInfo:
             attempts=meta.attempts,
             retries=meta.retries if meta.retries is not None else retries,
             body=body,
-            last_error=last_error,
+            last_error=last_error_of(attempts),
             started_at_ms=meta.started_at_ms,
             done_at_ms=meta.done_at_ms,
             key=meta.key,
+            history=tuple(attempts),
+            dead_at_ms=dead_at_ms if state == "dead" else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +258,8 @@ class JobInfo:
             "started_at_ms": self.started_at_ms,
             "done_at": None if self.done_at_ms is None else iso_utc(self.done_at_ms),
             "done_at_ms": self.done_at_ms,
+            "dead_at_ms": self.dead_at_ms,
+            "history": [attempt.to_dict() for attempt in self.history],
         }
 
 
@@ -293,6 +354,7 @@ class DeadJob:
     enqueued_at_ms: int
     body: Any
     last_error: str
+    history: tuple[Attempt, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -305,6 +367,7 @@ class DeadJob:
             "enqueued_at_ms": self.enqueued_at_ms,
             "body": self.body,
             "last_error": self.last_error,
+            "history": [attempt.to_dict() for attempt in self.history],
         }
 
 

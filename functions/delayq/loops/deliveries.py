@@ -38,6 +38,7 @@ class Delivery:
     start_at: float  # monotonic time it may start: by then Redis' clock has reached its run-at
     deadline: float = 0.0
     settled: bool = False  # the first verdict wins: the handler's result or the timeout
+    started_at_ms: int | None = None  # when its handler started, by Redis' clock (None: not yet)
 
     def __str__(self) -> str:
         return f"the delivery of {self.job.topic}/{self.job.id}"
@@ -50,6 +51,12 @@ def describe(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001 - an exception whose message cannot be read is still a failure
         text = f"{type(exc).__name__} (its message could not be read)"
     return text[:MAX_ERROR_CHARS]
+
+
+def started_at_ms(job: Job, lateness_ms: float) -> int:
+    """When a job's handler started, by Redis' clock: its run-at plus its lateness, which is Redis'
+    time at the take (not this machine's clock) plus what passed here since."""
+    return job.run_at_ms + round(lateness_ms)
 
 
 def _log_context(job: Job, lateness_ms: float, started: float) -> dict[str, Any]:
@@ -109,9 +116,12 @@ class Deliveries:
                 if not delivery.settled and delivery.deadline <= now:
                     delivery.settled = True
                     error = f"timed out after {delivery.timeout_s:g}s"
-                    delivery.lane.pending.fails.append(Failure(delivery.job.id, delivery.token, error))
-                    self.counts["timed_out"] += 1
                     job = delivery.job
+                    failure = Failure(
+                        job.id, delivery.token, error, started_at_ms=delivery.started_at_ms, outcome="timeout"
+                    )
+                    delivery.lane.pending.fails.append(failure)
+                    self.counts["timed_out"] += 1
                     self.telemetry.count("TimedOut", job.topic)
                     context = {"topic": job.topic, "id": job.id, "attempt": job.attempt, "error": error}
                     log.warning("%s/%s attempt %d %s", job.topic, job.id, job.attempt, error, extra=context)
@@ -130,6 +140,8 @@ class Deliveries:
         while started < delivery.start_at:  # taken ahead of its run-at
             pause(delivery.start_at - started)
             started = time.monotonic()
+        lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
+        delivery.started_at_ms = started_at_ms(job, lateness_ms)
         error: str | None = _NO_VERDICT  # until the target has answered
         permanent = False
         retry_after_ms = 0
@@ -142,7 +154,6 @@ class Deliveries:
                 retry_after_ms = exc.wait_ms if isinstance(exc, RetryAfter) else 0
                 error = describe(exc)
         finally:
-            lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
             late = self._judged(delivery, lateness_ms, error, permanent, retry_after_ms)
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
@@ -174,13 +185,12 @@ class Deliveries:
                 self.counts["late_results"] += 1
             elif error is None:
                 self.counts["succeeded"] += 1
-                # When the handler started, by Redis' clock: run-at plus lateness, which is Redis' time
-                # at the take (not this machine's clock) plus what passed here since.
-                started_at_ms = job.run_at_ms + round(lateness_ms)
-                delivery.lane.pending.ack(job.id, delivery.token, started_at_ms)
+                delivery.lane.pending.ack(job.id, delivery.token, started_at_ms(job, lateness_ms))
             else:
                 self.counts["failed"] += 1
-                delivery.lane.pending.fails.append(Failure(job.id, delivery.token, error, permanent, retry_after_ms))
+                started = started_at_ms(job, lateness_ms)
+                failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms, started)
+                delivery.lane.pending.fails.append(failure)
         return late
 
     def _not_running(self, delivery: Delivery) -> None:

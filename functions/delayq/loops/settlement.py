@@ -202,10 +202,14 @@ class Settlement:
         elif settle.kind == UNTAKE:
             self._untaken(pending, reply)
         else:
-            retried, dead = reply
-            self._counts.update(retried=retried, dead=dead)
-            self._telemetry.count("Retried", pending.topic, retried)
-            self._telemetry.count("Dead", pending.topic, dead)
+            self._counts.update(retried=reply.retried, dead=reply.dead)
+            self._telemetry.count("Retried", pending.topic, reply.retried)
+            self._telemetry.count("Dead", pending.topic, reply.dead)
+            failures = {failure.id: failure for failure in settle.items}
+            for job_id in reply.dead_ids:
+                error = failures[job_id].error
+                context = {"topic": pending.topic, "id": job_id, "error": error}
+                log.error("%s/%s is dead: %s", pending.topic, job_id, error, extra=context)
 
     def _put_back(self, settle: Settle) -> None:
         """A failed call's items, for the next pass (a lease that expires meanwhile is retried)."""

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from delayq.core.errors import Code
-from delayq.core.job import DeadJob, Job, Meta, TopicStats
+from delayq.core.flows import UNLIMITED, Shares
+from delayq.core.job import DeadJob, Job, Meta, TopicStats, history_of, last_error_of
 
 from .keys import Keyspace, Partition
 from .scripts import Arg, Call, Scripts
@@ -166,7 +167,7 @@ def lane_take(
     acks: Sequence[tuple[str, str, int]] = (),
     keeping: Keeping | None = None,
     ahead_ms: int = 0,
-    key_limits: tuple[int | str, int | str, int | str] = ("", "", ""),
+    key_limits: Shares = UNLIMITED,
     pool: int = 0,
 ) -> LaneTake:
     """A take of up to ``count`` due jobs of ``topic``, each leased until its timeout (``timeout_ms``
@@ -303,18 +304,22 @@ def _forgotten(reply: list[int]) -> Forgotten:
 
 class Failure(NamedTuple):
     """A failed attempt of a leased job: retried after its backoff (and at least ``retry_after_ms``)
-    while retries are left, unless ``permanent``; then dead."""
+    while retries are left, unless ``permanent``; then dead. Its history entry says when it started
+    (Redis ms, None: not known) and whether it ended in an ``error`` or a ``timeout``."""
 
     id: str
     token: str
     error: str
     permanent: bool = False
     retry_after_ms: int = 0
+    started_at_ms: int | None = None
+    outcome: str = "error"
 
 
 class Failed(NamedTuple):
     retried: int
     dead: int
+    dead_ids: tuple[str, ...] = ()  # the jobs that went dead
 
 
 def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[Failure]) -> Call[Failed]:
@@ -322,12 +327,13 @@ def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[F
     args: list[Arg] = [rules.retries, rules.backoff_csv]
     for failure in failures:
         mode = PERMANENT if failure.permanent else RETRY
-        args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms]
+        started = "" if failure.started_at_ms is None else failure.started_at_ms
+        args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms, started, failure.outcome]
     return Call(Scripts.fail, partition.key_group(topic), args, _failed)
 
 
-def _failed(reply: list[int]) -> Failed:
-    return Failed(int(reply[0]), int(reply[1]))
+def _failed(reply: list[Any]) -> Failed:
+    return Failed(int(reply[0]), int(reply[1]), tuple(reply[2:]))
 
 
 # ------------------------------------------------------------------------------------ sweep
@@ -462,7 +468,8 @@ class Inspected(NamedTuple):
     state: str  # delayed | ready | reserved | dead | done
     meta: Meta
     body: Any
-    last_error: str | None
+    history: str | None  # its failed attempts as stored (history.lua; ``history_of`` reads them)
+    dead_at_ms: int | None
 
 
 def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
@@ -473,9 +480,9 @@ def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | N
 def _inspected(reply: list[Any] | None) -> Inspected | None:
     if not reply:
         return None
-    state, meta, *rest = reply  # a receipt: no body, no last error
-    body, last_error = rest or (None, None)
-    return Inspected(state, Meta.decode(meta), json.loads(body) if body is not None else None, last_error)
+    state, meta, body, history, dead_at = [*reply, None, None][:5]  # a receipt has no body, nor dead_at
+    body = json.loads(body) if body is not None else None
+    return Inspected(state, Meta.decode(meta), body, history, int(float(dead_at)) if dead_at is not None else None)
 
 
 class Rescheduled(NamedTuple):
@@ -484,7 +491,8 @@ class Rescheduled(NamedTuple):
 
 
 def reschedule(partition: Partition, topic: str, job_id: str, when: str, value: int) -> Call[Rescheduled]:
-    """A queued job's new run-at: ``when`` 'd', ``value`` ms from now; 'a', at epoch ms ``value``."""
+    """A queued job's new run-at: ``when`` 'd', ``value`` ms from now; 'a', at epoch ms ``value``; 'n',
+    now, but a job already due keeps its run-at and its place."""
     return Call(Scripts.reschedule, partition.key_group(topic), [job_id, when, value], _rescheduled)
 
 
@@ -613,7 +621,7 @@ class Listed(NamedTuple):
     place: Place
     meta: Meta
     body: Any
-    last_error: str | None
+    history: str | None  # as stored (history.lua)
 
 
 def jobs_scored(
@@ -629,12 +637,12 @@ def jobs_scored(
 def _listed(reply: list[Any]) -> list[Listed]:
     jobs = []
     for i in range(0, len(reply), 5):
-        job_id, place, meta, body, last_error = reply[i : i + 5]
+        job_id, place, meta, body, history = reply[i : i + 5]
         if meta is not None:  # a member without its job: nothing to show
             body = json.loads(body) if body is not None else None
             # A score or a list position; in the fair set, 'f<turn>' (jobs_ready.lua).
             at: Place = _place(place, job_id)
-            jobs.append(Listed(job_id, at, Meta.decode(meta), body, last_error))
+            jobs.append(Listed(job_id, at, Meta.decode(meta), body, history))
     return jobs
 
 
@@ -685,12 +693,24 @@ def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:
 def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
     jobs = []
     for i in range(0, len(reply), 5):
-        job_id, died_at, raw_meta, body, last_error = reply[i : i + 5]
+        job_id, died_at, raw_meta, body, stored = reply[i : i + 5]
         meta = Meta.decode(raw_meta)
+        history = history_of(stored, meta)
         died_at_ms = int(float(died_at))
         body = json.loads(body) if body is not None else None
+        last_error = last_error_of(history) or ""
         jobs.append(
-            DeadJob(topic, job_id, died_at_ms, meta.attempts, meta.run_at_ms, meta.enqueued_at_ms, body, last_error)
+            DeadJob(
+                topic,
+                job_id,
+                died_at_ms,
+                meta.attempts,
+                meta.run_at_ms,
+                meta.enqueued_at_ms,
+                body,
+                last_error,
+                tuple(history),
+            )
         )
     return jobs
 

@@ -314,8 +314,16 @@ class Queue(Namespace):
         if found is None:
             raise JobNotFound(topic, id)
         retries = self.settings.topics.retrying(topic).retries
-        body, last_error = found.body, found.last_error
-        return JobInfo.of(topic, id, found.state, found.meta, body=body, last_error=last_error, retries=retries)
+        return JobInfo.of(
+            topic,
+            id,
+            found.state,
+            found.meta,
+            body=found.body,
+            history=found.history,
+            retries=retries,
+            dead_at_ms=found.dead_at_ms,
+        )
 
     def reschedule(
         self,
@@ -331,13 +339,20 @@ class Queue(Namespace):
             when = Reschedule.model_validate(_fields(delay=delay, run_at=run_at))
         except ValidationError as exc:
             raise invalid(exc) from None
-        partition = self.keys.for_job(check_topic(topic), check_id(id))
-        kind, value = when.when()
+        return self._reschedule(topic, id, *when.when())
+
+    def run_now(self, topic: str, id: str) -> Scheduled:  # noqa: A002 - the contract's name
+        """A delayed job due now (a ready one keeps its run-at and its place); its run-at.
+        ``JobReserved``, ``JobDead`` or ``JobDone`` (409), ``JobNotFound``."""
+        return self._reschedule(topic, id, "n", 0)
+
+    def _reschedule(self, topic: str, job_id: str, kind: str, value: int) -> Scheduled:
+        partition = self.keys.for_job(check_topic(topic), check_id(job_id))
         with redis_errors(self.server):
-            code, run_at_ms = calls.reschedule(partition, topic, id, kind, value).run(self.redis)
+            code, run_at_ms = calls.reschedule(partition, topic, job_id, kind, value).run(self.redis)
         if code < 0:
-            raise code_error(code, topic, id)
-        return Scheduled(topic, id, run_at_ms)
+            raise code_error(code, topic, job_id)
+        return Scheduled(topic, job_id, run_at_ms)
 
     def cancel(self, topic: str, id: str) -> None:  # noqa: A002 - the contract's name
         """The job is gone, whatever its state; a reserved one is not retried. ``JobNotFound``."""
@@ -509,7 +524,16 @@ class Queue(Namespace):
             self.check_known(topic)
         retries = self.settings.topics.retrying(topic).retries
         infos = [
-            JobInfo.of(topic, job.id, state, job.meta, body=job.body, last_error=job.last_error, retries=retries)
+            JobInfo.of(
+                topic,
+                job.id,
+                state,
+                job.meta,
+                body=job.body,
+                history=job.history,
+                retries=retries,
+                dead_at_ms=job.place if state == "dead" and isinstance(job.place, int) else None,
+            )
             for job in listed
         ]
         return JobPage(infos, following)

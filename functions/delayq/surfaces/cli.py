@@ -136,6 +136,14 @@ def when(ms: int | None) -> str:
     return "-" if ms is None else iso_utc(ms)
 
 
+def took(started_ms: int | None, ended_ms: int | None) -> str:
+    """How long an attempt took: ``12ms`` under a second, else as ``duration``; ``-`` if not known."""
+    if started_ms is None or ended_ms is None:
+        return "-"
+    ms = ended_ms - started_ms
+    return f"{ms}ms" if ms < 1000 else duration(ms)
+
+
 # ------------------------------------------------------------------------------------ the commands
 
 
@@ -242,8 +250,24 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
             ("attempts", str(info.attempts)),
             ("body", "- (a done job's receipt keeps no body)"),
         ]
+    if info.dead_at_ms is not None:
+        fields.append(("dead at", iso_utc(info.dead_at_ms)))
     for name, value in fields:
         printer.line(f"{name:<12} {value}")
+    if info.history:
+        printer.line("history")
+        rows = [
+            [
+                str(attempt.attempt),
+                when(attempt.started_at_ms),
+                when(attempt.ended_at_ms),
+                took(attempt.started_at_ms, attempt.ended_at_ms),
+                attempt.outcome,
+                short_error(attempt.error),
+            ]
+            for attempt in info.history
+        ]
+        printer.table_or("", ["ATTEMPT", "STARTED AT", "ENDED AT", "TOOK", "OUTCOME", "ERROR"], rows, right=(0, 3))
     if info.state == "done":
         return OK
     printer.line("body")

@@ -7,9 +7,11 @@ or at once when its failure is permanent. Only jobs still leased with the given 
 KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     the topic's retries
 ARGV[2]     the topic's backoff, comma-separated ms
-then 5 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent),
-            and the least wait before the retry in ms (a Retry-After; 0: the backoff alone)
-Returns {retried, dead}
+then 7 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent),
+            the least wait before the retry in ms (a Retry-After; 0: the backoff alone), when the
+            attempt started (Redis ms; '' not known) and its outcome ('error' or 'timeout'), for the
+            job's history (includes/history.lua)
+Returns {retried, dead, then the ids of the dead}
 ]]
 -- @include time
 -- @include topic_keys
@@ -17,21 +19,25 @@ Returns {retried, dead}
 
 local K = topic_keys(1)
 local now = nil
-local retried, dead = 0, 0
-for i = 3, #ARGV, 5 do
+local retried, dead = 0, {}
+for i = 3, #ARGV, 7 do
   local raw = redis.call('HGET', K.meta, ARGV[i])
   if raw and meta_lease(raw) == ARGV[i + 1] then
     now = now or now_ms()
     local permanent = ARGV[i + 3] == 'p'
     local wait = tonumber(ARGV[i + 4])
-    if failed_attempt(K, ARGV[i], meta_decode(raw), now, ARGV[i + 2], tonumber(ARGV[1]), ARGV[2], permanent, wait) == 'retried' then
+    local m = meta_decode(raw)
+    local verdict = failed_attempt(
+      K, ARGV[i], m, now, ARGV[i + 2], tonumber(ARGV[1]), ARGV[2], permanent, wait, ARGV[i + 5], ARGV[i + 6]
+    )
+    if verdict == 'retried' then
       retried = retried + 1
     else
-      dead = dead + 1
+      dead[#dead + 1] = ARGV[i]
     end
   end
 end
 if now then
   index_leased_exact(K)
 end
-return {retried, dead}
+return {retried, #dead, unpack(dead)}

@@ -3,9 +3,10 @@ inspect: read one job, consistently.
 
 KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
-Returns nil when there is no such job, else {state, meta, body, last_error}
-  state  'delayed', 'ready', 'reserved', 'dead' or 'done'; last_error is nil when there is none;
-         a done job (a receipt) has neither body nor last error: {'done', meta}
+Returns nil when there is no such job, else {state, meta, body, history, dead_at_ms}
+  state    'delayed', 'ready', 'reserved', 'dead' or 'done'; a done job (a receipt) has no body
+  history  its failed attempts (includes/history.lua), nil when none failed
+  dead_at  when a dead job went dead (ms), else nil
 ]]
 -- @include topic_keys
 -- @include meta
@@ -22,10 +23,11 @@ if state == RESERVED then
 elseif state == DEAD then
   state = 'dead'
 elseif state == DONE then
-  return {'done', raw}
+  return {'done', raw, false, redis.call('HGET', K.errors, id)}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'
 else
   state = 'ready'
 end
-return {state, raw, redis.call('HGET', K.bodies, id), redis.call('HGET', K.errors, id)}
+local dead_at = state == 'dead' and redis.call('ZSCORE', K.dead, id)
+return {state, raw, redis.call('HGET', K.bodies, id), redis.call('HGET', K.errors, id), dead_at}

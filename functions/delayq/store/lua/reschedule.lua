@@ -3,7 +3,8 @@ reschedule: give a queued job (delayed, or ready and not yet taken) a new run-at
 
 KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
-ARGV[2]     'd': ARGV[3] is a delay in ms from now; 'a': ARGV[3] is epoch ms (the past means now)
+ARGV[2]     'd': ARGV[3] is a delay in ms from now; 'a': ARGV[3] is epoch ms (the past means now);
+            'n': now (run now), but a job already due keeps its run-at and its place
 ARGV[3]     value
 Returns {code, run_at_ms}
   code  3 rescheduled, -2 no such job, -3 reserved (leased to a consumer), -4 dead, -8 done (a receipt)
@@ -30,7 +31,12 @@ end
 
 local now = now_ms()
 local run_at = tonumber(ARGV[3])
-if ARGV[2] == 'd' then
+if ARGV[2] == 'n' then
+  if tonumber(m.run_at) <= now then
+    return {3, tonumber(m.run_at)}
+  end
+  run_at = now
+elseif ARGV[2] == 'd' then
   run_at = now + run_at
 elseif run_at < now then
   run_at = now

@@ -65,7 +65,9 @@ for g = 1, groups do
       local raw = redis.call('HGET', K.meta, id)
       if not raw then
         redis.call('ZREM', K.leased, id)
-      elseif failed_attempt(K, id, meta_decode(raw), now, LEASE_EXPIRED, retries, backoff, false) == 'dead' then
+      elseif failed_attempt(
+        K, id, meta_decode(raw), now, LEASE_EXPIRED, retries, backoff, false, 0, '', 'lease_expired'
+      ) == 'dead' then
         dead = dead + 1
       else
         retried = retried + 1

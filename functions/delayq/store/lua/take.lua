@@ -75,6 +75,7 @@ calls.py takes() packs these arguments and reads the replies.
 -- @include queue
 -- @include rate
 -- @include ack
+-- @include history
 
 local MOVE_DUE = 1000  -- due jobs a take of a topic with flow keys moves to the fair set first, at most
 
@@ -240,7 +241,7 @@ local function take_lane(K, a, last)
           updates[#updates + 1] = id
           updates[#updates + 1] = DEAD .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '||' .. overrides
           redis.call('ZADD', K.dead, now, id)
-          redis.call('HSET', K.errors, id, string.format(
+          history_add(K, id, attempts + 1, '', now, 'error', string.format(
             'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
             .. ' timeout, or raise the consume function\'s timeout', timeout / 1000, math.floor(run_limit / 1000)))
         elseif longest >= 0 and timeout + from - now > longest then

@@ -6,6 +6,7 @@ validate the requests."""
 from .resolver import DelayqResolver, create_app
 from .routes import delayq_error
 from .schemas import (
+    AttemptOut,
     BatchItemOut,
     BatchOut,
     BucketOut,
@@ -33,6 +34,7 @@ from .schemas import (
 )
 
 __all__ = [
+    "AttemptOut",
     "BatchItemOut",
     "BatchOut",
     "BucketOut",

@@ -216,6 +216,17 @@ def reschedule_job(
     return _scheduled(_queue(request).reschedule(topic, job_id, **given(when)))
 
 
+@router.post(
+    "/jobs/<topic>/<id>/run",
+    summary="Run a delayed job now",
+    responses=responses(
+        200, ScheduledOut, 404, 409, words={404: NO_JOB, 409: "reserved, dead or done (replay a dead job)"}
+    ),
+)
+def run_job_now(request: Request, topic: TopicPath, job_id: IdPath) -> Response[Any]:
+    return _scheduled(_queue(request).run_now(topic, job_id))
+
+
 @router.delete(
     "/jobs/<topic>/<id>",
     summary="Cancel a job (a done job: forget its receipt)",

@@ -42,6 +42,17 @@ class ScheduledOut(BaseModel):
     run_at_ms: int
 
 
+class AttemptOut(BaseModel):
+    attempt: int
+    started_at_ms: int | None = Field(description="When its handler started (Redis time); null if not known")
+    ended_at_ms: int | None = Field(description="When it ended (Redis time); null if not known")
+    outcome: str = Field(description="ok, error, timeout or lease_expired (no answer from the consumer in time)")
+    error: str | None = Field(description="Why it failed (at most 2 KiB); null when it succeeded")
+
+
+HISTORY = "The job's last 10 attempts, oldest first"
+
+
 class JobOut(ScheduledOut):
     key: str | None = Field(description="The job's flow key; null without one")
     state: str = Field(description="delayed, ready, reserved, dead or done (succeeded: a receipt, kept keep_done s)")
@@ -55,6 +66,8 @@ class JobOut(ScheduledOut):
     )
     done_at: str | None = Field(description="A done job's: when it succeeded, ISO-8601 UTC; else null")
     done_at_ms: int | None = Field(description="A done job's: when it succeeded (Redis time); else null")
+    dead_at_ms: int | None = Field(description="A dead job's: when it went dead (Redis time); else null")
+    history: list[AttemptOut] = Field(description=HISTORY)
 
 
 class BatchItemOut(BaseModel):
@@ -101,6 +114,7 @@ class DeadJobOut(BaseModel):
     enqueued_at_ms: int
     body: Any = None
     last_error: str
+    history: list[AttemptOut] = Field(description=HISTORY)
 
 
 class DeadListOut(BaseModel):

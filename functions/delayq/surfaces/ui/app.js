@@ -145,6 +145,7 @@ function when(ms) {
   const d = new Date(ms);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock(ms)}`;
 }
+const took = (ms) => (ms < 1000 ? `${ms} ms` : duration(ms));
 function relative(ms) {
   if (ms === null || ms === undefined) return "—";
   const left = ms - Date.now();
@@ -362,10 +363,11 @@ function jobsPart(topic, state, counts) {
     }, { danger: true }));
   }
   const fourth = state === "done" ? "done at" : "last error";
+  const second = state === "dead" ? "died at" : "run at";
   const node = h("section", {},
     bulk,
     h("table", { id: "jobs" },
-      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", {}, "run at"), h("th", { class: "num" }, "attempts"),
+      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", {}, second), h("th", { class: "num" }, "attempts"),
         h("th", {}, fourth), h("th", {}, "body"), h("th", {}, ""))),
       tbody),
     empty,
@@ -379,14 +381,17 @@ function jobsPart(topic, state, counts) {
         (a) => (a.replayed ? `Replayed ${job.id}` : `${job.id} was not dead any more`)), { small: true }), " ");
     if (state !== "done")
       actions.append(button("Cancel", () => cancelJob(topic, job.id), { small: true, danger: true }));
-    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", {}), h("td", { class: "num" }), h("td", { class: "clip" }),
-      h("td", { class: "clip mono" }), actions);
+    // A dead job's error is why it died: its whole first line, wrapped, not clipped.
+    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", {}), h("td", { class: "num" }),
+      h("td", { class: state === "dead" ? "reason" : "clip" }), h("td", { class: "clip mono" }), actions);
   };
   const update = (row, job) => {
     const cells = row.cells;
-    text(cells[1], `${when(job.run_at_ms)} (${relative(job.run_at_ms)})`);
+    const at = state === "dead" ? job.dead_at_ms : job.run_at_ms;
+    text(cells[1], `${when(at)} (${relative(at)})`);
     text(cells[2], job.retries === undefined ? count(job.attempts) : `${job.attempts} / ${job.retries + 1}`);
-    const fourthValue = state === "done" ? when(job.done_at_ms) : job.last_error || "";
+    const error = job.last_error || "";
+    const fourthValue = state === "done" ? when(job.done_at_ms) : state === "dead" ? error.split("\n")[0] : error;
     text(cells[3], fourthValue);
     cells[3].title = fourthValue;
     const body = oneLine(job.body);
@@ -590,6 +595,10 @@ function jobView(topic, id) {
   const bodyText = h("pre", { id: "body" });
   const errorText = h("pre", { id: "last-error" });
   const errorPart = h("section", { hidden: true }, h("h2", {}, "Last error"), errorText);
+  const attempts = h("tbody", {});
+  const historyPart = h("section", { hidden: true }, h("h2", {}, "Attempts"),
+    h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started"),
+      h("th", {}, "ended"), h("th", { class: "num" }, "took"), h("th", {}, "outcome"), h("th", {}, "error"))), attempts));
   const gone = h("p", { class: "empty", hidden: true }, `No job ${id} in ${topic}: done and forgotten, cancelled or purged.`);
   const delay = h("input", { type: "number", min: 0, step: "any", value: 60, ariaLabel: "delay in seconds" });
   const at = h("input", { type: "datetime-local", step: 1, ariaLabel: "run at" });
@@ -598,15 +607,16 @@ function jobView(topic, id) {
     h("span", {}, "·"), "run at", at, button("Reschedule", () => at.value && move({ run_at: new Date(at.value).toISOString() }))));
   const replay = button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [id] } }),
     (a) => (a.replayed ? `Replayed ${id}` : `${id} was not dead any more`)));
+  const runNow = button("Run now", () => act(() => api("POST", `${jobPath(topic, id)}/run`), (a) => `${id} is due now (${when(a.run_at_ms)})`));
   const cancel = button("Cancel", async () => {
     if (await cancelJob(topic, id)) location.hash = href("topics", topic);
   }, { danger: true });
   const details = h("section", {},
-    h("div", { class: "actions" }, replay, cancel),
+    h("div", { class: "actions" }, runNow, replay, cancel),
     h("dl", { class: "job" },
       ...row("state", "state"), ...row("key", "key"), ...row("run_at", "run at"), ...row("attempts", "attempts"), ...row("enqueued", "enqueued"),
-      ...row("started", "started"), ...row("done", "done")),
-    errorPart, reschedule, h("h2", {}, "Body"), bodyText);
+      ...row("started", "started"), ...row("done", "done"), ...row("dead", "dead")),
+    historyPart, errorPart, reschedule, h("h2", {}, "Body"), bodyText);
   main.replaceChildren(h("h1", {}, "Job ", h("span", { class: "name mono" }, id), badge), gone, details);
 
   function move(when_) {
@@ -636,12 +646,20 @@ function jobView(topic, id) {
       text(rows.enqueued, job.enqueued_at_ms ? `${when(job.enqueued_at_ms)} (${relative(job.enqueued_at_ms)})` : "—");
       text(rows.started, job.started_at_ms ? when(job.started_at_ms) : "—");
       text(rows.done, job.done_at_ms ? when(job.done_at_ms) : "—");
+      text(rows.dead, job.dead_at_ms ? `${when(job.dead_at_ms)} (${relative(job.dead_at_ms)})` : "—");
+      const history = job.history || [];
+      historyPart.hidden = !history.length;
+      attempts.replaceChildren(...history.map((a) => h("tr", { class: `outcome-${a.outcome}` },
+        h("td", { class: "num" }, a.attempt), h("td", {}, when(a.started_at_ms)), h("td", {}, when(a.ended_at_ms)),
+        h("td", { class: "num" }, a.started_at_ms && a.ended_at_ms ? took(a.ended_at_ms - a.started_at_ms) : "—"),
+        h("td", { class: "outcome" }, a.outcome.replace("_", " ")), h("td", { class: "error" }, a.error || ""))));
       errorPart.hidden = !job.last_error;
       text(errorText, job.last_error || "");
       const kept = job.state !== "done"; // a receipt keeps no body
       text(bodyText, !kept ? "not kept: a done job's receipt keeps no body" : job.body === undefined ? "" : JSON.stringify(job.body, null, 2));
       reschedule.hidden = !["delayed", "ready"].includes(job.state);
       replay.hidden = job.state !== "dead";
+      runNow.hidden = job.state !== "delayed";
       text(cancel, job.state === "done" ? "Forget receipt" : "Cancel");
     },
   };

@@ -53,7 +53,6 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
     redis.call('ZREM', K.leased, unpack(done))
     flow_release(K, keys)
     redis.call('HDEL', K.bodies, unpack(done))
-    redis.call('HDEL', K.errors, unpack(done))
     if reindex then
       index_leased_exact(K)
     end
@@ -65,6 +64,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
       end
     else
       redis.call('HDEL', K.meta, unpack(done))
+      redis.call('HDEL', K.errors, unpack(done))
       if reindex then
         forget_topic_if_empty(K)
       end

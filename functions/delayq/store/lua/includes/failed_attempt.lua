@@ -2,18 +2,20 @@
 -- @include backoff
 -- @include topic_index
 -- @include flow
+-- @include history
 -- A failed attempt of a leased job (its handler failed or timed out, or its lease expired): back to
 -- delayed after its backoff, or dead once its retries are spent, or at once when the failure is
 -- permanent (retrying cannot help). A retry waits its backoff, or `at_least` ms when that is longer
 -- (a Retry-After; nil or 0 for none), and a job with a flow key holds its whole key that long
--- (flow.lua). Returns 'retried' or 'dead'.
-local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, permanent, at_least)
+-- (flow.lua). The attempt joins the job's history (history.lua) as `outcome` ('error', 'timeout',
+-- 'lease_expired'), started at `started_at` ('' when not known). Returns 'retried' or 'dead'.
+local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, permanent, at_least, started_at, outcome)
   redis.call('ZREM', K.leased, id)
   flow_release(K, {m.key})
   if (at_least or 0) > 0 and m.key ~= '' then
     flow_hold(K, m.key, now + at_least)
   end
-  redis.call('HSET', K.errors, id, err)
+  history_add(K, id, m.attempts, started_at, now, outcome, err)
   m.lease = ''
   local retries = topic_retries
   if m.retries ~= '' then

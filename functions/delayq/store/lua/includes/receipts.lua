@@ -1,7 +1,8 @@
 -- Receipts: a job that succeeded stays as a receipt for the topic's keep_done, at most keep_done_max
--- of them, the oldest forgotten first. Its meta takes the compact 'd' form (meta.lua: no body, no
--- last error; 'started_at:done_at' in the lease field), and its id is pushed at the tail of the
--- topic's done list, which holds the receipts in the order they were made, oldest at the head.
+-- of them, the oldest forgotten first. Its meta takes the compact 'd' form (meta.lua: no body;
+-- 'started_at:done_at' in the lease field), the history of its failed attempts stays (history.lua),
+-- and its id is pushed at the tail of the topic's done list, which holds the receipts in the order
+-- they were made, oldest at the head.
 --
 -- A list, not a sorted set: a receipt is made at every success, and pushing at a list's tail and
 -- trimming its head cost next to nothing, where a sorted set of thousands costs a walk of its
@@ -113,6 +114,7 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, 
   end
   if #gone > 0 then
     redis.call('HDEL', K.meta, unpack(gone))
+    redis.call('HDEL', K.errors, unpack(gone))  -- the history of their failed attempts (history.lua)
   end
   return #gone
 end
