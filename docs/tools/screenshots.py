@@ -5,9 +5,9 @@
 Starts ``python -m delayq.local`` on a free port, in a namespace of its own on the Redis at
 DELAYQ_REDIS_URL (default 127.0.0.1:6379; the namespace is deleted afterwards), fills it (delayed jobs
 spread over the next hour, a steady flow of due ones, dead letters, a paused topic), and photographs
-four pages in Debian's chromium (headless, through Playwright): the topics, a topic's delayed jobs, a
-job, the forecast. Also prints the weight of the first paint of a topic page: the bytes on the wire
-of the page, its files and the API answers it shows.
+six pages in Debian's chromium (headless, through Playwright): the topics, a topic's delayed jobs, a
+job, a dead job with its attempts, a topic's dead jobs, the forecast. Also prints the weight of the
+first paint of a topic page: the bytes on the wire of the page, its files and the API answers it shows.
 """
 
 from __future__ import annotations
@@ -181,6 +181,8 @@ def main() -> None:
             shoot(page, ui, args.out / "ui-topics.png", "#topics tbody tr")
             shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-topic-delayed.png", "#jobs tbody tr")
             shoot(page, f"{ui}#/topics/orders/jobs/order-4242", args.out / "ui-job.png", "#body")
+            shoot(page, f"{ui}#/topics/webhooks/jobs/hook-0", args.out / "ui-job-dead.png", "#history tbody tr")
+            shoot(page, f"{ui}#/topics/webhooks/dead", args.out / "ui-topic-dead.png", "#jobs tbody tr")
             shoot(page, f"{ui}#/topics/orders/forecast", args.out / "ui-forecast.png", "svg.chart rect")
             browser.close()
         print(f"first paint of a topic page: {sum(sizes.values()):,} bytes in {len(sizes)} requests: {sizes}")
