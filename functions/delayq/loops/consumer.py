@@ -424,8 +424,8 @@ class Consumer:
         (partitions), the first of them in turn, so that no partition waits behind another. Topics
         that share workers (those ``*`` covers) take in the order their lanes fell due, and no more in
         all than their share has free. With the workers left, a partition that takes brings its other
-        lanes due within their take ahead (``riding``); one call per partition (``TakeCall``), with
-        the acks of its other lanes."""
+        lanes due within their take ahead (``_take_early``); one call per partition (``TakeCall``),
+        with the acks of its other lanes."""
         takers = [
             lane
             for lane in self.lanes

@@ -154,11 +154,6 @@ class Lanes:
             topic.lanes += 1
         return lane
 
-    def of(self, pending: Pending) -> Lane | None:
-        """The lane whose settlements ``pending`` holds, while it has one."""
-        lane = self.lanes.get((pending.topic, pending.partition.index))
-        return lane if lane is not None and lane.pending is pending else None
-
     def shares_with(self, name: str) -> Share | None:
         """The workers the topic ``name`` would run on: its own (a configured topic), or ``*``'s."""
         return self.shares.get(self._share_key(name))
