@@ -50,23 +50,22 @@ EXAMPLE_TOPICS = {
 }
 
 
+LOGGED_BODY_CHARS = 1000  # of a body in a delivery's log line: a 256 KB body is not a log line
+
+
 def log_delivery(job: Job) -> None:
-    """The example topic's target: logs each delivery, and how late it started."""
+    """The example topic's target: logs each delivery, how late it started and its body (cut)."""
     late_ms = time.time() * 1000 - job.run_at_ms
-    log.info(
-        "delivered %s/%s attempt %d, %.0f ms after its run-at: %s",
-        job.topic,
-        job.id,
-        job.attempt,
-        late_ms,
-        json.dumps(job.body),
-    )
+    body = json.dumps(job.body)
+    if len(body) > LOGGED_BODY_CHARS:
+        body = f"{body[:LOGGED_BODY_CHARS]}… ({len(body):,} characters)"
+    log.info("delivered %s/%s attempt %d, %.0f ms after its run-at: %s", job.topic, job.id, job.attempt, late_ms, body)
 
 
 def fail_delivery(job: Job) -> None:
     """The failing example topic's target: every delivery fails, so the job is retried once, then
     dead, and the dead-letter routes have something to show."""
-    raise RuntimeError(f"example-fails fails every delivery: see GET /topics/{job.topic}/dead, then replay or purge")
+    raise RuntimeError(f"{job.topic} fails every delivery: see GET /topics/{job.topic}/dead, then replay or purge")
 
 
 # ----------------------------------------------------------------------------------- Redis
