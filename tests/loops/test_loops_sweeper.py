@@ -34,7 +34,7 @@ def _lease_directly(queue: Queue, topic: str, timeout_ms: int, grace_ms: int) ->
 
 
 @pytest.mark.parametrize("retries", [1, 0])
-def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> None:
+def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int, caplog: pytest.LogCaptureFixture) -> None:
     queue = make_queue(
         topics={"lease": {"target": RECORDER, "timeout": 1, "retries": retries, "backoff": [0]}}, tick=0.1
     )
@@ -69,6 +69,10 @@ def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> Non
         assert dead[0].died_at_ms >= now_ms + 1000  # not before the lease deadline (take + timeout + grace)
         assert "lease" in dead[0].last_error
         assert dead[0].body == {"x": 1}
+        assert [r.getMessage() for r in caplog.records if " is dead" in r.getMessage()] == [
+            "lease/l1 is dead: its lease expired, its last attempt unanswered"
+        ]
+        assert [(a.attempt, a.outcome, a.started_at_ms) for a in info.history] == [(1, "lease_expired", None)]
         summary = Consumer(queue).run(Budget.of(0.3))
         assert summary["taken"] == 0
         assert recorder.of("lease") == []
@@ -84,6 +88,8 @@ def test_expired_lease_is_taken_back(make_queue: MakeQueue, retries: int) -> Non
         assert consumer.summary is not None
         assert consumer.summary["acked"] == 1
         assert queue.dead("lease") == []
+        assert [(a.attempt, a.outcome) for a in queue.get("lease", "l1").history] == [(1, "lease_expired"), (2, "ok")]
+        assert not [r for r in caplog.records if " is dead" in r.getMessage()]
 
 
 def test_expired_lease_is_not_taken_back_early(make_queue: MakeQueue) -> None:

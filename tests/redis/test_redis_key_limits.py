@@ -57,7 +57,7 @@ def test_every_settle_gives_the_room_back(queue: Queue, redis_client: redis.Redi
     job_id, token = take_one()
     redis_client.zadd(lua.k(TOPIC).leased, {job_id: 1})  # its lease expires
     redis_client.set(lua.p.lock, "sweeper", px=10_000)
-    assert lua.sweep([TOPIC], "sweeper", backoff="60000").per_topic == [(0, 1, 0)]
+    assert lua.sweep([TOPIC], "sweeper", backoff="60000").per_topic == [(0, 1, 0, ())]
     job_id, token = take_one()
     assert lua.ack(TOPIC, job_id, token) == 1
     take_one()

@@ -141,7 +141,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     redis_client.set(p.lock, "me", px=10_000)
     swept = restricted(calls.sweep(p, [("orders", rules), ("reminders", rules)], token="me", ttl_ms=10_000, limit=100))
     assert swept.held
-    assert swept.per_topic == [(0, 0, 0), (0, 1, 0)]  # orders: nothing; reminders: one lease taken back, retried
+    assert swept.per_topic == [(0, 0, 0, ()), (0, 1, 0, ())]  # orders: nothing; reminders: a lease taken back, retried
     assert restricted(calls.unlock(p, "me")) is True
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1

@@ -150,7 +150,7 @@ def test_sweep_leaves_live_leases_alone(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0)
     lease = lua.take(T, timeout_ms=5000, grace_ms=0).leases[0]
     result = lua.sweep([T], TOKEN)
-    assert only(result) == (0, 0, 0)
+    assert only(result) == (0, 0, 0, ())
     assert 4000 <= result.next_in_ms <= 5000  # the lease deadline counts as the next event
     meta = lua.meta(T, "a")
     assert meta is not None
@@ -209,7 +209,8 @@ def test_sweep_over_several_topics_uses_each_topics_config(lua: Lua) -> None:
     rules = [("orders", Rules(0, "1000")), ("reminders", Rules(3, "1000"))]
     swept = calls.sweep(lua.p, rules, token=TOKEN, ttl_ms=10_000, limit=100).run(lua.r)
     assert (swept.held, swept.due) == (True, [])
-    assert swept.per_topic == [(0, 0, 1), (0, 1, 0)]  # moved, retried, dead: orders' lease dead, reminders' retried
+    # moved, retried, dead (and their ids): orders' lease dead, reminders' retried
+    assert swept.per_topic == [(0, 0, 1, ("a",)), (0, 1, 0, ())]
     assert "dead" in lua.where("orders", "a")
     assert "delayed" in lua.where("reminders", "a")
     assert 0 <= swept.next_in_ms <= 1000  # the retried job: the partition's next work, swept or not

@@ -244,12 +244,15 @@ class Sweeper:
         if not swept.held:
             raise _LockLost
         telemetry = self.namespace.telemetry
-        for topic, (moved, retried, dead) in zip(topics, swept.per_topic, strict=True):
+        for topic, (moved, retried, dead, dead_ids) in zip(topics, swept.per_topic, strict=True):
             self.counts.update(moved=moved, retried=retried, dead=dead)
             telemetry.count("Moved", topic, moved)
             telemetry.count("LeaseExpired", topic, retried + dead)
             telemetry.count("Retried", topic, retried)
             telemetry.count("Dead", topic, dead)
+            for job_id in dead_ids:
+                context = {"topic": topic, "id": job_id}
+                log.error("%s/%s is dead: its lease expired, its last attempt unanswered", topic, job_id, extra=context)
         return swept
 
     def release(self) -> None:

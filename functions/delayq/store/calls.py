@@ -343,6 +343,7 @@ class SweptTopic(NamedTuple):
     moved: int  # due jobs moved to the ready list
     retried: int  # expired leases taken back and retried
     dead: int  # expired leases taken back with no retry left
+    dead_ids: tuple[str, ...] = ()  # those jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,14 +381,18 @@ def sweep(
     for topic, rules in topics:
         keys += partition.key_group(topic)
         args += [rules.retries, rules.backoff_csv]
-    return Call(Scripts.sweep, keys, args, _swept)
+    return Call(Scripts.sweep, keys, args, lambda reply: _swept(reply, len(topics)))
 
 
-def _swept(reply: list[Any]) -> Swept:
+def _swept(reply: list[Any], groups: int) -> Swept:
     code, next_in_ms, indexed, due = (int(value) for value in reply[:4])
     names = [str(name) for name in reply[4 : 4 + due]]
-    counts = [int(value) for value in reply[4 + due :]]
-    per_topic = [SweptTopic(*counts[i : i + 3]) for i in range(0, len(counts), 3)]
+    counts = [int(value) for value in reply[4 + due : 4 + due + 3 * groups]]
+    dead_ids = iter(reply[4 + due + 3 * groups :])
+    per_topic = []
+    for i in range(0, len(counts), 3):
+        moved, retried, dead = counts[i : i + 3]
+        per_topic.append(SweptTopic(moved, retried, dead, tuple(next(dead_ids) for _ in range(dead))))
     return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic)
 
 

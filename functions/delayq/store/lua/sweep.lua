@@ -26,7 +26,7 @@ ARGV[5]      at most this many topics named in the reply
 ARGV[6]      '1': the topics given end a walk of all of _topics, set the _indexed mark
 then 2 values per topic group: the topic's retries, its backoff (comma-separated ms)
 Returns {code, next_in_ms, indexed, due, then `due` topic names, then 3 values per topic group:
-         moved, retried, dead}
+         moved, retried, dead, then the ids of the dead, group after group}
   code        3 ok; -5 the lock does not hold this token, nothing was done
   next_in_ms  ms until the index next has work for the sweep, -1 if none
   indexed     1 if the _indexed mark is set: else the caller walks _topics once (an index left
@@ -52,7 +52,7 @@ local budget = tonumber(ARGV[3])
 local lag = tonumber(ARGV[4])
 local wanted = tonumber(ARGV[5])
 local groups = (#KEYS - FIRST_GROUP + 1) / KEY_GROUP_SIZE
-local counts = {}
+local counts, dead_ids = {}, {}
 
 for g = 1, groups do
   local K = topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE)
@@ -69,6 +69,7 @@ for g = 1, groups do
         K, id, meta_decode(raw), now, LEASE_EXPIRED, retries, backoff, false, 0, '', 'lease_expired'
       ) == 'dead' then
         dead = dead + 1
+        dead_ids[#dead_ids + 1] = id
       else
         retried = retried + 1
       end
@@ -117,5 +118,8 @@ for _, topic in ipairs(due) do
 end
 for i = 1, #counts do
   out[#out + 1] = counts[i]
+end
+for _, id in ipairs(dead_ids) do
+  out[#out + 1] = id
 end
 return out
