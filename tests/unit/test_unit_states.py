@@ -43,3 +43,20 @@ def test_the_web_view_lists_the_states_in_their_order() -> None:
     found = re.search(r"^const STATES = (\[.*?\]);", source, re.M)
     assert found is not None
     assert tuple(json.loads(found.group(1))) == job.STATES
+
+
+def test_a_history_is_kept_as_python_reads_it() -> None:
+    """history.lua keeps as many attempts as ``job.HISTORY_KEEP`` says and separates them the same way;
+    the outcomes the scripts write are among ``job.OUTCOMES``."""
+    source = (LUA / "includes" / "history.lua").read_text()
+    keep = re.search(r"^local HISTORY_KEEP = (\d+)$", source, re.M)
+    separator = re.search(r"^local RS = '\\(\d+)'", source, re.M)
+    assert keep is not None, "history.lua names HISTORY_KEEP on a line of its own"
+    assert separator is not None, "history.lua names RS on a line of its own"
+    assert int(keep.group(1)) == job.HISTORY_KEEP
+    assert chr(int(separator.group(1))) == job.HISTORY_SEPARATOR
+    scripts = "\n".join(path.read_text() for path in LUA.rglob("*.lua"))
+    written = set(re.findall(r"history_add\([^)]*'(\w+)'", scripts))
+    written |= set(re.findall(r"failed_attempt\(.{0,300}?'(\w+)'\s*\)", scripts, re.S))
+    assert written == {"error", "lease_expired"}  # the take's give-up, the sweep's; fail.lua's come from the consumer
+    assert written <= set(job.OUTCOMES)
