@@ -225,7 +225,7 @@ def test_stats_says_how_long_the_oldest_due_job_has_waited(lua: Lua) -> None:
         lua.enqueue(T, job_id, value=60_000)
         lua.make_due(T, job_id, ago_ms)
     lua.r.set(lua.p.lock, "me", px=10_000)
-    assert lua.sweep([T], "me").per_topic == [(2, 0, 0)]  # to the ready list
+    assert lua.sweep([T], "me").per_topic == [(2, 0, 0, ())]  # to the ready list
     assert 60_000 <= lua.stats(T).oldest_ready_ms < 70_000
     lua.cancel(T, "late")  # the head: popped, not a hole
     assert lua.ready_ids(T) == ["later"]

@@ -191,7 +191,7 @@ def test_a_paused_topic_leases_nothing_and_everything_else_goes_on(lua: Lua) -> 
     lua.enqueue(T, "soon", value=60_000)
     lua.make_due(T, "soon")
     lua.r.set(lua.p.lock, "me", px=10_000)
-    assert lua.sweep([T], "me").per_topic == [(1, 0, 0)]  # due jobs keep moving to the ready list
+    assert lua.sweep([T], "me").per_topic == [(1, 0, 0, ())]  # due jobs keep moving to the ready list
     assert lua.stats(T).ready == 3
     assert lua.stats(T).paused
     assert lua.ack(T, "held", held.token) == 1  # a job leased before the pause finishes
