@@ -173,7 +173,7 @@ class Deliveries:
     ) -> bool:
         """The handler answered: its worker is free, and its verdict goes to the lane's settlements
         unless its timeout came first (then True: a late result, dropped)."""
-        job = delivery.job
+        job, started = delivery.job, started_at_ms(delivery.job, lateness_ms)
         with self.lock:
             delivery.lane.topic.count_lateness(bucket_of(lateness_ms))
             self._not_running(delivery)
@@ -185,10 +185,9 @@ class Deliveries:
                 self.counts["late_results"] += 1
             elif error is None:
                 self.counts["succeeded"] += 1
-                delivery.lane.pending.ack(job.id, delivery.token, started_at_ms(job, lateness_ms))
+                delivery.lane.pending.ack(job.id, delivery.token, started)
             else:
                 self.counts["failed"] += 1
-                started = started_at_ms(job, lateness_ms)
                 failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms, started)
                 delivery.lane.pending.fails.append(failure)
         return late

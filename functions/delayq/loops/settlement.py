@@ -60,6 +60,11 @@ class Pending:
             self.acks_since = time.monotonic()
         self.acks.append((job_id, token, started_at_ms))
 
+    def take_acks(self) -> list[tuple[str, str, int]]:
+        """The first ``SETTLE_CHUNK`` acks waiting, taken off to ride in a take call."""
+        acks, self.acks = self.acks[:SETTLE_CHUNK], self.acks[SETTLE_CHUNK:]
+        return acks
+
     def send_acks_by(self) -> float:
         """When the acks waiting must go, with a take or alone (inf: none waits)."""
         return self.acks_since + ACK_RIDE_S if self.acks else float("inf")
@@ -137,8 +142,7 @@ class Settlement:
     def ride(self, pending: Pending) -> list[tuple[str, str, int]]:
         """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
         with self._lock:
-            acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
-            return acks
+            return pending.take_acks()
 
     def ride_along(
         self, partition: Partition, taking: set[Pending], limit: int
@@ -151,8 +155,7 @@ class Settlement:
         with self._lock:
             for pending in self._pending:
                 if pending.acks and pending.partition == partition and pending not in taking:
-                    acks, pending.acks = pending.acks[:SETTLE_CHUNK], pending.acks[SETTLE_CHUNK:]
-                    riders.append((pending, acks))
+                    riders.append((pending, pending.take_acks()))
                     if len(riders) == limit:
                         break
         return riders

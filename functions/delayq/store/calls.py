@@ -187,9 +187,8 @@ def lane_take(
         raise ValueError("acks ride with a take only with the topic's keeping")
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
-    args: list[Arg] = [count, pool, timeout_ms, grace_ms, take_id or "", interval, tolerance, keep_ms, keep_max]
-    args.append(ahead_ms)
-    args += [*key_limits, 3 * len(acks)]
+    args: list[Arg] = [count, pool, timeout_ms, grace_ms, take_id or "", interval, tolerance]
+    args += [keep_ms, keep_max, ahead_ms, *key_limits, 3 * len(acks)]
     for lease in acks:
         args += lease
     return LaneTake(topic, partition.key_group(topic), args)
