@@ -85,6 +85,7 @@ def fill(base: str, rng: random.Random) -> None:
     for jobs in (orders, emails, invoices):
         call(base, "POST", "/jobs/batch", {"jobs": jobs})
     call(base, "POST", "/jobs", {"topic": "orders", "id": "order-4242", "delay": 1800, "body": ORDER})
+    call(base, "POST", "/jobs", {"topic": "orders", "id": "order-4241", "delay": 0, "body": {"order": 4241}})
     for n in range(6):
         call(
             base,
@@ -182,6 +183,7 @@ def main() -> None:
             shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-topic-delayed.png", "#jobs tbody tr")
             shoot(page, f"{ui}#/topics/orders/jobs/order-4242", args.out / "ui-job.png", "#body")
             shoot(page, f"{ui}#/topics/webhooks/jobs/hook-0", args.out / "ui-job-dead.png", "#history tbody tr")
+            shoot(page, f"{ui}#/topics/orders/jobs/order-4241", args.out / "ui-job-done.png", "#result")
             shoot(page, f"{ui}#/topics/webhooks/dead", args.out / "ui-topic-dead.png", "#jobs tbody tr")
             shoot(page, f"{ui}#/topics/orders/forecast", args.out / "ui-forecast.png", "svg.chart rect")
             browser.close()

@@ -3,8 +3,10 @@ window for creates; PUT makes it anew, DELETE forgets it, PATCH refuses it; coun
 
 from __future__ import annotations
 
+from delayq.core.job import RESULT_MAX_BYTES, encode_result
 from delayq.core.settings import Settings
 from delayq.store import calls
+from delayq.store.calls import Ack
 from delayq.surfaces.api import JobOut, TopicOut
 
 from support.api import Api, assert_model
@@ -83,3 +85,27 @@ def test_topics_count_receipts_and_list_them_newest_first(api: Api):
     assert sorted(job["id"] for job in seen) == [f"j{n}" for n in range(5)]
     done_at = [job["done_at_ms"] for job in seen]
     assert done_at == sorted(done_at, reverse=True)
+
+
+def test_a_done_job_shows_its_result_and_whether_it_was_cut(api: Api):
+    keeping = Settings.from_env().topics.retrying("orders")
+    answers = {"a": {"charged": 12}, "b": "x" * (RESULT_MAX_BYTES + 10), "c": None}
+    for job_id, answer in answers.items():
+        api.create("orders", job_id, delay=0)
+        token = api.lease("orders", job_id)
+        ack = Ack(job_id, token, api.server_ms(), encode_result(answer))
+        assert calls.ack(api.keys.partitions[0], "orders", keeping, [ack]).run(api.r) == 1
+    shown = {job_id: api.job("orders", job_id) for job_id in answers}
+    for job in shown.values():
+        assert_model(JobOut, job)
+    assert (shown["a"]["result"], shown["a"]["result_truncated"]) == ({"charged": 12}, False)
+    assert (shown["b"]["result"], shown["b"]["result_truncated"]) == ("x" * RESULT_MAX_BYTES, True)
+    assert (shown["c"]["result"], shown["c"]["result_truncated"]) == (None, False)
+    listed = api.get("/topics/orders/jobs", query={"state": "done"}).json["jobs"]
+    assert {job["id"]: job["result"] for job in listed} == {
+        "a": {"charged": 12},
+        "b": "x" * RESULT_MAX_BYTES,
+        "c": None,
+    }
+    api.create("orders", "d", delay=60)
+    assert (api.job("orders", "d")["result"], api.job("orders", "d")["result_truncated"]) == (None, False)

@@ -15,9 +15,10 @@ import redis
 
 from delayq import Queue
 from delayq.__main__ import main
+from delayq.core.job import RESULT_MAX_BYTES, encode_result
 from delayq.core.schedule import iso_utc
 from delayq.store import calls
-from delayq.store.calls import Failure
+from delayq.store.calls import Ack, Failure
 from delayq.surfaces import answers
 
 from support.recorder import DEFAULT_TOPICS
@@ -47,12 +48,13 @@ def queue(handler_env: dict[str, str]) -> Iterator[Queue]:
     queue.redis.close()
 
 
-def finish(queue: Queue, topic: str, job_id: str) -> int:
-    """``job_id`` delivered and acknowledged as the consumer does: a done job. When it started."""
+def finish(queue: Queue, topic: str, job_id: str, result: object = None) -> int:
+    """``job_id`` delivered and acknowledged as the consumer does, its handler having answered
+    ``result``: a done job. When it started."""
     queue.enqueue(topic, {"n": job_id}, id=job_id, delay=0)
     partition = queue.keys.for_job(topic, job_id)
     taken = calls.take(partition, topic, count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
-    leases = [(job.id, token, taken.now_ms + 1) for job, token, _ in taken.leases]
+    leases = [Ack(job.id, token, taken.now_ms + 1, encode_result(result)) for job, token, _ in taken.leases]
     calls.ack(partition, topic, queue.settings.topics.retrying(topic), leases).run(queue.redis)
     return taken.now_ms + 1
 
@@ -171,6 +173,7 @@ def test_a_done_job_and_the_done_jobs(cli: Run, queue: Queue) -> None:
     assert f"started at   {iso_utc(started)}" in lines
     assert f"done at      {iso_utc(info.done_at_ms)}" in lines
     assert "body         - (a done job's receipt keeps no body)" in lines
+    assert lines[-2:] == ["result", "  -"]
     code, out, _ = cli("job", "orders", "ok1", "--json")
     assert json.loads(out) == info.to_dict()
 
@@ -186,6 +189,22 @@ def test_a_done_job_and_the_done_jobs(cli: Run, queue: Queue) -> None:
     assert json.loads(out) == queue.jobs("orders", "done").to_dict()
     code, out, _ = cli("topics")
     assert [row[5] for row in table(out)[1:] if row[0] == "orders"] == ["2"]
+
+
+def test_a_done_job_shows_its_result_and_whether_it_was_cut(cli: Run, queue: Queue) -> None:
+    finish(queue, "orders", "r1", result={"charged": 12})
+    code, out, _ = cli("job", "orders", "r1")
+    assert code == 0
+    assert out.splitlines()[-4:] == ["result", "  {", '    "charged": 12', "  }"]
+    finish(queue, "orders", "r2", result="é" * RESULT_MAX_BYTES)
+    code, out, _ = cli("job", "orders", "r2")
+    lines = out.splitlines()
+    assert lines[-2:] == [
+        "result (cut to its first 64 KiB)",
+        "  " + json.dumps("é" * (RESULT_MAX_BYTES // 2), ensure_ascii=False),
+    ]
+    code, out, _ = cli("job", "orders", "r2", "--json")
+    assert (json.loads(out)["result"], json.loads(out)["result_truncated"]) == ("é" * (RESULT_MAX_BYTES // 2), True)
 
 
 # ------------------------------------------------------------------------------------- dead letters

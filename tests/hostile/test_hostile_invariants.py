@@ -101,7 +101,12 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     (
         "a receipt that kept its body",
         lambda s, k, ns: s[k["bodies"]][1].update({"finished": "{}"}),
-        "'finished' is done (a receipt) but kept its body",
+        "'finished' is done (a receipt) but its result is not a stored result (it kept its body?)",
+    ),
+    (
+        "a receipt's result cut beyond 64 KiB",
+        lambda s, k, ns: s[k["bodies"]][1].update({"finished": "~" + "x" * 65_537}),
+        "'finished' is done (a receipt) but its result is not a stored result",
     ),
     (
         "a receipt without its start",

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from delayq import Job, JobNotFound, Queue
+from delayq.core.job import RESULT_MAX_BYTES
 from delayq.core.loop import Budget
 from delayq.core.observability import Telemetry
 from delayq.loops import consumer as consumer_module
@@ -22,7 +23,7 @@ from delayq.loops import workers as workers_module
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 from delayq.store import calls as calls_module
-from delayq.store.keys import partition_of
+from delayq.store.keys import TOPIC_KEYS, partition_of
 from delayq.store.scripts import run_many
 
 from support import loop_targets, recorder
@@ -214,6 +215,25 @@ def test_retries_spent_dead_letter_then_replay(make_queue: MakeQueue, caplog: py
     done = queue.get("dl", "d1")  # the receipt keeps the history of both lives
     assert [(a.attempt, a.outcome) for a in done.history] == [(1, "error"), (2, "error"), (3, "error"), (1, "ok")]
     assert (done.last_error, done.dead_at_ms) == (None, None)
+
+
+def test_a_success_keeps_what_its_handler_returned(make_queue: MakeQueue) -> None:
+    queue = make_queue(topics={"ans": {"target": "python:support.loop_targets:answers"}}, tick=0.1)
+    queue.enqueue("ans", {"answer": {"charged": 12, "currency": "EUR"}}, id="dict", delay=0)
+    queue.enqueue("ans", {"answer": None}, id="none", delay=0)
+    queue.enqueue("ans", {"answer_mb": 10}, id="big", delay=0)
+    with running(Consumer(queue)):
+        assert wait_until(lambda: all(state(queue, "ans", i) == "done" for i in ("dict", "none", "big")), timeout=5)
+    got = {i: queue.get("ans", i) for i in ("dict", "none", "big")}
+    assert (got["dict"].result, got["dict"].result_truncated) == ({"charged": 12, "currency": "EUR"}, False)
+    assert (got["none"].result, got["none"].result_truncated) == (None, False)
+    assert got["big"].result_truncated
+    assert got["big"].result == "r" * RESULT_MAX_BYTES  # 10 MB answered, 64 KiB kept
+    bodies = queue.keys.for_job("ans", "big").topic_keys("ans")[TOPIC_KEYS.index("bodies")]
+    assert queue.redis.hstrlen(bodies, "big") == 1 + RESULT_MAX_BYTES
+    assert not queue.redis.hexists(bodies, "none")
+    listed = {job.id: job.result for job in queue.jobs("ans", state="done").jobs}
+    assert listed == {"dict": {"charged": 12, "currency": "EUR"}, "none": None, "big": "r" * RESULT_MAX_BYTES}
 
 
 def test_timeout_is_a_failed_attempt_and_the_late_result_is_dropped(make_queue: MakeQueue) -> None:
@@ -733,7 +753,7 @@ def test_a_partitions_take_brings_the_lanes_due_within_its_window_and_the_acks_o
         assert topic is not None
         lanes[name] = consumer.lanes.lane(topic, partition)
         lanes[name].next_check = now + in_s
-    lanes["done"].pending.ack("j", leased.tokens[0], leased.now_ms)
+    lanes["done"].pending.ack(calls_module.Ack("j", leased.tokens[0], leased.now_ms))
 
     (sent,) = consumer._take_calls(Budget.forever(), now)
     assert sorted(take.lane.topic.name for take in sent.takes) == ["now", "soon"]

@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from delayq import InvalidField, JobDone, JobExists, JobNotFound, Queue
-from delayq.core.job import Refused, Scheduled
+from delayq.core.job import Refused, Scheduled, decode_result, encode_result
 from delayq.store import calls
+from delayq.store.calls import Ack
 
 from support.scripts import Lua, Rules, server_ms
 
@@ -224,6 +225,58 @@ def test_a_receipt_forgotten_early_leaves_a_hole_that_is_not_counted(lua: Lua) -
     assert lua.r.hget(lua.k(T).control, "done_holes") == "1"
     assert lua.stats(T).done == 1
     assert receipts(lua) == ["c"]
+
+
+# ------------------------------------------------------------------------------------- results
+
+
+def test_a_receipt_keeps_its_result_in_its_bodys_place(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", body='{"big": "body"}')
+    assert lua.ack(T, "a", lease.token, keep_ms=HOUR_MS, result=encode_result({"charged": 12})) == 1
+    assert lua.where(T, "a") == {"done", "meta", "bodies"}
+    assert lua.r.hget(lua.k(T).bodies, "a") == '={"charged":12}'
+    found = lua.inspect(T, "a")
+    assert found is not None
+    assert (found.state, found.body, decode_result(found.result)) == ("done", None, ({"charged": 12}, False))
+    listed = lua.jobs_done(T, 5).jobs
+    assert [(job.id, job.body, job.result) for job in listed] == [("a", None, '={"charged":12}')]
+
+
+def test_a_result_goes_with_its_receipt(lua: Lua) -> None:
+    for job_id in ("a", "b", "c"):
+        lease = lua.make_leased(T, job_id)
+        assert lua.ack(T, job_id, lease.token, keep_ms=HOUR_MS, keep_max=2, result=encode_result(job_id)) == 1
+    assert not lua.r.hexists(lua.k(T).bodies, "a")  # forgotten beyond keep_done_max: its result too
+    assert lua.cancel(T, "b") == 3
+    assert lua.r.hkeys(lua.k(T).bodies) == ["c"]
+    code, _ = lua.enqueue(T, "c", '{"n":2}', replace=True, value=60_000)
+    assert code == 1
+    assert lua.r.hget(lua.k(T).bodies, "c") == '{"n":2}'  # the new life's body, no result
+    lease = lua.make_leased(T, "d")
+    assert lua.ack(T, "d", lease.token, keep_ms=0, result=encode_result([1, 2])) == 1
+    assert lua.where(T, "d") == set()  # no receipt kept, no result either
+    old_receipts(lua, ["e"], server_ms(lua.r) - 2 * HOUR_MS)
+    lua.r.hset(lua.k(T).bodies, "e", encode_result("old"))
+    assert lua.forget([T], keep_ms=HOUR_MS) == (1, False)  # expired: its result with it
+    assert not lua.r.hexists(lua.k(T).bodies, "e")
+
+
+def test_a_late_ack_writes_no_result(lua: Lua) -> None:
+    lease = lua.make_leased(T, "a", body='{"n": 1}')
+    assert lua.ack(T, "a", lease.token + "0", keep_ms=HOUR_MS, result=encode_result("late")) == 0
+    assert lua.r.hget(lua.k(T).bodies, "a") == '{"n": 1}'
+    assert lua.ack(T, "a", lease.token, keep_ms=HOUR_MS) == 1  # a success without a result: no body left
+    assert lua.where(T, "a") == {"done", "meta"}
+
+
+def test_acks_riding_a_take_keep_their_results(lua: Lua) -> None:
+    first = lua.make_leased(T, "a")
+    lua.enqueue(T, "b", value=0)
+    taken = lua.take(
+        T, count=5, acks=[Ack("a", first.token, 7, encode_result("fine"))], keeping=Rules(keep_done_ms=HOUR_MS)
+    )
+    assert (taken.acked, taken.ids) == (1, ["b"])
+    assert lua.r.hget(lua.k(T).bodies, "a") == '"fine'
 
 
 # ------------------------------------------------------------------------------------- the client

@@ -18,7 +18,9 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   next sweep or take corrects that);
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
-- the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep no body;
+- the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep no body
+  but may keep a result there instead (``=`` and its JSON, ``"`` and a text, or ``~`` and the text
+  it was cut to, at most 64 KiB);
   ``errors`` (a job's history of failed attempts) holds only ids of ``meta``, each a well-formed
   history of at most 10 attempts; every id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
@@ -40,6 +42,7 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -47,6 +50,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from delayq.core.job import RESULT_MAX_BYTES
 from delayq.core.models import KEY_PATTERN
 from delayq.core.recurring import SCHEDULE_NAME_PATTERN
 from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
@@ -113,6 +117,17 @@ class Broken(AssertionError):
 
 
 # ------------------------------------------------------------------------------------------ reading
+
+
+def stored_result(stored: str) -> bool:
+    """Whether a receipt's entry in ``bodies`` is a result as ``encode_result`` stores it."""
+    kind, text = stored[:1], stored[1:]
+    if len(text.encode()) > RESULT_MAX_BYTES or kind not in ("=", '"', "~"):
+        return False
+    try:
+        return kind != "=" or json.loads(text) is not None
+    except ValueError:
+        return False
 
 
 def read_keys(client: redis.Redis, keys: Iterable[str]) -> Snapshot:
@@ -444,7 +459,8 @@ class _Examination:
                 place not in PLACE_OF_STATE[state]
                 or (state in "ld") != (lease != "")
                 or run_at < int(enqueued_text)
-                or (job.body is None) != done
+                or (job.body is None and not done)
+                or (done and job.body is not None and not stored_result(job.body))
                 or (done and (not RECEIPT_LEASE.fullmatch(lease) or attempts < 1))
                 or (job.error is not None and not HISTORY.fullmatch(job.error))
                 or (job.error is None and (state == "x" or (not done and attempts >= (2 if state == "l" else 1))))
@@ -533,7 +549,10 @@ class _Examination:
             (home != p.index, f"is in partition {p.index}, not its own ({home})"),
             ((job.topic, job.id) in self.jobs, "is in two partitions"),
             (job.body is None and state != "d", "has no body"),
-            (job.body is not None and state == "d", "is done (a receipt) but kept its body"),
+            (
+                state == "d" and job.body is not None and not stored_result(job.body),
+                "is done (a receipt) but its result is not a stored result (it kept its body?)",
+            ),
             (job.error is not None and not HISTORY.fullmatch(job.error), f"has a malformed history {job.error!r}"),
             (
                 state == "d" and not RECEIPT_LEASE.fullmatch(job.lease),

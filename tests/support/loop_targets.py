@@ -13,6 +13,8 @@ Targets:
   ``break_redis``   records the job, then points ``queue`` at a Redis that does not answer
   ``permanent``     always fails with ``PermanentFailure``
   ``unreadable``    records the job, then fails with an exception whose message cannot be read
+  ``answers``       records the job, returns ``body["answer"]`` (``body["answer_mb"]``: that many MB
+                    of text)
 """
 
 from __future__ import annotations
@@ -154,3 +156,11 @@ def unreadable(job: Job) -> None:
     """Fails with an exception whose ``str()`` itself raises."""
     _record(job)
     raise UnreadableError
+
+
+def answers(job: Job) -> Any:
+    """Succeeds with the answer its body asks for: its result."""
+    _record(job)
+    if "answer_mb" in job.body:
+        return "r" * (job.body["answer_mb"] << 20)
+    return job.body.get("answer")

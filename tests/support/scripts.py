@@ -11,7 +11,7 @@ import redis
 
 from delayq.core.job import Attempt, DeadJob, Meta, TopicStats, history_of, last_error_of
 from delayq.store import calls
-from delayq.store.calls import Failure, JobWrite, Lease
+from delayq.store.calls import Ack, Failure, JobWrite, Lease
 from delayq.store.keys import TOPIC_KEYS, Keyspace, Partition
 
 GRACE_MS = 2000
@@ -142,12 +142,20 @@ class Lua:
         return calls.untake(self.p, topic, take_ids).run(self.r)
 
     def ack(
-        self, topic: str, job_id: str, token: str, *, started_at_ms: int = 0, keep_ms: int = 0, keep_max: int = 10_000
+        self,
+        topic: str,
+        job_id: str,
+        token: str,
+        *,
+        started_at_ms: int = 0,
+        keep_ms: int = 0,
+        keep_max: int = 10_000,
+        result: str = "",
     ) -> int:
         """An ack; by default with no receipt kept (``keep_ms`` 0), as before receipts."""
-        return self.ack_many(topic, [(job_id, token, started_at_ms)], keep_ms=keep_ms, keep_max=keep_max)
+        return self.ack_many(topic, [Ack(job_id, token, started_at_ms, result)], keep_ms=keep_ms, keep_max=keep_max)
 
-    def ack_many(self, topic: str, leases: list[tuple[str, str, int]], *, keep_ms: int, keep_max: int = 10_000) -> int:
+    def ack_many(self, topic: str, leases: list[Ack], *, keep_ms: int, keep_max: int = 10_000) -> int:
         rules = Rules(keep_done_ms=keep_ms, keep_done_max=keep_max)
         return calls.ack(self.p, topic, rules, leases).run(self.r)
 

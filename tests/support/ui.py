@@ -29,6 +29,7 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "-
 TOPICS = {
     "*": {"target": "python:delayq.local:log_delivery"},
     "fails": {"target": "python:support.ui_targets:fail_with_markup", "retries": 0},
+    "answers": {"target": "python:support.ui_targets:answer"},
 }
 
 

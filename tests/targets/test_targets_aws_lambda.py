@@ -41,10 +41,15 @@ def expect_invoke(stub: Stubber, response: dict[str, Any], job: Any = None) -> N
     stub.add_response("invoke", response, params)
 
 
-def test_success_invokes_synchronously_with_the_payload(stub: Stubber) -> None:
+def test_success_invokes_synchronously_with_the_payload_and_its_answer_is_the_result(stub: Stubber) -> None:
     expect_invoke(stub, {"StatusCode": 200, "Payload": streaming({"ok": True})})
     target = aws.lambda_target(ARN)
-    target(make_job(), 30)  # the Stubber checks the parameters
+    assert target(make_job(), 30) == {"ok": True}  # the Stubber checks the parameters
+
+
+def test_a_function_that_returns_nothing_gives_no_result(stub: Stubber) -> None:
+    expect_invoke(stub, {"StatusCode": 200, "Payload": streaming(None)})
+    assert aws.lambda_target(ARN)(make_job(), 30) is None
 
 
 def test_client_in_the_functions_region_reads_longer_than_any_function_runs(stub: Stubber) -> None:

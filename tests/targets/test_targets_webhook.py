@@ -34,7 +34,7 @@ from moto import mock_aws
 
 from delayq import Job, PermanentFailure, Queue, RetryAfter, Settings, TopicConfig
 from delayq.core.errors import ConfigError
-from delayq.core.job import Meta
+from delayq.core.job import RESULT_MAX_BYTES, Meta, decode_result, encode_result
 from delayq.core.settings import WEBHOOK_MIN_BACKOFF_S
 from delayq.loops.consumer import Consumer
 from delayq.targets import payload, resolve_target, webhook
@@ -72,9 +72,10 @@ class Received:
 
 class _Handler(BaseHTTPRequestHandler):
     """Answers by path: ``/status/<code>``, ``/redirect``, ``/hold`` (never: it holds the request
-    until the server stops), ``/drip``, ``/big``, ``/busy/<code>/<seconds>`` (the code with
-    ``Retry-After: <seconds>``), ``/busy-until/<code>/<seconds>`` (``Retry-After`` an HTTP date that
-    many seconds after the answer's ``Date``, which is 2020-01-01); anything else is 200."""
+    until the server stops), ``/drip``, ``/big``, ``/json`` (200 and JSON), ``/huge`` (200 and 10
+    MB), ``/busy/<code>/<seconds>`` (the code with ``Retry-After: <seconds>``),
+    ``/busy-until/<code>/<seconds>`` (``Retry-After`` an HTTP date that many seconds after the
+    answer's ``Date``, which is 2020-01-01); anything else is 200."""
 
     server: LocalServer
     protocol_version = "HTTP/1.1"
@@ -106,6 +107,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         elif route[0] == "big":
             self._answer(500, b"0123456789" * 1000)
+        elif route[0] == "json":
+            self._answer(200, b'{"accepted": true, "ticket": 7}')
+        elif route[0] == "huge":  # 10 MB of answer to a success
+            self._answer(200, b"0123456789" * 1_048_576)
         elif route[0] == "busy":
             self._answer(int(route[1]), b"busy", headers={"Retry-After": route[2]})
         elif route[0] == "busy-until":
@@ -472,9 +477,21 @@ def test_verify_signature_refuses_malformed_headers(header: str) -> None:
 
 
 @pytest.mark.parametrize("status", [200, 201, 204])
-def test_2xx_is_success(server: LocalServer, status: int) -> None:
-    assert target(server.url(f"/status/{status}"))(make_job(), 5) is None
+def test_2xx_is_success_and_its_body_the_result(server: LocalServer, status: int) -> None:
+    answered = target(server.url(f"/status/{status}"))(make_job(), 5)
+    assert answered == (None if status == 204 else f"status {status} body")  # a 204 has no body
     assert [r.path for r in server.requests()] == [f"/status/{status}"]
+
+
+def test_a_json_answer_is_the_result_as_json(server: LocalServer) -> None:
+    assert target(server.url("/json"))(make_job(), 5) == {"accepted": True, "ticket": 7}
+
+
+def test_a_huge_answer_is_read_only_as_far_as_a_result_keeps(server: LocalServer) -> None:
+    answered = target(server.url("/huge"))(make_job(), 5)
+    assert isinstance(answered, str)
+    assert len(answered) == RESULT_MAX_BYTES + 1  # one byte more: enough to know it is cut
+    assert decode_result(encode_result(answered)) == (answered[:RESULT_MAX_BYTES], True)
 
 
 @pytest.mark.parametrize("status", [500, 503, 429, 408, 425])
@@ -835,7 +852,7 @@ def test_a_non_ascii_path_is_percent_encoded_when_the_target_is_made() -> None:
 def test_a_non_ascii_path_is_delivered(server: LocalServer) -> None:
     """Issue 15: ``UnicodeEncodeError`` at every delivery before; now the request goes out, its path
     as UTF-8 percent-encoded, as a browser sends it."""
-    assert target(server.url("/status/200/café"))(make_job(), 5) is None
+    assert target(server.url("/status/200/café"))(make_job(), 5) == "status 200 body"
     assert [r.path for r in server.requests()] == ["/status/200/caf%C3%A9"]
 
 

@@ -106,6 +106,22 @@ def test_a_job_shows_its_body_and_last_error_as_text(stack: Stack, tab: Watched)
     page.wait_for_timeout(1000)  # an onerror would have fired by now; the tab fixture checks no alert came
 
 
+def test_a_jobs_result_shows_as_text_and_says_when_it_was_cut(stack: Stack, tab: Watched) -> None:
+    create(stack, "answers", "markup", delay=0, body={"answer": XSS})
+    create(stack, "answers", "long", delay=0, body={"answer": "0123456789", "repeat": 10_000})
+    for job_id in ("markup", "long"):
+        eventually(lambda j=job_id: stack.get(f"/jobs/answers/{j}")["state"] == "done", "the job done", timeout=60)
+    page = tab.page
+    page.goto(f"{stack.base}/ui/#/topics/answers/jobs/markup")
+    expect(page.locator("#result")).to_have_text(json.dumps(XSS))
+    expect(page.get_by_text("cut to its first 64 KiB")).to_be_hidden()
+    assert page.locator("img[src=x]").count() == 0
+    page.goto(f"{stack.base}/ui/#/topics/answers/jobs/long")
+    expect(page.get_by_text("cut to its first 64 KiB")).to_be_visible()
+    expect(page.locator("#result")).to_have_text(json.dumps("0123456789" * 6553 + "012345"))
+    page.wait_for_timeout(1000)  # an onerror would have fired by now; the tab fixture checks no alert came
+
+
 @LISTING
 def test_a_topics_dead_jobs_show_bodies_and_errors_as_text(stack: Stack, tab: Watched) -> None:
     create(stack, "fails", "markup-listed", delay=0, body={"html": XSS})
@@ -137,6 +153,9 @@ def test_a_done_job_shows_its_receipt(stack: Stack, tab: Watched) -> None:
     expect(rows.nth(6)).not_to_have_text("—")  # done
     expect(page.locator("#body")).to_have_text("not kept: a done job's receipt keeps no body")
     assert job["started_at_ms"] <= job["done_at_ms"]
+    assert job["result"]["logged"] is True  # what the example target answered
+    expect(page.locator("#result")).to_have_text(json.dumps(job["result"], indent=2))
+    expect(page.get_by_text("cut to its first 64 KiB")).to_be_hidden()
 
     page.goto(f"{stack.base}/ui/#/topics/{topic}/done")  # the topic's done tab lists it
     expect(page.locator('#jobs tr[data-key="finished"]')).to_have_count(1)

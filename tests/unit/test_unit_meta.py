@@ -6,7 +6,20 @@ import itertools
 
 import pytest
 
-from delayq.core.job import DEAD, LEASED, QUEUED, DeadJob, Job, JobInfo, Meta, Scheduled, TopicStats
+from delayq.core.job import (
+    DEAD,
+    LEASED,
+    QUEUED,
+    RESULT_MAX_BYTES,
+    DeadJob,
+    Job,
+    JobInfo,
+    Meta,
+    Scheduled,
+    TopicStats,
+    decode_result,
+    encode_result,
+)
 
 RUN_AT = 1_795_300_000_000
 ENQUEUED = 1_795_299_990_000
@@ -176,3 +189,44 @@ def test_dead_job_to_dict():
     assert data["last_error"] == "boom"
     assert data["body"] == {"x": 1}
     assert data["attempts"] == 3
+
+
+# ------------------------------------------------------------------------------------- results
+
+
+@pytest.mark.parametrize("value", [{"charged": 12, "items": [1, 2]}, "done", 0, False, [], "é€😀"])
+def test_a_result_round_trips_whole(value: object) -> None:
+    stored = encode_result(value)
+    assert stored[0] == ('"' if isinstance(value, str) else "=")
+    assert decode_result(stored) == (value, False)
+
+
+def test_no_result_is_stored_as_nothing() -> None:
+    assert encode_result(None) == ""
+    assert decode_result("") == (None, False)
+    assert decode_result(None) == (None, False)
+
+
+def test_a_result_json_cannot_hold_is_kept_as_its_repr() -> None:
+    assert decode_result(encode_result({1, 2})) == ("{1, 2}", False)
+    assert decode_result(encode_result(float("nan"))) == ("nan", False)
+    cycle: list[object] = []
+    cycle.append(cycle)
+    assert decode_result(encode_result(cycle)) == ("[[...]]", False)
+
+
+def test_a_result_over_64_kib_is_cut_to_64_kib_of_text_and_marked() -> None:
+    text = "€" * 30_000  # 90,000 bytes of UTF-8: the cut falls inside a character, which is dropped whole
+    value, cut = decode_result(encode_result(text))
+    assert cut
+    assert text.startswith(value)
+    assert RESULT_MAX_BYTES - 3 < len(value.encode()) <= RESULT_MAX_BYTES
+    big = {"rows": ["x" * 100] * 1000}  # its JSON cut: text, no longer JSON
+    value, cut = decode_result(encode_result(big))
+    assert cut
+    assert len(value.encode()) == RESULT_MAX_BYTES
+    assert value.startswith('{"rows":["xxx')
+    exact = "\n" * RESULT_MAX_BYTES  # a text is kept as it is, not escaped as JSON would: it just fits
+    assert decode_result(encode_result(exact)) == (exact, False)
+    assert decode_result(encode_result(exact + "a")) == (exact, True)
+    assert len(encode_result([exact])) == 1 + RESULT_MAX_BYTES  # escaped, its JSON is cut

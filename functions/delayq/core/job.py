@@ -14,6 +14,7 @@ with a flow key ends with it (a key, like an id, holds no ``|``).
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -188,11 +189,44 @@ def _ms(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+RESULT_MAX_BYTES = 64 * 1024  # of a result as its receipt keeps it (UTF-8); beyond, it is cut
+_JSON, _TEXT, _CUT = "=", '"', "~"  # a stored result's first character: JSON, a text, a text cut
+
+
+def encode_result(value: Any) -> str:
+    """What a successful attempt answered, as its receipt keeps it: '' for None; a string as its
+    text, anything else as its JSON; either cut to its first ``RESULT_MAX_BYTES`` (then a text) when
+    longer. A value JSON cannot hold (a set, NaN, a cycle) is kept as its ``repr``: the attempt
+    succeeded, and its result should not undo that."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        kind, text = _TEXT, value
+    else:
+        try:
+            kind, text = _JSON, json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            kind, text = _TEXT, repr(value)
+    if len(text) * 4 <= RESULT_MAX_BYTES or len(text.encode()) <= RESULT_MAX_BYTES:
+        return kind + text
+    return _CUT + text.encode()[:RESULT_MAX_BYTES].decode(errors="ignore")  # a character cut in two is dropped
+
+
+def decode_result(stored: str | None) -> tuple[Any, bool]:
+    """A stored result (``encode_result``): the value, and whether it was cut (then the value is the
+    text it was cut to)."""
+    if not stored:
+        return None, False
+    if stored[0] == _JSON:
+        return json.loads(stored[1:]), False
+    return stored[1:], stored[0] == _CUT
+
+
 @dataclass(frozen=True, slots=True)
 class JobInfo:
     """A job as ``GET /jobs/{topic}/{id}`` and ``Queue.get`` show it: its last attempts, oldest first
     (``history``), and a dead job when it went dead. A done job (a receipt) has no body and no last
-    error, and says when its handler started and when it succeeded."""
+    error, and says when its handler started, when it succeeded and what it answered."""
 
     topic: str
     id: str
@@ -208,6 +242,8 @@ class JobInfo:
     key: str | None = None
     history: tuple[Attempt, ...] = ()
     dead_at_ms: int | None = None  # dead jobs only
+    result: Any = None  # done jobs only: what the attempt that succeeded answered
+    result_truncated: bool = False  # the result was cut to RESULT_MAX_BYTES (it is then that text)
 
     @classmethod
     def of(
@@ -221,10 +257,12 @@ class JobInfo:
         history: str | None,
         retries: int,
         dead_at_ms: int | None = None,
+        result: str | None = None,
     ) -> JobInfo:
-        """From what a script read: the stored ``history`` (history.lua); ``retries`` is the topic's,
-        for a job without its own."""
+        """From what a script read: the stored ``history`` (history.lua) and ``result``
+        (``encode_result``); ``retries`` is the topic's, for a job without its own."""
         attempts = history_of(history, meta)
+        value, truncated = decode_result(result)
         return cls(
             topic=topic,
             id=job_id,
@@ -240,6 +278,8 @@ class JobInfo:
             key=meta.key,
             history=tuple(attempts),
             dead_at_ms=dead_at_ms if state == "dead" else None,
+            result=value,
+            result_truncated=truncated,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -260,6 +300,8 @@ class JobInfo:
             "done_at_ms": self.done_at_ms,
             "dead_at_ms": self.dead_at_ms,
             "history": [attempt.to_dict() for attempt in self.history],
+            "result": self.result,
+            "result_truncated": self.result_truncated,
         }
 
 

@@ -30,7 +30,7 @@ from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
 from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from delayq.core.loop import Budget
 from delayq.store import calls
-from delayq.store.calls import LaneTake, Taken
+from delayq.store.calls import Ack, LaneTake, Taken
 from delayq.store.connection import redis_errors, refused_unrun
 from delayq.store.keys import Partition
 from delayq.store.namespace import Namespace
@@ -69,7 +69,7 @@ class Take:
     lane: Lane
     count: int
     take_id: str
-    acks: list[tuple[str, str, int]]
+    acks: list[Ack]
     early: bool = False
 
 
@@ -80,7 +80,7 @@ class TakeCall:
 
     partition: Partition
     takes: list[Take]
-    acking: list[tuple[Pending, list[tuple[str, str, int]]]]
+    acking: list[tuple[Pending, list[Ack]]]
     call: Call[list[Taken]]
 
 

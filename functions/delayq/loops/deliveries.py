@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from delayq.core.errors import PermanentFailure, RetryAfter
-from delayq.core.job import Job
+from delayq.core.job import Job, encode_result
 from delayq.core.lateness import bucket_of
 from delayq.core.loop import pause
 from delayq.core.observability import Telemetry
-from delayq.store.calls import Failure
+from delayq.store.calls import Ack, Failure
 
 from .lanes import Lane, Topic
 from .workers import Workers
@@ -143,18 +143,21 @@ class Deliveries:
         lateness_ms = delivery.late_at_take_ms + (started - delivery.taken) * 1000
         delivery.started_at_ms = started_at_ms(job, lateness_ms)
         error: str | None = _NO_VERDICT  # until the target has answered
+        result = ""
         permanent = False
         retry_after_ms = 0
         try:
             try:
-                delivery.lane.topic.target(job, delivery.timeout_s)
+                result = encode_result(delivery.lane.topic.target(job, delivery.timeout_s))
                 error = None
             except BaseException as exc:  # noqa: BLE001 - any failure of a handler is a failed attempt
                 permanent = isinstance(exc, PermanentFailure)
                 retry_after_ms = exc.wait_ms if isinstance(exc, RetryAfter) else 0
                 error = describe(exc)
         finally:
-            late = self._judged(delivery, lateness_ms, error, permanent, retry_after_ms)
+            late = self._judged(
+                delivery, lateness_ms, error=error, result=result, permanent=permanent, retry_after_ms=retry_after_ms
+            )
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             self.telemetry.lateness(job.topic, lateness_ms)
@@ -169,10 +172,18 @@ class Deliveries:
             self._reported_one()
 
     def _judged(
-        self, delivery: Delivery, lateness_ms: float, error: str | None, permanent: bool, retry_after_ms: int
+        self,
+        delivery: Delivery,
+        lateness_ms: float,
+        *,
+        error: str | None,
+        result: str,
+        permanent: bool,
+        retry_after_ms: int,
     ) -> bool:
         """The handler answered: its worker is free, and its verdict goes to the lane's settlements
-        unless its timeout came first (then True: a late result, dropped)."""
+        unless its timeout came first (then True: a late result, dropped). ``result``: a success's, as
+        its receipt keeps it (``encode_result``)."""
         job, started = delivery.job, started_at_ms(delivery.job, lateness_ms)
         with self.lock:
             delivery.lane.topic.count_lateness(bucket_of(lateness_ms))
@@ -185,7 +196,7 @@ class Deliveries:
                 self.counts["late_results"] += 1
             elif error is None:
                 self.counts["succeeded"] += 1
-                delivery.lane.pending.ack(job.id, delivery.token, started)
+                delivery.lane.pending.ack(Ack(job.id, delivery.token, started, result))
             else:
                 self.counts["failed"] += 1
                 failure = Failure(job.id, delivery.token, error, permanent, retry_after_ms, started)

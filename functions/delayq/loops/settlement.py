@@ -28,7 +28,7 @@ from typing import Any
 
 from delayq.core.observability import Telemetry
 from delayq.store import calls
-from delayq.store.calls import Failure, Rules
+from delayq.store.calls import Ack, Failure, Rules
 from delayq.store.keys import Partition
 from delayq.store.scripts import Call
 
@@ -48,19 +48,18 @@ class Pending:
     partition: Partition
     topic: str
     rules: Rules  # the topic's retries and backoff, for its failed attempts; its receipts, for its acks
-    # (id, lease token, Redis ms when the handler started) of jobs that succeeded
-    acks: list[tuple[str, str, int]] = field(default_factory=list)
+    acks: list[Ack] = field(default_factory=list)  # of jobs whose handler succeeded
     acks_since: float = 0.0  # monotonic time the oldest of ``acks`` came
     fails: list[Failure] = field(default_factory=list)
     untakes: list[str] = field(default_factory=list)  # ids of takes whose reply never came, to undo
 
-    def ack(self, job_id: str, token: str, started_at_ms: int) -> None:
-        """A job whose handler succeeded (``started_at_ms``: when, by Redis' clock)."""
+    def ack(self, ack: Ack) -> None:
+        """A job whose handler succeeded."""
         if not self.acks:
             self.acks_since = time.monotonic()
-        self.acks.append((job_id, token, started_at_ms))
+        self.acks.append(ack)
 
-    def take_acks(self) -> list[tuple[str, str, int]]:
+    def take_acks(self) -> list[Ack]:
         """The first ``SETTLE_CHUNK`` acks waiting, taken off to ride in a take call."""
         acks, self.acks = self.acks[:SETTLE_CHUNK], self.acks[SETTLE_CHUNK:]
         return acks
@@ -139,17 +138,15 @@ class Settlement:
                 default=float("inf"),
             )
 
-    def ride(self, pending: Pending) -> list[tuple[str, str, int]]:
+    def ride(self, pending: Pending) -> list[Ack]:
         """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
         with self._lock:
             return pending.take_acks()
 
-    def ride_along(
-        self, partition: Partition, taking: set[Pending], limit: int
-    ) -> list[tuple[Pending, list[tuple[str, str, int]]]]:
+    def ride_along(self, partition: Partition, taking: set[Pending], limit: int) -> list[tuple[Pending, list[Ack]]]:
         """The acks of up to ``limit`` lanes of ``partition`` but those ``taking``, taken off to ride
         in a take call of the partition (at most ``SETTLE_CHUNK`` a lane)."""
-        riders: list[tuple[Pending, list[tuple[str, str, int]]]] = []
+        riders: list[tuple[Pending, list[Ack]]] = []
         if limit <= 0:
             return riders
         with self._lock:
@@ -173,7 +170,7 @@ class Settlement:
                 if pending.untakes:
                     untakes, pending.untakes = pending.untakes, []
                     settle.append(Settle(pending, UNTAKE, untakes, calls.untake(partition, topic, untakes)))
-                acks: list[tuple[str, str, int]] = []
+                acks: list[Ack] = []
                 if pending.acks and not (hold and len(pending.acks) < SETTLE_CHUNK and hold(pending)):
                     acks, pending.acks = pending.acks, []
                 fails, pending.fails = pending.fails, []
@@ -185,7 +182,7 @@ class Settlement:
                     settle.append(Settle(pending, FAIL, failed, calls.fail(partition, topic, pending.rules, failed)))
         return settle
 
-    def rode(self, pending: Pending, acks: list[tuple[str, str, int]], reply: int | Exception) -> None:
+    def rode(self, pending: Pending, acks: list[Ack], reply: int | Exception) -> None:
         """What became of acks that rode with a take: ``reply`` is how many were acknowledged, or the
         take's error (the take reports it; the acks go back for the next pass)."""
         if isinstance(reply, Exception):

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol
 
 from delayq.core.errors import Code
 from delayq.core.flows import UNLIMITED, Shares
-from delayq.core.job import DeadJob, Job, Meta, TopicStats, history_of, last_error_of
+from delayq.core.job import DONE, DeadJob, Job, Meta, TopicStats, history_of, last_error_of
 
 from .keys import Keyspace, Partition
 from .scripts import Arg, Call, Scripts
@@ -147,6 +147,22 @@ class Taken:
         return [job.id for job in self.jobs]
 
 
+class Ack(NamedTuple):
+    """A job whose handler succeeded, as ``ack`` (and a take) acknowledges it: its lease token, when
+    its handler started (Redis ms) and its result as its receipt keeps it (``encode_result``; '':
+    none)."""
+
+    id: str
+    token: str
+    started_at_ms: int
+    result: str = ""
+
+
+def _ack_args(acks: Iterable[Sequence[Any]]) -> list[Arg]:
+    """``acks`` as ack.lua reads them, 4 values each (a 3-tuple has no result)."""
+    return [value for ack in acks for value in Ack(*ack)]
+
+
 class LaneTake(NamedTuple):
     """One lane's part of a take call (``takes``): its topic, its key group and its arguments."""
 
@@ -164,7 +180,7 @@ def lane_take(
     grace_ms: int,
     take_id: str | None = None,
     rate: tuple[int, int] | None = None,
-    acks: Sequence[tuple[str, str, int]] = (),
+    acks: Sequence[Ack] = (),
     keeping: Keeping | None = None,
     ahead_ms: int = 0,
     key_limits: Shares = UNLIMITED,
@@ -188,13 +204,12 @@ def lane_take(
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
     args: list[Arg] = [count, pool, timeout_ms, grace_ms, take_id or "", interval, tolerance]
-    args += [keep_ms, keep_max, ahead_ms, *key_limits, 3 * len(acks)]
-    for lease in acks:
-        args += lease
+    acked = _ack_args(acks)
+    args += [keep_ms, keep_max, ahead_ms, *key_limits, len(acked), *acked]
     return LaneTake(topic, partition.key_group(topic), args)
 
 
-def lane_acks(partition: Partition, topic: str, keeping: Keeping, acks: Sequence[tuple[str, str, int]]) -> LaneTake:
+def lane_acks(partition: Partition, topic: str, keeping: Keeping, acks: Sequence[Ack]) -> LaneTake:
     """The acks of ``topic`` alone, riding in a take call of its partition's other lanes (as ``ack``)."""
     return lane_take(partition, topic, count=-1, timeout_ms=0, grace_ms=0, acks=acks, keeping=keeping)
 
@@ -271,13 +286,10 @@ def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[in
     return Call(Scripts.untake, [*partition.key_group(topic), partition.untaken], take_ids, int)
 
 
-def ack(partition: Partition, topic: str, keeping: Keeping, leases: Iterable[tuple[str, str, int]]) -> Call[int]:
-    """Jobs whose handler succeeded, as (id, lease token, when the handler started in Redis ms), are
-    done, if still leased with that token: kept as receipts by ``keeping`` (a few expired receipts are
-    forgotten on the way). How many were."""
-    args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max]
-    for lease in leases:
-        args += lease
+def ack(partition: Partition, topic: str, keeping: Keeping, acks: Iterable[Ack]) -> Call[int]:
+    """Jobs whose handler succeeded are done, if still leased with their token: kept as receipts by
+    ``keeping``, with their results (a few expired receipts are forgotten on the way). How many were."""
+    args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max, *_ack_args(acks)]
     return Call(Scripts.ack, partition.key_group(topic), args, int)
 
 
@@ -474,6 +486,7 @@ class Inspected(NamedTuple):
     body: Any
     history: str | None  # its failed attempts as stored (history.lua; ``history_of`` reads them)
     dead_at_ms: int | None
+    result: str | None = None  # a done job's, as stored (``encode_result``)
 
 
 def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
@@ -484,9 +497,12 @@ def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | N
 def _inspected(reply: list[Any] | None) -> Inspected | None:
     if not reply:
         return None
-    state, meta, body, history, dead_at = [*reply, None, None][:5]  # a receipt has no body, nor dead_at
-    body = json.loads(body) if body is not None else None
-    return Inspected(state, Meta.decode(meta), body, history, int(float(dead_at)) if dead_at is not None else None)
+    state, meta, stored, history, dead_at = [*reply, None, None][:5]  # a receipt has no dead_at
+    dead_at_ms = int(float(dead_at)) if dead_at is not None else None
+    if state == "done":  # what the bodies hash holds for it is its result
+        return Inspected(state, Meta.decode(meta), None, history, dead_at_ms, stored)
+    body = json.loads(stored) if stored is not None else None
+    return Inspected(state, Meta.decode(meta), body, history, dead_at_ms)
 
 
 class Rescheduled(NamedTuple):
@@ -626,6 +642,7 @@ class Listed(NamedTuple):
     meta: Meta
     body: Any
     history: str | None  # as stored (history.lua)
+    result: str | None = None  # a done job's, as stored (``encode_result``)
 
 
 def jobs_scored(
@@ -641,12 +658,15 @@ def jobs_scored(
 def _listed(reply: list[Any]) -> list[Listed]:
     jobs = []
     for i in range(0, len(reply), 5):
-        job_id, place, meta, body, history = reply[i : i + 5]
-        if meta is not None:  # a member without its job: nothing to show
-            body = json.loads(body) if body is not None else None
+        job_id, place, raw, stored, history = reply[i : i + 5]
+        if raw is not None:  # a member without its job: nothing to show
+            meta = Meta.decode(raw)
             # A score or a list position; in the fair set, 'f<turn>' (jobs_ready.lua).
             at: Place = _place(place, job_id)
-            jobs.append(Listed(job_id, at, Meta.decode(meta), body, history))
+            if meta.state == DONE:  # what the bodies hash holds for a receipt is its result
+                jobs.append(Listed(job_id, at, meta, None, history, stored))
+            else:
+                jobs.append(Listed(job_id, at, meta, json.loads(stored) if stored is not None else None, history))
     return jobs
 
 

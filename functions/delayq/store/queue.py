@@ -323,6 +323,7 @@ class Queue(Namespace):
             history=found.history,
             retries=retries,
             dead_at_ms=found.dead_at_ms,
+            result=found.result,
         )
 
     def reschedule(
@@ -533,6 +534,7 @@ class Queue(Namespace):
                 history=job.history,
                 retries=retries,
                 dead_at_ms=job.place if state == "dead" and isinstance(job.place, int) else None,
+                result=job.result,
             )
             for job in listed
         ]

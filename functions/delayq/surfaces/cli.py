@@ -34,7 +34,7 @@ from typing import Any, TextIO, TypeVar
 
 from delayq.core.errors import DelayqError, InvalidField, RedisUnavailable
 from delayq.core.flows import KeyPage, KeyState
-from delayq.core.job import STATES, DeadJob, JobInfo, TopicStats
+from delayq.core.job import RESULT_MAX_BYTES, STATES, DeadJob, JobInfo, TopicStats
 from delayq.core.recurring import ScheduleInfo
 from delayq.core.schedule import iso_utc
 from delayq.store.listing import (
@@ -269,9 +269,13 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         ]
         printer.table_or("", ["ATTEMPT", "STARTED AT", "ENDED AT", "TOOK", "OUTCOME", "ERROR"], rows, right=(0, 3))
     if info.state == "done":
-        return OK
-    printer.line("body")
-    for line in json.dumps(info.body, ensure_ascii=False, indent=2).splitlines():
+        cut = f" (cut to its first {RESULT_MAX_BYTES // 1024} KiB)" if info.result_truncated else ""
+        printer.line("result" + cut)
+        shown = json.dumps(info.result, ensure_ascii=False, indent=2) if info.result is not None else "-"
+    else:
+        printer.line("body")
+        shown = json.dumps(info.body, ensure_ascii=False, indent=2)
+    for line in shown.splitlines():
         printer.line("  " + line)
     return OK
 

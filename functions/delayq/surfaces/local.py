@@ -53,13 +53,15 @@ EXAMPLE_TOPICS = {
 LOGGED_BODY_CHARS = 1000  # of a body in a delivery's log line: a 256 KB body is not a log line
 
 
-def log_delivery(job: Job) -> None:
-    """The example topic's target: logs each delivery, how late it started and its body (cut)."""
+def log_delivery(job: Job) -> dict[str, Any]:
+    """The example topic's target: logs each delivery, how late it started and its body (cut); its
+    result says it did, and how late (this machine's clock)."""
     late_ms = time.time() * 1000 - job.run_at_ms
     body = json.dumps(job.body)
     if len(body) > LOGGED_BODY_CHARS:
         body = f"{body[:LOGGED_BODY_CHARS]}… ({len(body):,} characters)"
     log.info("delivered %s/%s attempt %d, %.0f ms after its run-at: %s", job.topic, job.id, job.attempt, late_ms, body)
+    return {"logged": True, "late_ms": round(late_ms)}
 
 
 def fail_delivery(job: Job) -> None:

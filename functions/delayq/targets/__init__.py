@@ -1,4 +1,4 @@
-"""Delivery targets: where consume hands a due job. A target is a callable ``(job, timeout_s) -> None``
+"""Delivery targets: where consume hands a due job. A target is a callable ``(job, timeout_s) -> result``
 (``target.py`` says what its answers mean); ``resolve_target`` picks one from a topic's config."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from delayq.aws import clients
 from delayq.core.errors import ConfigError, PermanentFailure
 from delayq.core.job import Job
 
-from .payload import payload
+from .payload import answer_of, payload
 from .target import Target
 
 if TYPE_CHECKING:
@@ -273,31 +273,33 @@ class AwsTarget:
     """The target every AWS kind is: ``send(client, job)`` with the container's client for ``service``
     in ``region``, each answer awaited at most ``read_timeout_s`` (the job's timeout when None), the
     SDK's errors turned into failed attempts, permanent when their code is in ``permanent``. The kinds
-    differ only in their ``send``."""
+    differ only in their ``send``, which returns the job's result (None for all but Lambda's)."""
 
     service: str
     region: str
     what: str  # the call and its destination, as failed attempts name them
     permanent: frozenset[str]
-    send: Callable[[Any, Job], None]
+    send: Callable[[Any, Job], Any]
     read_timeout_s: float | None = None
 
-    def __call__(self, job: Job, timeout: float) -> None:
+    def __call__(self, job: Job, timeout: float) -> Any:
         client = _client(self.service, self.region)
         with clients.read_timeout(self.read_timeout_s or timeout), _aws_errors(self.what, self.permanent):
-            self.send(client, job)
+            return self.send(client, job)
 
 
 def lambda_target(arn: str) -> Target:
-    """Invokes the function synchronously with the message; a function error is a failed attempt."""
+    """Invokes the function synchronously with the message; a function error is a failed attempt, and
+    what the function returned is the job's result."""
     function = parse_lambda(arn)
 
-    def send(client: LambdaClient, job: Job) -> None:
+    def send(client: LambdaClient, job: Job) -> Any:
         answer = client.invoke(FunctionName=arn, InvocationType="RequestResponse", Payload=payload(job).encode())
         returned = answer["Payload"].read()
         if answer.get("FunctionError"):
             failed = f"Lambda function {arn} failed ({answer['FunctionError']}): {_function_error(returned)}"
             raise AwsTargetError(redact(failed))
+        return answer_of(returned)
 
     what = f"Lambda Invoke of {arn}"
     return AwsTarget("lambda", function.region, what, LAMBDA_PERMANENT, send, read_timeout_s=LAMBDA_READ_TIMEOUT_S)

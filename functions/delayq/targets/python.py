@@ -1,4 +1,5 @@
-"""``python:package.module:function``: the function is called with the ``delayq.Job``."""
+"""``python:package.module:function``: the function is called with the ``delayq.Job``; what it returns
+is the job's result."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def load(spec: str) -> Callable[[Job], Any]:
 def python_target(spec: str) -> Target:
     function = load(spec)
 
-    def deliver(job: Job, timeout: float) -> None:
-        function(job)
+    def deliver(job: Job, timeout: float) -> Any:
+        return function(job)
 
     return deliver

@@ -4,7 +4,8 @@ inspect: read one job, consistently.
 KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     id
 Returns nil when there is no such job, else {state, meta, body, history, dead_at_ms}
-  state    'delayed', 'ready', 'reserved', 'dead' or 'done'; a done job (a receipt) has no body
+  state    'delayed', 'ready', 'reserved', 'dead' or 'done'
+  body     a done job's (a receipt's) is its result as stored (core/job.py encode_result), nil: none
   history  its failed attempts (includes/history.lua), nil when none failed
   dead_at  when a dead job went dead (ms), else nil
 ]]
@@ -23,7 +24,7 @@ if state == RESERVED then
 elseif state == DEAD then
   state = 'dead'
 elseif state == DONE then
-  return {'done', raw, false, redis.call('HGET', K.errors, id)}
+  return {'done', raw, redis.call('HGET', K.bodies, id), redis.call('HGET', K.errors, id)}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'
 else

@@ -9,7 +9,8 @@ forgotten (at the head, or as holes) meanwhile. Holes are skipped. O(page + hole
 KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
 ARGV[1]     limit: at most this many jobs
 ARGV[2]     the cursor: position of the last receipt listed, '' to start at the newest
-Returns {more, then 5 values per job: id, position, meta, body, last_error (nil: a receipt keeps none)}
+Returns {more, then 5 values per job: id, position, meta, result (as the bodies hash keeps it, nil:
+         none), history (includes/history.lua, nil: none)}
   more  1 if receipts are left after this page (older ones)
 ]]
 -- @include topic_keys
@@ -44,9 +45,10 @@ if #ids == 0 then
   return out
 end
 local metas = redis.call('HMGET', K.meta, unpack(ids))
+local results = redis.call('HMGET', K.bodies, unpack(ids))
+local histories = redis.call('HMGET', K.errors, unpack(ids))
 for i, id in ipairs(ids) do
   local n = #out
-  out[n + 1], out[n + 2], out[n + 3] = id, positions[i], metas[i]
-  out[n + 4], out[n + 5] = false, false
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, positions[i], metas[i], results[i], histories[i]
 end
 return out

@@ -53,8 +53,9 @@ then per lane, LANE_ARGS values and its acks:
               win): concurrency, rate interval and tolerance in µs, 3 values; '' where none. A topic
               whose keys have limits takes every due job in turn (so that each is admitted or
               parked, flow.lua) and nothing ahead
-  acks        how many values follow: 3 per job acknowledged first (includes/ack.lua: the
-              consumer's acks of the topic ride with its take): id, lease token, started_at_ms
+  acks        how many values follow: 4 per job acknowledged first (includes/ack.lua: the
+              consumer's acks of the topic ride with its take): id, lease token, started_at_ms,
+              result
 Returns a reply per lane, in their order, each
         {now_ms, next_in_ms, dead, acked, held, then 9 values per leased job:
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms, key ('' for none),

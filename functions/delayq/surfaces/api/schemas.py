@@ -60,6 +60,14 @@ class JobOut(ScheduledOut):
     attempts: int
     retries: int
     body: Any = Field(default=None, description="null for a done job: its receipt keeps no body")
+    result: Any = Field(
+        default=None,
+        description="A done job's: what the attempt that succeeded answered (a Python target's return value, a "
+        "webhook's 2xx body, a Lambda function's payload), at most 64 KiB; null when none, and for other states",
+    )
+    result_truncated: bool = Field(
+        default=False, description="The result was over 64 KiB: it is its first 64 KiB, as text"
+    )
     last_error: str | None
     started_at_ms: int | None = Field(
         description="A done job's: when the handler of the attempt that succeeded started (Redis time); else null"

@@ -595,6 +595,9 @@ function jobView(topic, id) {
   const bodyText = h("pre", { id: "body" });
   const errorText = h("pre", { id: "last-error" });
   const errorPart = h("section", { hidden: true }, h("h2", {}, "Last error"), errorText);
+  const resultText = h("pre", { id: "result" });
+  const resultCut = h("span", { class: "note", hidden: true }, " cut to its first 64 KiB");
+  const resultPart = h("section", { hidden: true }, h("h2", {}, "Result", resultCut), resultText);
   const attempts = h("tbody", {});
   const historyPart = h("section", { hidden: true }, h("h2", {}, "Attempts"),
     h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started"),
@@ -616,7 +619,7 @@ function jobView(topic, id) {
     h("dl", { class: "job" },
       ...row("state", "state"), ...row("key", "key"), ...row("run_at", "run at"), ...row("attempts", "attempts"), ...row("enqueued", "enqueued"),
       ...row("started", "started"), ...row("done", "done"), ...row("dead", "dead")),
-    historyPart, errorPart, reschedule, h("h2", {}, "Body"), bodyText);
+    historyPart, errorPart, resultPart, reschedule, h("h2", {}, "Body"), bodyText);
   main.replaceChildren(h("h1", {}, "Job ", h("span", { class: "name mono" }, id), badge), gone, details);
 
   function move(when_) {
@@ -655,6 +658,9 @@ function jobView(topic, id) {
         h("td", { class: "outcome" }, a.outcome.replace("_", " ")), h("td", { class: "error" }, a.error || ""))));
       errorPart.hidden = !job.last_error;
       text(errorText, job.last_error || "");
+      resultPart.hidden = job.state !== "done";
+      resultCut.hidden = !job.result_truncated;
+      text(resultText, job.result == null ? "none: the handler answered nothing" : JSON.stringify(job.result, null, 2));
       const kept = job.state !== "done"; // a receipt keeps no body
       text(bodyText, !kept ? "not kept: a done job's receipt keeps no body" : job.body === undefined ? "" : JSON.stringify(job.body, null, 2));
       reschedule.hidden = !["delayed", "ready"].includes(job.state);

@@ -4,6 +4,7 @@ success; what the others mean: docs/topics.md, "webhooks")."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import email.utils
 import http.client
@@ -13,12 +14,13 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from delayq.core.errors import MAX_RETRY_AFTER_S
-from delayq.core.job import Job
+from delayq.core.job import RESULT_MAX_BYTES, Job
 from delayq.core.settings import Settings, TopicConfig
-from delayq.targets.payload import payload
+from delayq.targets.payload import answer_of, payload
 from delayq.version import VERSION
 
 from .deadline import WATCHDOG, Attempt
@@ -69,6 +71,7 @@ class _Answer:
     body: str
     retry_after: str | None = None
     date: str | None = None
+    result: Any = None  # a 2xx answer's body (``answer_of``), read up to just past what a result keeps
 
 
 def retry_after_s(value: str | None, *, date: str | None = None, now: float | None = None) -> float | None:
@@ -123,7 +126,7 @@ class Webhook:
     def __repr__(self) -> str:
         return f"Webhook({self.endpoint.origin!r})"
 
-    def __call__(self, job: Job, timeout: float) -> None:
+    def __call__(self, job: Job, timeout: float) -> Any:
         endpoint = self.endpoint
         if endpoint.scheme == "http" and not self.allow_http:
             raise WebhookRefused(
@@ -140,6 +143,7 @@ class Webhook:
         headers = self.headers(job, body)
         answer = self._exchange(addresses, body, headers, deadline, timeout)
         self._judge(answer)
+        return answer.result
 
     def headers(self, job: Job, body: bytes) -> dict[str, str]:
         """The request headers for ``job`` (``body`` is what the signature covers)."""
@@ -227,14 +231,20 @@ class Webhook:
     def _read(response: http.client.HTTPResponse) -> _Answer:
         status = response.status
         location = response.getheader("Location")
-        text = ""
-        if not 200 <= status < 300:
+        text, result = "", None
+        if 200 <= status < 300:
+            # It answered 2xx: the job succeeded, with a result if its body can be read. One byte past
+            # what a result keeps: a longer answer is kept cut, and marked so.
+            with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+                result = answer_of(response.read(RESULT_MAX_BYTES + 1))
+        else:
             try:
                 text = response.read(_READ_BYTES).decode("utf-8", errors="replace")
             except (OSError, http.client.HTTPException, ValueError):
                 text = "(the body could not be read)"
         reason, shown = _clean(response.reason or "", _REASON_CHARS), _clean(text, ERROR_BODY_CHARS)
-        return _Answer(status, reason, location, shown, response.getheader("Retry-After"), response.getheader("Date"))
+        retry_after, date = response.getheader("Retry-After"), response.getheader("Date")
+        return _Answer(status, reason, location, shown, retry_after, date, result)
 
     def _judge(self, answer: _Answer) -> None:
         status = answer.status
@@ -275,7 +285,7 @@ def _clean(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[:limit] + "…"
 
 
-def webhook_target(url: str, config: TopicConfig, settings: Settings) -> Callable[[Job, float], None]:
+def webhook_target(url: str, config: TopicConfig, settings: Settings) -> Callable[[Job, float], Any]:
     """The target for a webhook URL. Raises ``ConfigError`` when the URL is not a usable http(s) URL;
     the http rule and the address guard apply at each delivery (as ``PermanentFailure``)."""
     return Webhook(

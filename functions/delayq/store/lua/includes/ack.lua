@@ -1,6 +1,7 @@
 -- Acknowledging jobs of one topic whose handler succeeded (ack.lua, and take.lua for the acks that
 -- ride with a take): each is done, kept as a receipt (receipts.lua) for the topic's keep_done, or
--- gone at once when that is 0.
+-- gone at once when that is 0. A receipt's result (what its handler answered, core/job.py
+-- encode_result) takes its body's place in the bodies hash: a done job has no body.
 --
 -- A job is acknowledged only while it is still leased with the given token: the late answer of an
 -- attempt whose lease expired (and that may be leased again by now), or of a cancelled job, changes
@@ -16,20 +17,22 @@
 
 local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
--- Acknowledges the jobs of ARGV[first .. last], 3 values each: id, lease token, started_at_ms (when the
--- attempt's handler started, Redis time); `now` is Redis' time in ms. With `reindex` false the
+local ACK_VALUES = 4  -- ARGV values per acknowledged job (calls.py Ack)
+
+-- Acknowledges the jobs of ARGV[first .. last], ACK_VALUES each: id, lease token, started_at_ms (when
+-- the attempt's handler started, Redis time), result ('': none); `now` is Redis' time in ms. With `reindex` false the
 -- caller sets the topic's lease index itself (index_leased_exact) once it is done with the leased
 -- set. Returns the number of jobs acknowledged.
 local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
   local ids = {}
-  for i = first, last, 3 do
+  for i = first, last, ACK_VALUES do
     ids[#ids + 1] = ARGV[i]
   end
   if #ids == 0 then
     return 0
   end
   local suffix = ':' .. now  -- each receipt's lease field: 'started_at:done_at'
-  local done, receipts, keys = {}, {}, {}
+  local done, receipts, keys, results, plain = {}, {}, {}, {}, {}
   local length = nil  -- the done list's, once the receipts are pushed
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   for i, id in ipairs(ids) do
@@ -38,7 +41,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
       -- Matched as text (meta.lua): 'l|attempts|run_at|enqueued_at|token|overrides' becomes
       -- 'd|attempts|run_at|enqueued_at|started_at:done_at|overrides'.
       local head, token, overrides = string.match(raw, RESERVED_META)
-      local at = first + 3 * (i - 1)
+      local at = first + ACK_VALUES * (i - 1)
       if token == ARGV[at + 1] then
         done[#done + 1] = id
         keys[#keys + 1] = overrides_key(string.sub(overrides, 2))  -- '|retries|...'
@@ -46,13 +49,23 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
           receipts[#receipts + 1] = id
           receipts[#receipts + 1] = DONE .. head .. ARGV[at + 2] .. suffix .. overrides
         end
+        if keep_ms > 0 and ARGV[at + 3] ~= '' then
+          results[#results + 1], results[#results + 2] = id, ARGV[at + 3]
+        else
+          plain[#plain + 1] = id
+        end
       end
     end
   end
   if #done > 0 then
     redis.call('ZREM', K.leased, unpack(done))
     flow_release(K, keys)
-    redis.call('HDEL', K.bodies, unpack(done))
+    if #plain > 0 then
+      redis.call('HDEL', K.bodies, unpack(plain))
+    end
+    if #results > 0 then
+      redis.call('HSET', K.bodies, unpack(results))  -- over the body
+    end
     if reindex then
       index_leased_exact(K)
     end

@@ -1,6 +1,7 @@
 -- Receipts: a job that succeeded stays as a receipt for the topic's keep_done, at most keep_done_max
 -- of them, the oldest forgotten first. Its meta takes the compact 'd' form (meta.lua: no body;
--- 'started_at:done_at' in the lease field), the history of its failed attempts stays (history.lua),
+-- 'started_at:done_at' in the lease field), its result takes its body's place (ack.lua), the
+-- history of its failed attempts stays (history.lua),
 -- and its id is pushed at the tail of the topic's done list, which holds the receipts in the order
 -- they were made, oldest at the head.
 --
@@ -114,6 +115,7 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, 
   end
   if #gone > 0 then
     redis.call('HDEL', K.meta, unpack(gone))
+    redis.call('HDEL', K.bodies, unpack(gone))  -- their results (ack.lua)
     redis.call('HDEL', K.errors, unpack(gone))  -- the history of their failed attempts (history.lua)
   end
   return #gone
