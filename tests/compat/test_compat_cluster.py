@@ -26,12 +26,14 @@ from delayq.store.keys import Keyspace, partition_tag
 
 from support import recorder
 from support.compat import (
+    CALLBACK_TOPICS,
     MANY_IDS,
     TOPIC,
     TOPICS,
     Monitor,
     ScriptCalls,
     Seen,
+    callback_lifecycle,
     check_deliveries,
     command_stats,
     direct_client,
@@ -191,6 +193,23 @@ def test_cluster_schedules_three_partitions(
     try:
         with monitored(nodes) as seen:
             schedule_lifecycle(queue)
+    finally:
+        queue.close()
+    check_script_calls(script_calls, queue)
+    check_nodes_saw_nothing_forbidden(nodes)
+    check_clients_sent_nothing_forbidden(seen)
+
+
+def test_cluster_callbacks_three_partitions(
+    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+) -> None:
+    """Callbacks, each made in the partition of its own id, usually another master's than the job it
+    reports on: every script call on one slot, nothing forbidden, each made once."""
+    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster", topics=CALLBACK_TOPICS))
+    reset_stats(nodes)
+    try:
+        with monitored(nodes) as seen:
+            callback_lifecycle(queue)
     finally:
         queue.close()
     check_script_calls(script_calls, queue)

@@ -22,7 +22,16 @@ from delayq.surfaces.api import create_app
 
 from support import recorder
 from support.answers import response_json
-from support.compat import TOPIC, check_deliveries, direct_client, lifecycle, make_settings, schedule_lifecycle
+from support.compat import (
+    CALLBACK_TOPICS,
+    TOPIC,
+    callback_lifecycle,
+    check_deliveries,
+    direct_client,
+    lifecycle,
+    make_settings,
+    schedule_lifecycle,
+)
 from support.events import api_event
 from support.servers import RedisServer, Twemproxy
 
@@ -169,3 +178,11 @@ def test_schedules_through_twemproxy(proxy: Twemproxy, backend_clients: list[red
     placed.pop("_layout")
     assert all(len(where) == 1 for where in placed.values()), placed  # each partition on one backend
     assert {where[0] for where in placed.values()} == {0, 1}, placed
+
+
+def test_callbacks_through_twemproxy(proxy: Twemproxy) -> None:
+    queue = Queue(make_settings(proxy.url, partitions=6, namespace="c-proxy-callbacks", topics=CALLBACK_TOPICS))
+    try:
+        callback_lifecycle(queue)
+    finally:
+        queue.close()

@@ -5,6 +5,7 @@ that names it. Each breakage is made on a copy of a real snapshot (and a few in 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -226,7 +227,27 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
         lambda s, k, ns: s.update({Keyspace(ns, 1).partitions[0].seq: ("string", "x")}),
         "is not a counter",
     ),
+    (
+        "outbox records out of order",
+        lambda s, k, ns: s.update({Keyspace(ns, 1).partitions[0].outbox: ("list", [_record(2), _record(1)])}),
+        "records not numbered in order",
+    ),
+    (
+        "an outbox record numbered beyond the counter",
+        lambda s, k, ns: s.update({Keyspace(ns, 1).partitions[0].outbox: ("list", [_record(10**9)])}),
+        "records not numbered in order up to _seq",
+    ),
+    (
+        "an inbox of a partition that is not one",
+        lambda s, k, ns: s.update({Keyspace(ns, 1).partitions[0].inbox: ("hash", {"elsewhere": "1"})}),
+        "not a partition's number it issued",
+    ),
 ]
+
+
+def _record(seq: int) -> str:
+    """An outbox record numbered ``seq`` (``lua/includes/callbacks.lua``)."""
+    return json.dumps([str(seq), "audit", "orders", "a", "", "done", "1", "", "1", "{}", ""])
 
 
 @pytest.mark.parametrize(("what", "breakage", "said"), BREAKAGES, ids=[b[0] for b in BREAKAGES])

@@ -17,6 +17,7 @@ import redis
 from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable
+from delayq.core.callbacks import Record
 from delayq.store import calls
 from delayq.store.calls import Failure
 from delayq.store.connection import redis_errors
@@ -88,7 +89,8 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     taken = take()
     tokens = dict(zip(taken.ids, taken.tokens, strict=True))
     assert set(tokens) == {"a", "b"}
-    assert restricted(calls.ack(p, "orders", Rules(keep_done_ms=60_000), [("b", tokens["b"], 5)])) == 1
+    keeping = Rules(keep_done_ms=60_000, on_done="audit")  # its ack leaves a record in the outbox
+    assert restricted(calls.ack(p, "orders", keeping, [("b", tokens["b"], 5)])) == 1
     assert restricted(calls.inspect(p, "orders", "b")).state == "done"
     assert [job.id for job in restricted(calls.jobs_done(p, "orders", limit=5, before=None)).jobs] == ["b"]
     assert restricted(calls.reschedule(p, "orders", "b", "d", 0)).code == -8
@@ -164,6 +166,12 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert restricted(calls.cancel(p, "orders", "c", only="pending")) == -2  # not delayed: left alone
     deleted = calls.schedule_write(p, name, expected=claim.progress, definition="", progress="", claim_ms=0, due=None)
     assert restricted(deleted).code == -7  # "you" holds the claim for 5 s
+
+    # the callback job of b's record, made in its partition, then the record trimmed
+    (record,) = [Record.decode(raw) for raw in redis_client.lrange(p.outbox, 0, -1)]
+    callback = calls.CallbackJob("audit", record.seq, "cb-b", None, "{}")
+    assert restricted(calls.callbacks(p, p, [callback])) == 1
+    assert restricted(calls.outbox_trim(p, record.seq)) == 1
 
     assert restricted.ran == {script.name for script in all_scripts()}  # type: ignore[attr-defined]
 

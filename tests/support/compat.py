@@ -36,6 +36,11 @@ from support.recorder import RECORDER
 TOPIC = "jobs"
 # One retry after 0.2 s, then dead: a failing job goes through retry and dead in well under a second.
 TOPICS: dict[str, Any] = {TOPIC: {"target": RECORDER, "retries": 1, "backoff": [0.2], "timeout": 10}}
+CALLBACK_TOPICS: dict[str, Any] = {  # callback_lifecycle's: a topic with callbacks, and where they go
+    "calls": {"target": RECORDER, "retries": 0, "on_done": "calls-done", "on_dead": "calls-dead"},
+    "calls-done": {"target": RECORDER},
+    "calls-dead": {"target": RECORDER},
+}
 CONSUME_RUN_S = 0.05  # each consume run of ``drive``: a few passes
 MANY = 30  # jobs of the enqueue_many batch: enough to land in every partition
 MANY_IDS = [f"m{i:02d}" for i in range(MANY)]
@@ -54,14 +59,19 @@ def new_namespace() -> str:
 
 
 def make_settings(
-    url: str, *, partitions: int, mode: RedisMode = "standalone", namespace: str | None = None
+    url: str,
+    *,
+    partitions: int,
+    mode: RedisMode = "standalone",
+    namespace: str | None = None,
+    topics: dict[str, Any] = TOPICS,
 ) -> Settings:
     return Settings(
         redis_url=url,
         redis_mode=mode,
         namespace=namespace or new_namespace(),
         partitions=partitions,
-        topics=Topics.parse(TOPICS),
+        topics=Topics.parse(topics),
         tick=0.1,
     )
 
@@ -262,6 +272,35 @@ def schedule_lifecycle(queue: Queue) -> Report:
     for name, info in infos.items():
         times = sorted(d.run_at_ms for d in deliveries if d.id.startswith(f"{name}@"))
         assert times == [info.created_at_ms + k * 1000 for k in range(1, len(times) + 1)], name
+    assert report.sweep["redis_errors"] == report.consume["redis_errors"] == 0
+    return report
+
+
+def callback_lifecycle(queue: Queue) -> Report:
+    """Callbacks through ``queue`` (made with ``CALLBACK_TOPICS``): jobs in every partition, one that
+    succeeds and one that goes dead each, make one callback job per outcome, wherever its partition
+    is; each delivered once with the job it reports on, and the outboxes left empty."""
+    report = Report()
+    ids = one_name_per_partition(queue, "calls")  # a job id per partition
+    for job_id in ids:
+        queue.enqueue("calls", {"n": job_id}, id=job_id, delay=0)
+        queue.enqueue("calls", {"fail": True}, id=f"{job_id}-x", delay=0)
+
+    def each_called_back() -> bool:
+        return len(recorder.of("calls-done")) >= len(ids) and len(recorder.of("calls-dead")) >= len(ids)
+
+    drive(queue, each_called_back, report)
+    done = {d.body["id"]: d for d in recorder.of("calls-done")}
+    dead = {d.body["id"]: d for d in recorder.of("calls-dead")}
+    assert sorted(done) == sorted(ids)
+    assert sorted(dead) == sorted(f"{job_id}-x" for job_id in ids)
+    assert {d.body["outcome"] for d in done.values()} == {"done"}
+    assert all(d.body["error"] == "RuntimeError: planned failure of attempt 1" for d in dead.values())
+    made = [d.id for d in recorder.of("calls-done") + recorder.of("calls-dead")]
+    assert len(made) == len(set(made)) == 2 * len(ids)  # each callback job made and delivered once
+    assert {queue.keys.for_job("calls-done", d.id).index for d in done.values()} != {0}  # partitions differ
+    assert all(queue.redis.llen(p.outbox) == 0 for p in queue.keys.partitions)
+    assert report.sweep["callbacks"] == 2 * len(ids)
     assert report.sweep["redis_errors"] == report.consume["redis_errors"] == 0
     return report
 

@@ -8,7 +8,9 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
 - every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
   (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set, the topic index
-  ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark) or one of
+  ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark, the
+  callbacks' ``_outbox`` list, of records numbered in order by ``_seq``, and ``_inbox`` hash, a
+  number no higher than its source partition's ``_seq`` per source) or one of
   the nine
   topic keys, of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
@@ -50,6 +52,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from delayq.core.callbacks import Record
 from delayq.core.job import RESULT_MAX_BYTES
 from delayq.core.models import KEY_PATTERN
 from delayq.core.recurring import SCHEDULE_NAME_PATTERN
@@ -81,7 +84,7 @@ PARKED = re.compile(r"(.+)\|(\d{15})\|(.+)")  # a parked job: key|run_at|id (lua
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
                    "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
-                   "_indexed": "string"}  # fmt: skip
+                   "_indexed": "string", "_outbox": "list", "_inbox": "hash"}  # fmt: skip
 SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
 PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",), "d": ("done",)}
@@ -323,6 +326,23 @@ class _Examination:
                 by_topic.setdefault((p.index, topic), {})[part] = content
         return by_topic
 
+    def callbacks(self, p: Partition, seq: int) -> None:
+        """The outbox's records decode and are numbered in order, none beyond ``_seq``; the inbox names
+        partitions of the namespace, none beyond their ``_seq``."""
+        numbers = []
+        for raw in self.snap.get(p.outbox, ("list", []))[1]:
+            try:
+                numbers.append(Record.decode(raw).seq)
+            except (ValueError, TypeError) as exc:
+                self.found.append(f"{p.outbox}: a record that does not decode ({exc}): {raw[:80]!r}")
+        if numbers != sorted(set(numbers)) or (numbers and numbers[-1] > seq):
+            self.found.append(f"{p.outbox}: records not numbered in order up to _seq {seq}: {numbers[:20]}")
+        tags = {q.tag: q for q in self.keyspace.partitions}
+        for source, last in dict(self.snap.get(p.inbox, ("hash", {}))[1]).items():
+            issued = str(self.snap.get(tags[source].seq, ("string", "0"))[1]) if source in tags else None
+            if issued is None or not str(last).isdigit() or int(last) > int(issued or 0):
+                self.found.append(f"{p.inbox}: {source!r} -> {last!r}: not a partition's number it issued")
+
     def partition(self, p: Partition, topics: dict[str, dict[str, Any]]) -> None:
         listed = set(self.snap.get(p.topics, ("set", []))[1])
         seq_text = str(self.snap.get(p.seq, ("string", "0"))[1])
@@ -339,6 +359,7 @@ class _Examination:
                             self.found.append(f"{p.prefix}{topic}: {job.id!r} holds lease token {job.lease}, never "
                                               f"issued (_seq is {seq})")  # fmt: skip
         self.index(p, topics)
+        self.callbacks(p, seq)
         if self.only is None:  # every leased job of the partition seen: no token twice
             twice = {token: n for token, n in tokens.items() if n > 1}
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from delayq.core.callbacks import Record
 from delayq.core.job import Attempt, DeadJob, Meta, TopicStats, history_of, last_error_of
 from delayq.store import calls
 from delayq.store.calls import Ack, Failure, JobWrite, Lease
@@ -87,6 +88,8 @@ class Rules(NamedTuple):
     backoff_csv: str = BACKOFF
     keep_done_ms: int = 0
     keep_done_max: int = 10_000
+    on_done: str | None = None
+    on_dead: str | None = None
 
 
 class Lua:
@@ -179,10 +182,12 @@ class Lua:
         retry_after_ms: int = 0,
         started_at_ms: int | None = None,
         outcome: str = "error",
+        on_dead: str | None = None,
     ) -> tuple[int, int]:
         """A failed attempt: (retried, dead)."""
         failure = Failure(job_id, token, error, permanent, retry_after_ms, started_at_ms, outcome)
-        failed = calls.fail(self.p, topic, Rules(retries, backoff), [failure]).run(self.r)
+        rules = Rules(retries, backoff, on_dead=on_dead)
+        failed = calls.fail(self.p, topic, rules, [failure]).run(self.r)
         assert failed.dead_ids == ((job_id,) if failed.dead else ())
         return failed.retried, failed.dead
 
@@ -195,8 +200,9 @@ class Lua:
         limit: int = 1000,
         retries: int = 2,
         backoff: str = BACKOFF,
+        on_dead: str | None = None,
     ) -> calls.Swept:
-        rules = [(topic, Rules(retries, backoff)) for topic in topics]
+        rules = [(topic, Rules(retries, backoff, on_dead=on_dead)) for topic in topics]
         return calls.sweep(self.p, rules, token=token, ttl_ms=ttl_ms, limit=limit).run(self.r)
 
     def cancel(self, topic: str, job_id: str) -> int:
@@ -289,6 +295,10 @@ class Lua:
         self.r.hset(k.meta, job_id, replace(meta, run_at_ms=past).encode())
         self.r.zadd(k.delayed, {job_id: past})
         self.r.zadd(self.p.delayed_index, {topic: past}, lt=True)  # as a script moving it would
+
+    def outbox(self) -> list[Record]:
+        """The partition's outbox records, oldest first."""
+        return [Record.decode(raw) for raw in self.r.lrange(self.p.outbox, 0, -1)]
 
     def make_leased(self, topic: str, job_id: str, **options: Any) -> Lease:
         """A job created due now and leased; its lease."""

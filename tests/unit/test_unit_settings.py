@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from pydantic import ValidationError
@@ -501,3 +502,41 @@ def test_topic_name_with_a_trailing_newline_refused():
 def test_a_create_waits_for_its_replicas_less_than_a_connection_waits_for_an_answer():
     """A WAIT answered after the socket timeout would read as a server that hangs (a 503)."""
     assert MAX_REPLICAS_WAIT_MS + 1000 <= SOCKET_TIMEOUT_S * 1000
+
+
+# ------------------------------------------------------------------------------------- callbacks
+
+
+@pytest.mark.parametrize(
+    ("topics", "message"),
+    [
+        ({"a": {"on_done": "a"}}, "callbacks loop: a on_done -> a"),
+        ({"a": {"on_done": "b"}, "b": {"on_dead": "a"}}, "callbacks loop: a on_done -> b, b on_dead -> a"),
+        (
+            {"a": {"on_done": "b"}, "b": {"on_done": "c"}, "c": {"on_dead": "b"}},
+            "callbacks loop: b on_done -> c, c on_dead -> b",
+        ),
+        ({"*": {"on_dead": "dlq"}}, "callbacks loop: * on_dead -> dlq"),  # dlq is one of *'s
+        ({"*": {"on_done": "a"}, "a": {"on_dead": "z"}}, "callbacks loop: * on_done -> a, a on_dead -> z"),
+        ({"a": {"on_done": "nowhere"}}, "topic 'a': on_done names 'nowhere', which has no config"),
+        ({"a": {"on_dead": "*"}}, "topic 'a': on_dead: String should match pattern"),
+    ],
+)
+def test_callbacks_that_loop_or_lead_nowhere_are_refused_naming_the_topics(
+    topics: dict[str, dict[str, str]], message: str
+) -> None:
+    raw = {name: {"target": "python:m:f", **config} for name, config in topics.items()}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Topics.parse(raw)
+
+
+def test_callbacks_that_end_are_accepted() -> None:
+    raw = {
+        "orders": {"target": "python:m:f", "on_done": "invoices", "on_dead": "alerts"},
+        "invoices": {"target": "python:m:f", "on_dead": "alerts"},
+        "alerts": {"target": "https://hooks.example.com/x"},
+        "*": {"target": "python:m:f", "on_dead": "alerts"},
+    }
+    topics = Topics.parse(raw)
+    assert (topics["orders"].on_done, topics["orders"].on_dead) == ("invoices", "alerts")
+    assert topics.retrying("anything").on_dead == "alerts"  # * covers it

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .errors import ConfigError
 from .flows import MAX_KEY_CONCURRENCY, MAX_RATE, MIN_RATE, KeyLimits, rate_share
-from .models import TOPIC_RE
+from .models import TOPIC_PATTERN, TOPIC_RE
 from .schedule import DEFAULT_BACKOFF_S, MAX_DELAY_MS, encode_backoff, seconds_to_ms
 from .urls import parse_redis_url
 
@@ -70,7 +70,10 @@ class TopicConfig(BaseModel):
     webhook URL's path (or its server's answer) may hold a token.
 
     ``keep_done`` (seconds, 0: none) and ``keep_done_max``: how long, and how many, receipts of jobs
-    that succeeded are kept (``lua/includes/receipts.lua``)."""
+    that succeeded are kept (``lua/includes/receipts.lua``).
+
+    ``on_done`` and ``on_dead``: a topic in which a job is created when one of this topic's succeeds,
+    or goes dead (``core/callbacks.py``); ``Topics.parse`` refuses callbacks that loop."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -90,6 +93,8 @@ class TopicConfig(BaseModel):
     key_concurrency: int | None = Field(default=None, ge=1, le=MAX_KEY_CONCURRENCY)
     key_rate: float | None = Field(default=None, ge=MIN_RATE, le=MAX_RATE)
     key_burst: int | None = Field(default=None, ge=1, le=MAX_RATE)
+    on_done: str | None = Field(default=None, pattern=TOPIC_PATTERN)
+    on_dead: str | None = Field(default=None, pattern=TOPIC_PATTERN)
 
     @field_validator("burst", "key_burst")
     @classmethod
@@ -206,7 +211,41 @@ class Topics(Mapping[str, TopicConfig]):
                 first = exc.errors()[0]
                 where = ".".join(str(part) for part in first["loc"])
                 raise ConfigError(f"{ENV.TOPICS}: topic {name!r}: {where}: {first['msg']}") from None
-        return cls(configs)
+        topics = cls(configs)
+        topics.check_callbacks()
+        return topics
+
+    def check_callbacks(self) -> None:
+        """Refuses an ``on_done`` or ``on_dead`` that names a topic no config covers (no consumer would
+        take its jobs), and callbacks that loop: a topic whose jobs' outcomes come back to it, at once
+        or through others, would make jobs without end. ``*`` stands for every topic without a config
+        of its own, so ``"*": {"on_dead": "dlq"}`` loops unless ``dlq`` has one."""
+        edges: dict[str, list[tuple[str, str, str]]] = {}  # config -> (field, topic named, its config)
+        for name, config in self.configs.items():
+            for kind in ("on_done", "on_dead"):
+                target = getattr(config, kind)
+                if target is None:
+                    continue
+                home = target if target in self.configs else WILDCARD if self.has_wildcard else None
+                if home is None:
+                    raise ConfigError(f"{ENV.TOPICS}: topic {name!r}: {kind} names {target!r}, which has no config")
+                edges.setdefault(name, []).append((kind, target, home))
+        done: set[str] = set()  # configs from which no loop starts
+
+        def visit(node: str, stack: list[str], steps: list[str]) -> None:
+            """Follows ``node``'s callbacks; ``stack``: the configs that led here, ``steps`` how."""
+            for kind, target, home in edges.get(node, ()):
+                step = f"{node} {kind} -> {target}"
+                if home == node or home in stack:
+                    first = stack.index(home) if home in stack else len(stack)
+                    raise ConfigError(f"{ENV.TOPICS}: callbacks loop: {', '.join([*steps, step][first:])}")
+                if home not in done:
+                    visit(home, [*stack, node], [*steps, step])
+            done.add(node)
+
+        for name in edges:
+            if name not in done:
+                visit(name, [], [])
 
 
 RedisMode = Literal["standalone", "cluster"]

@@ -550,6 +550,7 @@ class Consumer:
             ahead_ms=topic.ahead_ms,
             key_limits=topic.key_limits,
             pool=pool,
+            on_dead=topic.config.on_dead,
         )
 
     def _on_takes(self, sent: TakeCall, reply: list[Taken] | Exception, now: float) -> None:

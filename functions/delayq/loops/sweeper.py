@@ -29,6 +29,7 @@ from delayq.store.keys import Partition
 from delayq.store.namespace import Namespace
 from delayq.store.scripts import run_many
 
+from .callbacks import drain
 from .occurrences import Scheduler
 from .outages import Outages
 
@@ -98,7 +99,7 @@ class Sweeper:
         self.stop.set()
 
     def summary(self) -> dict[str, Any]:
-        keys = ["passes", "moved", "retried", "dead", "occurrences", "forgotten"]
+        keys = ["passes", "moved", "retried", "dead", "occurrences", "forgotten", "callbacks"]
         keys += ["locks_taken", "locks_lost", "redis_errors"]
         return {key: self.counts[key] for key in keys}
 
@@ -187,6 +188,8 @@ class Sweeper:
                 swept = self._walk(state)
             elif not topics and swept.due:  # the call only read what is due: sweep it now
                 swept = self._sweep_topics(state, swept.due[:TOPICS_PER_CALL])
+            if swept.outbox:
+                self._callbacks(state.partition)
             self._adapt_lag(state, found_work=found_work, woken_for_work=woken_for_work)
         except _LockLost:
             state.held = False
@@ -199,6 +202,17 @@ class Sweeper:
         state.busy = bool(swept.due)
         state.work_at = math.inf if swept.next_in_ms is None else time.monotonic() + swept.next_in_ms / 1000
         return swept.next_in_ms
+
+    def _callbacks(self, partition: Partition) -> None:
+        """Makes the callback jobs the partition's outbox holds (``callbacks.drain``). A partition that
+        does not answer (where a callback topic's job goes) leaves the records for the next pass: it
+        is not this partition's outage."""
+        try:
+            with redis_errors():
+                self.counts["callbacks"] += drain(self.namespace, partition)
+        except RedisUnavailable as exc:
+            self._redis_error()
+            log.warning("callbacks of partition %d wait: %s", partition.index, exc.message)
 
     def _adapt_lag(self, state: _PartitionState, *, found_work: bool, woken_for_work: bool) -> None:
         """Sets the partition's lag back once the sweeper finds work; doubles it (up to a tick) when the

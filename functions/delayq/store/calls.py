@@ -39,6 +39,9 @@ class Retrying(Protocol):
     @property
     def backoff_csv(self) -> str: ...
 
+    @property
+    def on_dead(self) -> str | None: ...  # a callback topic for the jobs that go dead
+
 
 class Keeping(Protocol):
     """What the receipts of a topic's done jobs need of its config (``TopicConfig`` is one)."""
@@ -48,6 +51,9 @@ class Keeping(Protocol):
 
     @property
     def keep_done_max(self) -> int: ...
+
+    @property
+    def on_done(self) -> str | None: ...  # a callback topic for the jobs that succeed
 
 
 class Rules(Retrying, Keeping, Protocol):
@@ -185,6 +191,7 @@ def lane_take(
     ahead_ms: int = 0,
     key_limits: Shares = UNLIMITED,
     pool: int = 0,
+    on_dead: str | None = None,
 ) -> LaneTake:
     """A take of up to ``count`` due jobs of ``topic``, each leased until its timeout (``timeout_ms``
     unless it has its own) plus ``grace_ms``. With ``take_id``, that id is every lease's token and
@@ -198,14 +205,16 @@ def lane_take(
     key's limits but for keys with settings of their own: the jobs of a key at its limit stay ready
     (parked, ``lua/includes/flow.lua``). ``count`` -1 takes nothing: the acks alone (``lane_acks``).
     With ``pool`` (1, 2, ...: one of ``takes``' pools), no more jobs than the lanes before it in the
-    call left of that pool."""
+    call left of that pool. A job acknowledged leaves a record for ``keeping.on_done``'s callback, and
+    one sent to the dead letters for ``on_dead``'s (``lua/includes/callbacks.lua``)."""
     if acks and keeping is None:
         raise ValueError("acks ride with a take only with the topic's keeping")
     interval, tolerance = rate if rate is not None else ("", "")
     keep_ms, keep_max = (keeping.keep_done_ms, keeping.keep_done_max) if keeping is not None else (0, 0)
+    on_done = (keeping.on_done or "") if keeping is not None else ""
     args: list[Arg] = [count, pool, timeout_ms, grace_ms, take_id or "", interval, tolerance]
     acked = _ack_args(acks)
-    args += [keep_ms, keep_max, ahead_ms, *key_limits, len(acked), *acked]
+    args += [keep_ms, keep_max, ahead_ms, *key_limits, on_done, on_dead or "", len(acked), *acked]
     return LaneTake(topic, partition.key_group(topic), args)
 
 
@@ -240,7 +249,7 @@ def take(partition: Partition, topic: str, *, longest_ms: int = -1, run_ms: int 
 def _packed(
     partition: Partition, lanes: Sequence[LaneTake], longest_ms: int, run_ms: int, pools: Sequence[int]
 ) -> tuple[list[str], list[Arg]]:
-    keys = [partition.seq, partition.untaken]
+    keys = [partition.seq, partition.untaken, partition.outbox]
     args: list[Arg] = [longest_ms, run_ms, len(pools), *pools]
     for lane in lanes:
         keys += lane.keys
@@ -289,8 +298,8 @@ def untake(partition: Partition, topic: str, take_ids: Sequence[str]) -> Call[in
 def ack(partition: Partition, topic: str, keeping: Keeping, acks: Iterable[Ack]) -> Call[int]:
     """Jobs whose handler succeeded are done, if still leased with their token: kept as receipts by
     ``keeping``, with their results (a few expired receipts are forgotten on the way). How many were."""
-    args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max, *_ack_args(acks)]
-    return Call(Scripts.ack, partition.key_group(topic), args, int)
+    args: list[Arg] = [keeping.keep_done_ms, keeping.keep_done_max, keeping.on_done or "", *_ack_args(acks)]
+    return Call(Scripts.ack, [*partition.key_group(topic), *partition.outbox_keys()], args, int)
 
 
 class Forgotten(NamedTuple):
@@ -334,13 +343,14 @@ class Failed(NamedTuple):
 
 
 def fail(partition: Partition, topic: str, rules: Retrying, failures: Iterable[Failure]) -> Call[Failed]:
-    """Settles ``failures`` of jobs still leased with their token, by ``rules`` unless a job has its own."""
-    args: list[Arg] = [rules.retries, rules.backoff_csv]
+    """Settles ``failures`` of jobs still leased with their token, by ``rules`` unless a job has its own
+    (the dead leave a record for ``rules.on_dead``'s callback)."""
+    args: list[Arg] = [rules.retries, rules.backoff_csv, rules.on_dead or ""]
     for failure in failures:
         mode = PERMANENT if failure.permanent else RETRY
         started = "" if failure.started_at_ms is None else failure.started_at_ms
         args += [failure.id, failure.token, failure.error, mode, failure.retry_after_ms, started, failure.outcome]
-    return Call(Scripts.fail, partition.key_group(topic), args, _failed)
+    return Call(Scripts.fail, [*partition.key_group(topic), *partition.outbox_keys()], args, _failed)
 
 
 def _failed(reply: list[Any]) -> Failed:
@@ -369,6 +379,7 @@ class Swept:
     indexed: bool
     due: list[str]
     per_topic: list[SweptTopic]
+    outbox: int = 0  # records in the partition's outbox: callback jobs to make (``callbacks``)
 
 
 def sweep(
@@ -387,24 +398,25 @@ def sweep(
     ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms``, a
     lease expired or receipts to forget. ``walked``: ``topics`` end a walk of every topic of the partition."""
     keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.receipts_index]
-    keys.append(partition.indexed)
+    keys += [partition.indexed, *partition.outbox_keys()]
     args: list[Arg] = [token, ttl_ms, limit, lag_ms, due_limit, "1" if walked else "0"]
     for topic, rules in topics:
         keys += partition.key_group(topic)
-        args += [rules.retries, rules.backoff_csv]
+        args += [rules.retries, rules.backoff_csv, rules.on_dead or ""]
     return Call(Scripts.sweep, keys, args, lambda reply: _swept(reply, len(topics)))
 
 
 def _swept(reply: list[Any], groups: int) -> Swept:
-    code, next_in_ms, indexed, due = (int(value) for value in reply[:4])
-    names = [str(name) for name in reply[4 : 4 + due]]
-    counts = [int(value) for value in reply[4 + due : 4 + due + 3 * groups]]
-    dead_ids = iter(reply[4 + due + 3 * groups :])
+    code, next_in_ms, indexed, outbox, due = (int(value) for value in reply[:5])
+    names = [str(name) for name in reply[5 : 5 + due]]
+    counts = [int(value) for value in reply[5 + due : 5 + due + 3 * groups]]
+    dead_ids = iter(reply[5 + due + 3 * groups :])
     per_topic = []
     for i in range(0, len(counts), 3):
         moved, retried, dead = counts[i : i + 3]
         per_topic.append(SweptTopic(moved, retried, dead, tuple(next(dead_ids) for _ in range(dead))))
-    return Swept(code != Code.LOCK_LOST, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic)
+    held = code != Code.LOCK_LOST
+    return Swept(held, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic, outbox)
 
 
 @dataclass(frozen=True, slots=True)
@@ -901,3 +913,36 @@ def schedules_cas(partition: Partition, moves: Sequence[Move], claim_ms: int) ->
 
 def _moved(reply: list[int]) -> Moved:
     return Moved(int(reply[0]), [bool(made) for made in reply[1:]])
+
+
+# ------------------------------------------------------------------------------------ callbacks
+
+
+class CallbackJob(NamedTuple):
+    """A callback job to make from an outbox record: its topic, the record's number, its id, flow key
+    and body (JSON)."""
+
+    topic: str
+    seq: int
+    id: str
+    key: str | None
+    body: str
+
+
+def callbacks(partition: Partition, source: Partition, jobs: Sequence[CallbackJob]) -> Call[int]:
+    """Makes ``jobs`` (all of ``partition``, in the order of their records) from ``source``'s outbox,
+    each due now; records made into jobs here before are skipped. How many jobs were made."""
+    topics = list(dict.fromkeys(job.topic for job in jobs))
+    group = {topic: n for n, topic in enumerate(topics, 1)}
+    keys = [partition.inbox]
+    for topic in topics:
+        keys += partition.key_group(topic)
+    args: list[Arg] = [source.tag]
+    for job in jobs:
+        args += [group[job.topic], job.seq, job.id, job.key or "", job.body]
+    return Call(Scripts.callbacks, keys, args, int)
+
+
+def outbox_trim(partition: Partition, last_seq: int) -> Call[int]:
+    """Drops the partition's outbox records numbered up to ``last_seq``; how many."""
+    return Call(Scripts.outbox_trim, [partition.outbox], [last_seq], int)

@@ -113,6 +113,22 @@ class Partition:
     def lock(self) -> str:
         return self.prefix + "_lock"
 
+    @property
+    def outbox(self) -> str:
+        """Records of jobs done or dead in topics with callbacks, for the sweeper to make jobs of
+        (``lua/includes/callbacks.lua``)."""
+        return self.prefix + "_outbox"
+
+    @property
+    def inbox(self) -> str:
+        """Per source partition, the last outbox record a callback job was made of here."""
+        return self.prefix + "_inbox"
+
+    def outbox_keys(self) -> list[str]:
+        """What a script that may settle a job of a topic with callbacks is given: the partition's
+        ``_seq`` counter (the records' numbers) and its ``_outbox``."""
+        return [self.seq, self.outbox]
+
     def schedule_keys(self) -> list[str]:
         """The four keys of the partition's schedules, in ``SCHEDULE_KEYS`` order."""
         return [self.prefix + kind for kind in SCHEDULE_KEYS]

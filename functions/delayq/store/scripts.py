@@ -561,6 +561,8 @@ class Scripts:
     schedule_list = Script.load("schedule_list")
     schedules_due = Script.load("schedules_due")
     schedules_cas = Script.load("schedules_cas")
+    callbacks = Script.load("callbacks")
+    outbox_trim = Script.load("outbox_trim")
 
 
 def all_scripts() -> list[Script]:

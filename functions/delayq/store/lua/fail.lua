@@ -5,8 +5,10 @@ or at once when its failure is permanent. Only jobs still leased with the given 
 (see ack.lua).
 
 KEYS[1..22] the topic's key group (keys.py Partition.key_group)
+KEYS[23..24] the partition's outbox (keys.py Partition.outbox_keys: its _seq counter, its _outbox)
 ARGV[1]     the topic's retries
 ARGV[2]     the topic's backoff, comma-separated ms
+ARGV[3]     on_dead: the callback topic of the topic's jobs that go dead ('' none; callbacks.lua)
 then 7 values per job: id, lease token, error, 'r' (retry if retries are left) or 'p' (permanent),
             the least wait before the retry in ms (a Retry-After; 0: the backoff alone), when the
             attempt started (Redis ms; '' not known) and its outcome ('error' or 'timeout'), for the
@@ -16,11 +18,14 @@ Returns {retried, dead, then the ids of the dead}
 -- @include time
 -- @include topic_keys
 -- @include failed_attempt
+-- @include callbacks
 
 local K = topic_keys(1)
+local O = outbox_of(KEYS[KEY_GROUP_SIZE + 1], KEYS[KEY_GROUP_SIZE + 2])
+local on_dead = ARGV[3]
 local now = nil
 local retried, dead = 0, {}
-for i = 3, #ARGV, 7 do
+for i = 4, #ARGV, 7 do
   local raw = redis.call('HGET', K.meta, ARGV[i])
   if raw and meta_lease(raw) == ARGV[i + 1] then
     now = now or now_ms()
@@ -34,10 +39,15 @@ for i = 3, #ARGV, 7 do
       retried = retried + 1
     else
       dead[#dead + 1] = ARGV[i]
+      if on_dead ~= '' then
+        local body = redis.call('HGET', K.bodies, ARGV[i])
+        callback_add(O, on_dead, K, ARGV[i], m.key, m.attempts, 'dead', ARGV[i + 5], now, body, ARGV[i + 2])
+      end
     end
   end
 end
 if now then
   index_leased_exact(K)
 end
+outbox_flush(O)
 return {retried, #dead, unpack(dead)}

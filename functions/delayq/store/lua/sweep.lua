@@ -16,7 +16,8 @@ KEYS[2]      the partition's _delayed index
 KEYS[3]      the partition's _leases index
 KEYS[4]      the partition's _receipts index
 KEYS[5]      the partition's _indexed mark: set once the index covers every topic of _topics
-KEYS[6 ...]  a key group per topic to sweep (keys.py Partition.key_group); the sweep sets each
+KEYS[6..7]   the partition's outbox (keys.py Partition.outbox_keys: its _seq counter, its _outbox)
+KEYS[8 ...]  a key group per topic to sweep (keys.py Partition.key_group); the sweep sets each
              topic's index entries from its keys
 ARGV[1]      lock token
 ARGV[2]      lock TTL in ms, renewed by this call
@@ -24,13 +25,17 @@ ARGV[3]      limit: at most this many jobs moved plus leases taken back in this 
 ARGV[4]      lag in ms: a delayed job is the sweep's once due this long
 ARGV[5]      at most this many topics named in the reply
 ARGV[6]      '1': the topics given end a walk of all of _topics, set the _indexed mark
-then 2 values per topic group: the topic's retries, its backoff (comma-separated ms)
-Returns {code, next_in_ms, indexed, due, then `due` topic names, then 3 values per topic group:
-         moved, retried, dead, then the ids of the dead, group after group}
+then 3 values per topic group: the topic's retries, its backoff (comma-separated ms), its on_dead
+            ('' none): a job whose expired lease was its last attempt leaves a record in the outbox
+            for that topic (includes/callbacks.lua)
+Returns {code, next_in_ms, indexed, outbox, due, then `due` topic names, then 3 values per topic
+         group: moved, retried, dead, then the ids of the dead, group after group}
   code        3 ok; -5 the lock does not hold this token, nothing was done
   next_in_ms  ms until the index next has work for the sweep, -1 if none
   indexed     1 if the _indexed mark is set: else the caller walks _topics once (an index left
               by an older version, or a new namespace), ending with ARGV[6]
+  outbox      records in the outbox: callback jobs for the sweeper to make (next_in_ms is at most 0
+              while there are)
   due         topics with work for the sweep now, at most ARGV[5]: the next call's
   moved       jobs moved to the ready list; retried, dead: expired leases taken back as such
 ]]
@@ -38,13 +43,15 @@ Returns {code, next_in_ms, indexed, due, then `due` topic names, then 3 values p
 -- @include topic_keys
 -- @include queue
 -- @include failed_attempt
+-- @include callbacks
 
 local LEASE_EXPIRED = 'lease expired: no answer from the consumer within the timeout'
-local FIRST_GROUP = 6
+local FIRST_GROUP = 8
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {-5, -1, 0, 0}
+  return {-5, -1, 0, 0, 0}
 end
+local O = outbox_of(KEYS[6], KEYS[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 
 local now = now_ms()
@@ -60,16 +67,19 @@ for g = 1, groups do
   budget = budget - moved
   if budget > 0 then
     local expired = redis.call('ZRANGEBYSCORE', K.leased, '-inf', now, 'LIMIT', 0, budget)
-    local retries, backoff = tonumber(ARGV[5 + 2 * g]), ARGV[6 + 2 * g]
+    local retries, backoff, on_dead = tonumber(ARGV[4 + 3 * g]), ARGV[5 + 3 * g], ARGV[6 + 3 * g]
     for _, id in ipairs(expired) do
       local raw = redis.call('HGET', K.meta, id)
+      local m = raw and meta_decode(raw)
       if not raw then
         redis.call('ZREM', K.leased, id)
-      elseif failed_attempt(
-        K, id, meta_decode(raw), now, LEASE_EXPIRED, retries, backoff, false, 0, '', 'lease_expired'
-      ) == 'dead' then
+      elseif failed_attempt(K, id, m, now, LEASE_EXPIRED, retries, backoff, false, 0, '', 'lease_expired') == 'dead' then
         dead = dead + 1
         dead_ids[#dead_ids + 1] = id
+        if on_dead ~= '' then
+          local body = redis.call('HGET', K.bodies, id)
+          callback_add(O, on_dead, K, id, m.key, m.attempts, 'dead', '', now, body, LEASE_EXPIRED)
+        end
       else
         retried = retried + 1
       end
@@ -108,11 +118,16 @@ local next_in = -1
 if next_at then
   next_in = math.max(0, next_at - now)
 end
+outbox_flush(O)
+local outbox = redis.call('LLEN', O.list)
+if outbox > 0 then
+  next_in = 0
+end
 local indexed = 0
 if redis.call('GET', KEYS[5]) then
   indexed = 1
 end
-local out = {3, next_in, indexed, #due}
+local out = {3, next_in, indexed, outbox, #due}
 for _, topic in ipairs(due) do
   out[#out + 1] = topic
 end

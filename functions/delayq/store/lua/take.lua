@@ -30,7 +30,8 @@ untake) leases nothing. Without an id, each lease gets a number of the partition
 
 KEYS[1]     the partition's _seq counter (lease tokens of takes without an id)
 KEYS[2]     the partition's _untaken set (takes undone before they ran)
-KEYS[3..]   a key group per lane (keys.py Partition.key_group, KEY_GROUP_SIZE keys each); its control
+KEYS[3]     the partition's _outbox (includes/callbacks.lua; its records are numbered by KEYS[1])
+KEYS[4..]   a key group per lane (keys.py Partition.key_group, KEY_GROUP_SIZE keys each); its control
             hash says whether the topic is paused; the take keeps the partition's topic index
             (topic_index.lua)
 ARGV[1]     the longest timeout in ms the consumer can still finish; -1: no limit
@@ -53,6 +54,8 @@ then per lane, LANE_ARGS values and its acks:
               win): concurrency, rate interval and tolerance in µs, 3 values; '' where none. A topic
               whose keys have limits takes every due job in turn (so that each is admitted or
               parked, flow.lua) and nothing ahead
+  callbacks   the topic's on_done and on_dead ('' none), 2 values: a job acknowledged, or sent to
+              the dead letters here, leaves a record in the outbox for that topic
   acks        how many values follow: 4 per job acknowledged first (includes/ack.lua: the
               consumer's acks of the topic ride with its take): id, lease token, started_at_ms,
               result
@@ -77,11 +80,13 @@ calls.py takes() packs these arguments and reads the replies.
 -- @include rate
 -- @include ack
 -- @include history
+-- @include callbacks
 
 local MOVE_DUE = 1000  -- due jobs a take of a topic with flow keys moves to the fair set first, at most
 
-local SEQ, UNTAKEN, FIRST_GROUP = KEYS[1], KEYS[2], 3
-local LANE_ARGS = 14  -- ARGV values of a lane before its acks
+local SEQ, UNTAKEN, FIRST_GROUP = KEYS[1], KEYS[2], 4
+local LANE_ARGS = 16  -- ARGV values of a lane before its acks
+local O = outbox_of(SEQ, KEYS[3])
 local now, now_us = now_ms_us()
 local longest = tonumber(ARGV[1])
 local run_limit = tonumber(ARGV[2])
@@ -96,7 +101,8 @@ local function take_lane(K, a, last)
   local pool = tonumber(ARGV[a + 1])
   local keep_ms = tonumber(ARGV[a + 7])
   if count < 0 then  -- acks alone, as ack.lua does them
-    return {now, -1, 0, ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, true), 0}
+    local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, true, O, ARGV[a + 13])
+    return {now, -1, 0, acked, 0}
   end
   if pool > 0 then
     count = math.min(count, pools[pool])
@@ -106,7 +112,7 @@ local function take_lane(K, a, last)
     take_id = nil
   end
   -- The acks first: their workers are the ones this take fills. The lease index is set once, below.
-  local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, false)
+  local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, false, O, ARGV[a + 13])
   local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
   -- The topic's control, in one read: paused, until when takes of it may have been undone
   -- (untake.lua), its rate bucket.
@@ -242,9 +248,13 @@ local function take_lane(K, a, last)
           updates[#updates + 1] = id
           updates[#updates + 1] = DEAD .. '|' .. attempts .. '|' .. run_at .. '|' .. enqueued_at .. '||' .. overrides
           redis.call('ZADD', K.dead, now, id)
-          history_add(K, id, attempts + 1, '', now, 'error', string.format(
+          local err = string.format(
             'timeout %gs is longer than a consume run can last (%ds): enqueue it again with a shorter'
-            .. ' timeout, or raise the consume function\'s timeout', timeout / 1000, math.floor(run_limit / 1000)))
+            .. ' timeout, or raise the consume function\'s timeout', timeout / 1000, math.floor(run_limit / 1000))
+          history_add(K, id, attempts + 1, '', now, 'error', err)
+          if ARGV[a + 14] ~= '' then
+            callback_add(O, ARGV[a + 14], K, id, key, attempts, 'dead', '', now, bodies[i], err)
+          end
         elseif longest >= 0 and timeout + from - now > longest then
           if due_at > now then
             delay(K, id, due_at)
@@ -346,4 +356,5 @@ for g = 1, (#KEYS - FIRST_GROUP + 1) / KEY_GROUP_SIZE do
   replies[g] = take_lane(topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE), a, last)
   a = last + 1
 end
+outbox_flush(O)
 return replies

@@ -14,16 +14,19 @@
 -- @include receipts
 -- @include topic_index
 -- @include flow
+-- @include callbacks
 
 local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
 local ACK_VALUES = 4  -- ARGV values per acknowledged job (calls.py Ack)
 
 -- Acknowledges the jobs of ARGV[first .. last], ACK_VALUES each: id, lease token, started_at_ms (when
--- the attempt's handler started, Redis time), result ('': none); `now` is Redis' time in ms. With `reindex` false the
--- caller sets the topic's lease index itself (index_leased_exact) once it is done with the leased
--- set. Returns the number of jobs acknowledged.
-local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
+-- the attempt's handler started, Redis time), result ('': none); `now` is Redis' time in ms. With
+-- `reindex` false the caller sets the topic's lease index itself (index_leased_exact) once it is
+-- done with the leased set. With `on_done` (the topic's callback topic, '' for none), each job
+-- acknowledged leaves a record in the outbox O (callbacks.lua). Returns the number of jobs
+-- acknowledged.
+local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex, O, on_done)
   local ids = {}
   for i = first, last, ACK_VALUES do
     ids[#ids + 1] = ARGV[i]
@@ -33,6 +36,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
   end
   local suffix = ':' .. now  -- each receipt's lease field: 'started_at:done_at'
   local done, receipts, keys, results, plain = {}, {}, {}, {}, {}
+  local done_at, heads = {}, {}  -- of each job done: where its values start, its meta's head
   local length = nil  -- the done list's, once the receipts are pushed
   local metas = redis.call('HMGET', K.meta, unpack(ids))
   for i, id in ipairs(ids) do
@@ -44,6 +48,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
       local at = first + ACK_VALUES * (i - 1)
       if token == ARGV[at + 1] then
         done[#done + 1] = id
+        done_at[#done], heads[#done] = at, head
         keys[#keys + 1] = overrides_key(string.sub(overrides, 2))  -- '|retries|...'
         if keep_ms > 0 then
           receipts[#receipts + 1] = id
@@ -55,6 +60,13 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex)
           plain[#plain + 1] = id
         end
       end
+    end
+  end
+  if #done > 0 and on_done ~= '' then
+    local bodies = redis.call('HMGET', K.bodies, unpack(done))
+    for i, id in ipairs(done) do
+      local at, attempts = done_at[i], string.match(heads[i], '^|(%d+)|')
+      callback_add(O, on_done, K, id, keys[i], attempts, 'done', ARGV[at + 2], now, bodies[i], ARGV[at + 3])
     end
   end
   if #done > 0 then
