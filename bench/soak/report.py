@@ -263,6 +263,15 @@ def verdict(result: dict[str, Any]) -> list[str]:
         "nothing lost, duplicated, early or leaked: "
         + ("yes" if not any(faults.values()) else "no (" + ", ".join(f"{k} {v}" for k, v in faults.items() if v) + ")")
     )
+    if "callbacks" in result:  # runs from before callbacks have none
+        callbacks = result["callbacks"]
+        exact = not callbacks["missing"] and not callbacks["doubled"]
+        found.append(
+            f"callbacks: 0 missing and 0 doubled: {'yes' if exact else 'no'} "
+            f"({callbacks['missing']} missing, {callbacks['doubled']} doubled; done {callbacks['done']['made']:,} made "
+            f"of {callbacks['done']['expected']:,} expected, dead {callbacks['dead']['made']:,} of "
+            f"{callbacks['dead']['expected']:,})"
+        )
     return found
 
 

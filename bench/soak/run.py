@@ -1,7 +1,8 @@
 """A mixed soak of delayq: several partitions and topics (some only under ``*``), planned failures and
 timeouts, cancels, reschedules, replays of dead letters, a kill -9 of a consume and of a sweep process,
 for minutes; per topic, the lateness of every attempt, and whether anything was lost, duplicated,
-early or leaked.
+early or leaked; and whether each callback job (``payments``' ``on_done`` and ``on_dead``, ``slow``'s
+``on_done``) was made exactly once per outcome of each life.
 
     .venv/bin/python bench/soak/run.py                          5 minutes at 150 jobs/s, 2 partitions
     .venv/bin/python bench/soak/run.py --minutes 12             a longer soak
@@ -59,6 +60,7 @@ HERE = Path(__file__).resolve().parent
 NAMESPACE = "soak"
 TARGET = "python:soak_target:deliver"  # soak_target.py, here
 MIX = {"orders": 30, "reminders": 20, "payments": 15, "slow": 5, "tenant-a": 10, "tenant-b": 10, "tenant-c": 10}
+CALLBACKS = {"payments": {"on_done": "payments-done", "on_dead": "payments-dead"}, "slow": {"on_done": "slow-done"}}
 FAIL_ONCE = 0.05  # payments jobs that fail their first attempt, then succeed
 FAIL_ALWAYS = 0.02  # payments jobs that fail every attempt: dead letters (replayed, they die again)
 SLEEPERS = 0.20  # slow jobs whose first attempt outlives the topic's 1 s timeout
@@ -75,13 +77,14 @@ def topics_config(keep_done_max: int) -> dict[str, Any]:
     """DELAYQ_TOPICS: four configured topics and ``*``; each keeps up to ``keep_done_max`` receipts
     (default 10,000 per topic and partition) so that every success still has its receipt at the end."""
     common = {"target": TARGET, "keep_done_max": keep_done_max}
+    callback_topics = {target: common for callbacks in CALLBACKS.values() for target in callbacks.values()}
     return {
         "orders": common,
         "reminders": common,
-        "payments": common | {"retries": 2, "backoff": [1, 2]},
-        "slow": common | {"timeout": 1, "retries": 1, "backoff": [1]},
+        "payments": common | {"retries": 2, "backoff": [1, 2]} | CALLBACKS["payments"],
+        "slow": common | {"timeout": 1, "retries": 1, "backoff": [1]} | CALLBACKS["slow"],
         "*": common,
-    }
+    } | callback_topics
 
 
 def loop_env(store: PrivateRedis, partitions: int, topics: dict[str, Any], out: Path) -> dict[str, str]:
@@ -363,9 +366,10 @@ class Soak:
 
 
 def pending_counts(queue: Queue) -> dict[str, int]:
-    """Per topic, its jobs delayed, ready or reserved (0 for a topic that holds none yet)."""
-    counts = {}
-    for topic in MIX:
+    """Per topic (callback topics too), its jobs delayed, ready or reserved (0 for a topic that holds
+    none yet), and the callback records no job was made of yet (``outbox``)."""
+    counts = {"outbox": sum(int(queue.redis.llen(p.outbox)) for p in queue.keys.partitions)}
+    for topic in [*MIX, *callback_topics()]:
         try:
             stats = queue.stats(topic)
         except DelayqError:
@@ -376,6 +380,52 @@ def pending_counts(queue: Queue) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------- after the load
+
+
+def callback_topics() -> list[str]:
+    return [target for callbacks in CALLBACKS.values() for target in callbacks.values()]
+
+
+def callbacks_made(queue: Queue) -> Counter[tuple[str, str]]:
+    """How many callback jobs were made per (``topic/id`` of the job they report on, outcome): their
+    receipts' results (``soak_target.deliver`` answers what a callback job reports on), each receipt
+    once however often its job was delivered."""
+    made: Counter[tuple[str, str]] = Counter()
+    for topic in callback_topics():
+        cursor = None
+        while True:
+            page = queue.jobs(topic, "done", limit=1000, cursor=cursor)
+            made.update((job.result["of"], job.result["outcome"]) for job in page.jobs if job.result)
+            if page.next is None:
+                break
+            cursor = page.next
+    return made
+
+
+def callback_counts(jobs: dict[str, Planned], finals: dict[str, str], made: Counter[tuple[str, str]]) -> dict[str, Any]:
+    """Callbacks expected against made: per job of a topic with callbacks, one ``done`` if it ended done,
+    and one ``dead`` per life that ended dead (each replay revived a dead job; a job dead at the end
+    died once more)."""
+    expected: Counter[tuple[str, str]] = Counter()
+    for job in jobs.values():
+        callbacks = CALLBACKS.get(job.topic, {})
+        of = f"{job.topic}/{job.id}"
+        if "on_done" in callbacks and finals[job.id] == "done":
+            expected[(of, "done")] += 1
+        if "on_dead" in callbacks:
+            deaths = len(job.replayed_ms) + (finals[job.id] == "dead")
+            if deaths:
+                expected[(of, "dead")] += deaths
+    missing = sum(max(0, n - made[key]) for key, n in expected.items())
+    doubled = sum(max(0, n - expected[key]) for key, n in made.items())
+    by_outcome = {
+        outcome: {
+            "expected": sum(n for (_, o), n in expected.items() if o == outcome),
+            "made": sum(n for (_, o), n in made.items() if o == outcome),
+        }
+        for outcome in ("done", "dead")
+    }
+    return {"missing": missing, "doubled": doubled, **by_outcome}
 
 
 def final_states(queue: Queue, jobs: dict[str, Planned]) -> dict[str, str]:
@@ -456,13 +506,16 @@ def soak_run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             plan.writelines(json.dumps(asdict(job)) + "\n" for job in soak.jobs.values())
         namespace = namespace_check(store, args.partitions)
         finals = final_states(queue, soak.jobs)
+        callbacks = callback_counts(soak.jobs, finals, callbacks_made(queue))
+        starts = [row for row in read_jsonl([out]) if row["topic"] not in callback_topics()]  # the jobs' own
         queue.close()
     finally:
         store.stop()
     return {
-        "topics": figures(soak.jobs, soak.kills, read_jsonl([out]), finals, retries),
+        "topics": figures(soak.jobs, soak.kills, starts, finals, retries),
         "kills": [asdict(kill) for kill in soak.kills],
         "replays": soak.replays,
+        "callbacks": callbacks,
         "namespace": namespace,
         "redis": {
             "cpu_ms_per_s": used["cpu_s"] * 1000 / load_s,

@@ -9,6 +9,9 @@ several threads never interleave, and none is lost when the process is killed. T
 - ``{"sleep": s, "sleep_attempts": k}``: sleeps ``s`` seconds on attempts up to ``k`` (every attempt
   without ``sleep_attempts``): longer than the topic's timeout, a timed-out attempt;
 - anything else: returns at once, a success.
+
+A callback job (its body has an ``outcome``) answers what it reports on, ``{"of": "topic/id",
+"outcome"}``: its receipt's result, which the run counts.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from delayq import Job
 _OUT = os.open(os.environ["BENCH_OUT"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
-def deliver(job: Job) -> None:
+def deliver(job: Job) -> dict[str, str] | None:
     start_ms = time.time() * 1000  # first thing: the handler has started
     line = (
         f'{{"id":"{job.id}","topic":"{job.topic}","attempt":{job.attempt},'
@@ -35,3 +38,6 @@ def deliver(job: Job) -> None:
     sleep = body.get("sleep")
     if isinstance(sleep, (int, float)) and job.attempt <= body.get("sleep_attempts", job.attempt):
         time.sleep(sleep)
+    if "outcome" in body:
+        return {"of": f"{body['topic']}/{body['id']}", "outcome": body["outcome"]}
+    return None
