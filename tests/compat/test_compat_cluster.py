@@ -10,9 +10,10 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -31,6 +32,7 @@ from support.compat import (
     TOPIC,
     TOPICS,
     Monitor,
+    Report,
     ScriptCalls,
     Seen,
     callback_lifecycle,
@@ -183,33 +185,27 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
     check_clients_sent_nothing_forbidden(seen)
 
 
-def test_cluster_schedules_three_partitions(
-    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
+@pytest.mark.parametrize(
+    ("run", "topics"),
+    [(schedule_lifecycle, TOPICS), (callback_lifecycle, CALLBACK_TOPICS)],
+    ids=["schedules", "callbacks"],
+)
+def test_cluster_work_across_partitions(
+    cluster: RedisClusterServers,
+    nodes: dict[int, redis.Redis],
+    script_calls: ScriptCalls,
+    run: Callable[[Queue], Report],
+    topics: dict[str, Any],
 ) -> None:
-    """Schedules, each in the partition of its topic/name, their occurrences in those of their ids:
-    every script call on one slot, nothing forbidden, each occurrence delivered once."""
-    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster"))
+    """What makes a job in another partition than its own: schedules (each in the partition of its
+    topic/name, their occurrences in those of their ids) and callbacks (each in the partition of its
+    own id, usually another master's than the job it reports on). Every script call on one slot,
+    nothing forbidden, each job made and delivered once."""
+    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster", topics=topics))
     reset_stats(nodes)
     try:
         with monitored(nodes) as seen:
-            schedule_lifecycle(queue)
-    finally:
-        queue.close()
-    check_script_calls(script_calls, queue)
-    check_nodes_saw_nothing_forbidden(nodes)
-    check_clients_sent_nothing_forbidden(seen)
-
-
-def test_cluster_callbacks_three_partitions(
-    cluster: RedisClusterServers, nodes: dict[int, redis.Redis], script_calls: ScriptCalls
-) -> None:
-    """Callbacks, each made in the partition of its own id, usually another master's than the job it
-    reports on: every script call on one slot, nothing forbidden, each made once."""
-    queue = Queue(make_settings(cluster.url, partitions=3, mode="cluster", topics=CALLBACK_TOPICS))
-    reset_stats(nodes)
-    try:
-        with monitored(nodes) as seen:
-            callback_lifecycle(queue)
+            run(queue)
     finally:
         queue.close()
     check_script_calls(script_calls, queue)

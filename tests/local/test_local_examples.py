@@ -176,6 +176,18 @@ def dead_list(stack: Stack, out: str) -> None:
         assert f"example-fails/doomed-1 attempt {attempt} failed: RuntimeError: example-fails fails" in output
 
 
+def called_back_by_now(stack: Stack) -> None:
+    eventually(lambda: stack.get("/topics/example-dead")["done"] == 1, "doomed-1's callback job done", timeout=60)
+
+
+def callback_done(stack: Stack, out: str) -> None:
+    """doomed-1's death made one job in example-dead (its on_dead), which ran; the stack logged its body."""
+    [job] = json.loads(out)["jobs"]
+    assert job["id"].startswith("dead-p0-"), job
+    assert job["result"]["logged"] is True, job
+    assert '"topic": "example-fails", "id": "doomed-1", "key": null, "outcome": "dead"' in stack.output()
+
+
 def answered(document: dict[str, Any]) -> Callable[[Stack, str], None]:
     def check(stack: Stack, out: str) -> None:
         assert json.loads(out) == document
@@ -201,6 +213,7 @@ def examples() -> list[Example]:
         Example(r"-X POST \$API/jobs .*doomed-1", created("example-fails", "doomed-1", 0)),
         Example(r"^sleep ", no_check),
         Example(r'^curl -s "\$API/topics/example-fails/dead\?limit=20"', dead_list, before=dead_by_now),
+        Example(r'^curl -s "\$API/topics/example-dead/jobs', callback_done, before=called_back_by_now),
         Example(r"-X POST \$API/topics/example-fails/dead/replay ", answered({"replayed": 1})),
         Example(r"-X DELETE \$API/topics/example-fails/dead ", answered({"purged": 1}), before=dead_by_now),
     ]

@@ -7,7 +7,8 @@ waitress, safe by default) that turns each request into an API Gateway REST prox
 in this order: ``DELAYQ_REDIS_URL`` (or the default URL) when it answers; a private ``redis-server``
 on a free port when one is on PATH; an embedded in-process Redis (fakeredis with Lua), with a
 warning. Without ``DELAYQ_TOPICS``, the topics are ``EXAMPLE_TOPICS``: ``example`` (and any other
-topic) logs each delivery, ``example-fails`` fails each one, so that dead letters can be seen.
+topic) logs each delivery, ``example-fails`` fails each one, so that dead letters can be seen, and
+calls back into ``example-dead`` when one goes dead.
 """
 
 from __future__ import annotations
@@ -45,7 +46,12 @@ log = logging.getLogger("delayq.local")
 
 EXAMPLE_TOPICS = {
     "example": {"target": "python:delayq.local:log_delivery", "retries": 2, "backoff": [1, 5, 30]},
-    "example-fails": {"target": "python:delayq.local:fail_delivery", "retries": 1, "backoff": [2]},
+    "example-fails": {
+        "target": "python:delayq.local:fail_delivery",
+        "retries": 1,
+        "backoff": [2],
+        "on_dead": "example-dead",  # a callback: each job that goes dead makes one there (``*`` logs it)
+    },
     "*": {"target": "python:delayq.local:log_delivery"},
 }
 
