@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .core.errors import ConfigError
 from .core.loop import Budget, freeze_start_up
 from .core.observability import Telemetry
 from .core.settings import Settings
@@ -70,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:  # the settings are wrong: say which, as the operator's commands do
+        sys.stderr.write(f"delayq {args.command}: {exc.message}\n")
+        return cli.USAGE
     with _metrics(args, settings) as telemetry:
         queue = Queue(settings, telemetry=telemetry)
         budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
