@@ -32,14 +32,37 @@ from .core.errors import ConfigError
 from .core.loop import Budget, freeze_start_up
 from .core.observability import Telemetry
 from .core.settings import Settings
+from .local import needs_local_extra
 from .loops.consumer import Consumer
 from .loops.sweeper import Sweeper
 from .store.queue import Queue
 from .surfaces import cli
 from .version import VERSION
 
-LOCAL_EXTRA = "pip install 'delayq[local]'"
 DESCRIPTION = "delayq's loops, local stack, web view and operator commands, on the DELAYQ_* settings."
+LOOPS = {
+    "sweep": "Sweeps every partition whose lock it can hold: moves due jobs no consumer took, takes back "
+    "expired leases, forgets expired receipts, makes schedules' occurrences and callbacks' jobs. Prints its "
+    "summary as JSON when it stops (SIGTERM, SIGINT, or --seconds).",
+    "consume": "Takes due jobs of every configured topic (or those of --topic) and hands them to their "
+    "targets, settling each: done, retried after its backoff, or dead. Prints its summary as JSON when it "
+    "stops (SIGTERM, SIGINT, or --seconds).",
+}
+SERVERS = {  # name: (its line in the list of commands, its description, its default port)
+    "local": (
+        "the local stack: the API with both loops, the web view, metrics",
+        "The HTTP API (the resolver the Lambda runs) with a sweep and a consume loop in one process, the web "
+        "view at /ui/ and Prometheus metrics at /metrics, on the DELAYQ_* settings (example topics without "
+        "DELAYQ_TOPICS; a redis-server of its own, or an embedded one, when none answers).",
+        8000,
+    ),
+    "ui": (
+        "the web view (and the jobs gauge) of the queue the settings name",
+        "The web view at /ui/ (and Prometheus' jobs gauge at /metrics) of the queue the DELAYQ_* settings "
+        "name, speaking the JSON API; no loop runs.",
+        8001,
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,26 +70,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="delayq", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"delayq {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("sweep", "consume"):
-        command = commands.add_parser(name, help=f"the {name} loop")
+    for name, description in LOOPS.items():
+        command = commands.add_parser(name, help=f"the {name} loop", description=description)
         command.add_argument("--seconds", type=float, help="loop this long (0: one pass); default: until stopped")
         if name == "consume":
             command.add_argument("--topic", action="append", help="consume only this topic (repeatable)")
         command.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at /metrics on this port")
         command.add_argument("--metrics-host", default="127.0.0.1", help="anything but loopback needs DELAYQ_UI_TOKEN")
-    local = commands.add_parser("local", help="the local stack: the API with both loops, the web view, metrics")
-    local.add_argument("--host", default="127.0.0.1")
-    local.add_argument("--port", type=int, default=8000)
-    ui = commands.add_parser("ui", help="the web view (and the jobs gauge) of the queue the settings name")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=8001)
+    for name, (listed, description, port) in SERVERS.items():
+        server = commands.add_parser(name, help=listed, description=description)
+        server.add_argument("--host", default="127.0.0.1", help="the address to listen on (%(default)s; anything "
+                            "but loopback needs DELAYQ_UI_TOKEN)")  # fmt: skip
+        server.add_argument("--port", type=int, default=port, help="the port to listen on (%(default)s)")
     cli.add_commands(commands)
     args = parser.parse_args(argv)
 
     if args.command in cli.COMMANDS:
         return cli.run(args)
     if args.command in ("local", "ui"):
-        serve = _needs_local_extra(lambda: _server_main(args.command))
+        serve = needs_local_extra(lambda: _server_main(args.command), f"delayq {args.command}")
         serve(["--host", args.host, "--port", str(args.port)])
         return 0
 
@@ -123,14 +145,6 @@ def _server_main(command: str) -> Callable[[list[str]], None]:
     return main
 
 
-def _needs_local_extra(load: Callable[[], Any]) -> Any:
-    """``load()``, or an exit naming the extra to install when a module it needs is missing."""
-    try:
-        return load()
-    except ModuleNotFoundError as exc:
-        raise SystemExit(f"delayq: this command needs {exc.name}: {LOCAL_EXTRA}") from None
-
-
 @contextmanager
 def _metrics(args: argparse.Namespace, settings: Settings) -> Iterator[Telemetry]:
     """The loop's telemetry: counting for Prometheus, served at ``--metrics-port`` while the loop runs."""
@@ -143,7 +157,7 @@ def _metrics(args: argparse.Namespace, settings: Settings) -> Iterator[Telemetry
 
         return localhttp, metrics, webview
 
-    localhttp, metrics, webview = _needs_local_extra(load)
+    localhttp, metrics, webview = needs_local_extra(load, f"delayq {args.command} --metrics-port")
     counted = metrics.LoopMetrics(settings.metrics_topics)
     telemetry = Telemetry.disabled(sink=counted)
     program = f"delayq {args.command}"

@@ -220,11 +220,15 @@ def test_dead_replay_purge(cli: Run, queue: Queue) -> None:
     assert json.loads(out) == answers.dead_jobs(queue.dead("orders", 2))
     code, out, _ = cli("replay", "orders", "d1", "--json")
     assert (code, json.loads(out)) == (0, {"replayed": 1})
-    code, out, _ = cli("replay", "orders", "d1")
+    code, out, err = cli("replay", "orders", "d1")
     assert (code, out) == (1, "0 dead jobs of orders replayed: due now\n")  # nothing: d1 is not dead now
-    code, out, _ = cli("purge", "orders")
-    assert (code, out) == (0, "2 dead jobs of orders deleted\n")
-    code, out, _ = cli("purge", "orders", "--json")
+    assert err == "delayq replay: d1 not replayed: ready\n"
+    code, out, err = cli("replay", "orders", "d2", "nope")
+    assert (code, out) == (0, "1 dead job of orders replayed: due now\n")
+    assert err == "delayq replay: nope not replayed: no such job\n"
+    code, out, _ = cli("purge", "orders", "--yes")
+    assert (code, out) == (0, "1 dead job of orders deleted\n")
+    code, out, _ = cli("purge", "orders", "--yes", "--json")
     assert (code, json.loads(out)) == (1, {"purged": 0})
     assert queue.get("orders", "d1").state == "ready"
 
@@ -268,6 +272,32 @@ def test_cancel_without_yes_asks_a_terminal_and_refuses_elsewhere(
     monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
     code, out, _ = cli("cancel", "orders", "--state", "delayed")
     assert (code, out) == (0, "1 delayed job of orders cancelled\n")
+
+
+def test_purge_without_yes_asks_a_terminal_and_refuses_elsewhere(
+    cli: Run, queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kill(queue, "orders", "d1")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no terminal: nobody to ask
+    code, out, err = cli("purge", "orders")
+    assert (code, out, err) == (2, "", "delayq purge: nothing deleted (--yes deletes without asking)\n")
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    code, out, err = cli("purge", "orders")
+    assert (code, out) == (2, "")
+    assert "delete 1 dead job of orders for good? [y/N]" in err
+    assert queue.stats("orders").dead == 1
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    code, out, _ = cli("purge", "orders")
+    assert (code, out) == (0, "1 dead job of orders deleted\n")
+
+
+def test_replay_without_a_topic_names_only_the_topic_as_missing(
+    cli: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli("replay")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith("error: the following arguments are required: TOPIC\n")  # ID is optional
 
 
 @pytest.mark.parametrize("state", ["reserved", "all"])

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from delayq.core.errors import DelayqError, InvalidField, RedisUnavailable
+from delayq.core.errors import DelayqError, InvalidField, JobNotFound, RedisUnavailable
 from delayq.core.flows import KeyPage, KeyState
 from delayq.core.job import RESULT_MAX_BYTES, STATES, DeadJob, JobInfo, TopicStats
 from delayq.core.recurring import ScheduleInfo
@@ -59,7 +59,7 @@ SHORT_ERROR = 60  # of a last error
 BAR_WIDTH = 50  # characters of the forecast's longest bar
 
 EXIT_CODES = f"""exit codes: {OK} done; {NOTHING} not found or nothing (no such job or topic, an empty list,
-nothing replayed, purged or cancelled); {USAGE} usage, or a value delayq refuses (or a cancel not confirmed);
+nothing replayed, purged or cancelled); {USAGE} usage, or a value delayq refuses (or a cancel or purge not confirmed);
 {UNAVAILABLE} Redis unavailable"""
 
 
@@ -295,15 +295,33 @@ def dead(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
 
 
 def replay(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    """Replays the dead jobs named (all without ``ids``); names those that were not dead on stderr."""
+    not_dead = {job_id: _state_of(queue, args.topic, job_id) for job_id in args.ids}
+    not_dead = {job_id: state for job_id, state in not_dead.items() if state != "dead"}
     count = queue.replay(args.topic, args.ids or None)
     if printer.as_json:
         printer.json(answers.replayed(count))
     else:
         printer.line(f"{count} dead job{'s' * (count != 1)} of {args.topic} replayed: due now")
+    for job_id, state in not_dead.items():
+        sys.stderr.write(f"delayq replay: {printable(job_id)} not replayed: {state}\n")
     return OK if count else NOTHING
 
 
+def _state_of(queue: Queue, topic: str, job_id: str) -> str:
+    try:
+        return queue.get(topic, job_id).state
+    except JobNotFound:
+        return "no such job"
+
+
 def purge(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    """Without ``--yes``, asks first (on a terminal; elsewhere it refuses, exit code 2, nothing done)."""
+    if not args.yes:
+        dead = queue.stats(args.topic).dead
+        if dead and not _confirmed(f"delete {dead} dead job{'s' * (dead != 1)} of {args.topic} for good? [y/N] "):
+            sys.stderr.write("delayq purge: nothing deleted (--yes deletes without asking)\n")
+            return USAGE
     count = queue.purge(args.topic)
     if printer.as_json:
         printer.json(answers.purged(count))
@@ -520,13 +538,15 @@ COMMANDS: dict[str, Command] = {
     "jobs": Command(jobs, "a topic's jobs in one state", "A topic's jobs in one state, a page at a time: delayed by "
                     "run-at (soonest first), ready in the order they will be taken, reserved by lease deadline, dead "
                     "newest first. GET /topics/{topic}/jobs."),
-    "job": Command(job, "one job, with its body and last error", "One job in any state. GET /jobs/{topic}/{id}."),
+    "job": Command(job, "one job: its attempts, body, result", "One job in any state: its attempts, its body or (done) "
+                   "its result. GET /jobs/{topic}/{id}."),
     "dead": Command(dead, "dead jobs, newest first", "A topic's dead jobs, newest first, with their last error. "
                     "GET /topics/{topic}/dead."),
     "replay": Command(replay, "make dead jobs due again now", "The dead jobs given (all of the topic's without ids) "
-                      "are due again now, with fresh attempts. POST /topics/{topic}/dead/replay."),
-    "purge": Command(purge, "delete a topic's dead jobs", "Deletes every dead job of the topic for good. "
-                     "DELETE /topics/{topic}/dead."),
+                      "are due again now, with fresh attempts; an id that was not dead is named. "
+                      "POST /topics/{topic}/dead/replay."),
+    "purge": Command(purge, "delete a topic's dead jobs", "Deletes every dead job of the topic for good. Asks first "
+                     "unless --yes is given; without a terminal to ask, --yes is needed. DELETE /topics/{topic}/dead."),
     "cancel": Command(cancel, "cancel every job of a topic in one state", "Cancels every job of the topic in one "
                       "state (delayed, ready or dead): each is gone, as DELETE /jobs/{topic}/{id} leaves it. Asks "
                       "first unless --yes is given; without a terminal to ask, --yes is needed. "
@@ -573,7 +593,8 @@ def add_commands(commands: Any) -> None:
             parser.add_argument("--state", required=True, choices=STATES, help="which of the topic's jobs")
         if name == "cancel":
             parser.add_argument("--state", required=True, choices=CANCELLABLE, help="which of the topic's jobs")
-            parser.add_argument("--yes", action="store_true", help="cancel without asking first")
+        if name in ("cancel", "purge"):
+            parser.add_argument("--yes", action="store_true", help=f"{name} without asking first")
         if name in ("topics", "jobs", "dead", "keys"):
             parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
         if name in ("topics", "jobs", "keys"):
@@ -581,7 +602,10 @@ def add_commands(commands: Any) -> None:
             where.add_argument("--cursor", help="start after the previous page's 'next'")
             where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
         if name == "replay":
-            parser.add_argument("ids", metavar="ID", nargs="*", help="the dead jobs to replay (default: all)")
+            # default=[]: argparse then does not name ID among the missing arguments (it is optional)
+            parser.add_argument(
+                "ids", metavar="ID", nargs="*", default=[], help="the dead jobs to replay (default: all)"
+            )
         if name == "forecast":
             parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
             parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")

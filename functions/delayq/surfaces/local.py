@@ -14,7 +14,6 @@ calls back into ``example-dead`` when one goes dead.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import signal
@@ -28,7 +27,6 @@ from typing import Any
 
 import redis
 
-from delayq.core.job import Job
 from delayq.core.loop import Budget
 from delayq.core.observability import Telemetry
 from delayq.core.settings import ENV, Settings, Topics
@@ -38,43 +36,12 @@ from delayq.store.connection import RedisClient, client_options, connect, redact
 from delayq.store.queue import Queue
 
 from .api import create_app
+from .examples import EXAMPLE_TOPICS
 from .localhttp import lambda_app, listen
 from .metrics import LoopMetrics, Metrics
 from .webview import surface, ui_query
 
 log = logging.getLogger("delayq.local")
-
-EXAMPLE_TOPICS = {
-    "example": {"target": "python:delayq.local:log_delivery", "retries": 2, "backoff": [1, 5, 30]},
-    "example-fails": {
-        "target": "python:delayq.local:fail_delivery",
-        "retries": 1,
-        "backoff": [2],
-        "on_dead": "example-dead",  # a callback: each job that goes dead makes one there (``*`` logs it)
-    },
-    "*": {"target": "python:delayq.local:log_delivery"},
-}
-
-
-LOGGED_BODY_CHARS = 1000  # of a body in a delivery's log line: a 256 KB body is not a log line
-
-
-def log_delivery(job: Job) -> dict[str, Any]:
-    """The example topic's target: logs each delivery, how late it started and its body (cut); its
-    result says it did, and how late (this machine's clock)."""
-    late_ms = time.time() * 1000 - job.run_at_ms
-    body = json.dumps(job.body)
-    if len(body) > LOGGED_BODY_CHARS:
-        body = f"{body[:LOGGED_BODY_CHARS]}… ({len(body):,} characters)"
-    log.info("delivered %s/%s attempt %d, %.0f ms after its run-at: %s", job.topic, job.id, job.attempt, late_ms, body)
-    return {"logged": True, "late_ms": round(late_ms)}
-
-
-def fail_delivery(job: Job) -> None:
-    """The failing example topic's target: every delivery fails, so the job is retried once, then
-    dead, and the dead-letter routes have something to show."""
-    raise RuntimeError(f"{job.topic} fails every delivery: see GET /topics/{job.topic}/dead, then replay or purge")
-
 
 # ----------------------------------------------------------------------------------- Redis
 

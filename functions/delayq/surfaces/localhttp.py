@@ -463,7 +463,8 @@ def listen(host: str, port: int, token: str | None, *, program: str) -> Server:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise SystemExit(
-            f"{program}: cannot listen on {host}:{port}: {reason} (another one running? pick one with --port)"
+            f"{program}: cannot listen on {host}:{port}: {reason} (another one running? pick another port: "
+            "--port, or make dev PORT=)"
         ) from None
     except ConfigError as exc:
         raise SystemExit(f"{program}: {exc}") from None
