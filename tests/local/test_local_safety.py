@@ -83,6 +83,8 @@ def test_other_methods_are_answered_by_the_api(
     if method != "HEAD":  # (a HEAD's Allow would be that of a GET: none)
         assert answer.headers["allow"] == "GET, HEAD, OPTIONS", answer.headers
     assert (answer.raw == b"") == (method != "PROPFIND"), answer.raw
+    if method == "HEAD":  # the length of what a GET answers: {"status":"ok"}
+        assert answer.headers["content-length"] == "15", answer.headers
 
 
 def test_binding_beyond_loopback_needs_a_token(namespace: str) -> None:

@@ -618,6 +618,18 @@ def test_unknown_zones(name, message):
         zone(name)
 
 
+@pytest.mark.parametrize("name", ["CET", "EST", "EST5EDT", "MST", "Etc/GMT+5", "Etc/GMT-2", "GMT0", "Etc/Zulu"])
+def test_abbreviations_and_fixed_offsets_are_refused_though_the_tz_database_has_them(name):
+    """As docs/schedules.md says: EST never turns into EDT, Etc/GMT+5 is five hours behind, not ahead."""
+    with pytest.raises(ValueError, match=f"^time zone '{_escaped(name)}' is an abbreviation or a fixed offset"):
+        zone(name)
+
+
+@pytest.mark.parametrize("name", ["UTC", "GMT", "Etc/UTC", "PRC", "ROK", "Japan", "US/Eastern"])
+def test_utc_and_the_names_of_places_are_zones(name):
+    assert zone(name).key == name
+
+
 # ----------------------------------------------------------------------------- properties
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Asia/Kolkata"]

@@ -23,6 +23,7 @@ same instants (an occurrence's id is its instant), and a Lambda runtime promises
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -223,13 +224,26 @@ def zone_names() -> frozenset[str]:
     return frozenset(resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split())
 
 
+# The tz database keeps, for old systems, zones named by an abbreviation (CET, EST, EST5EDT) and fixed
+# offsets (Etc/GMT+5, whose sign is the reverse of ISO's): a schedule written with one does not follow
+# the clock of the place its author meant (EST never changes to EDT). Refused, as docs/schedules.md says.
+ABBREVIATED_ZONE = re.compile(r"[A-Z]{3,5}[0-9]?(?:[A-Z]{3,4})?|GMT[+-]?0|Etc/(?:GMT|UTC|UCT)[+-]?[0-9]*|Etc/\w+")
+NOT_ABBREVIATED = frozenset({"UTC", "GMT", "Etc/UTC", "PRC", "ROC", "ROK"})  # UTC, or a country's clock
+
+
 @cache
 def zone(name: str) -> ZoneInfo:
-    """The IANA time zone ``name``, read from the ``tzdata`` package; ValueError for an unknown name."""
+    """The IANA time zone ``name``, read from the ``tzdata`` package; ValueError for an unknown name, and
+    for an abbreviation or a fixed offset (``ABBREVIATED_ZONE``)."""
     if name not in zone_names():
         spelled = next((known for known in sorted(zone_names()) if known.lower() == name.lower()), None)
         hint = f"did you mean {spelled}?" if spelled else "use an IANA name such as Europe/Paris or America/New_York"
         raise ValueError(f"unknown time zone {name!r}: {hint}")
+    if ABBREVIATED_ZONE.fullmatch(name) and name not in NOT_ABBREVIATED:
+        raise ValueError(
+            f"time zone {name!r} is an abbreviation or a fixed offset, not a place's clock (it does not follow "
+            "daylight saving time as the place does): use an IANA name such as Europe/Paris or America/New_York"
+        )
     with resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).open("rb") as file:
         return ZoneInfo.from_file(file, key=name)
 

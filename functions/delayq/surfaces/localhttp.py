@@ -172,7 +172,10 @@ def _respond(start_response: StartResponse, response: dict[str, Any], *, head: b
     for name, values in (response.get("multiValueHeaders") or {}).items():
         headers[name.lower()] = (name, list(values))
     out = [(name, str(v)) for key, (name, values) in headers.items() if key not in SERVER_HEADERS for v in values]
-    out.append(("Content-Length", str(len(raw))))
+    length = str(len(raw))
+    if head and "content-length" in headers:  # the length a GET's body would have (the resolver says)
+        length = str(headers["content-length"][1][0])
+    out.append(("Content-Length", length))
     status = int(response["statusCode"])
     start_response(f"{status} {_phrase(status)}", out)
     return [] if head else [raw]

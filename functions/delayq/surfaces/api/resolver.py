@@ -3,6 +3,7 @@ of either payload format (``delayq.surfaces.gateway``), and generates the OpenAP
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -56,7 +57,10 @@ class DelayqResolver(APIGatewayRestResolver):
             except Exception:  # routing or the answer failed (a route's errors are answered above)
                 log.exception("unexpected error")
                 response = self._built(proxy, error_answer(500, "internal", "internal error"))
-        if proxy.is_head:
+        if proxy.is_head:  # a GET's answer without its body, but with its length (RFC 9110 9.3.2)
+            body = response.get("body") or ""
+            length = len(base64.b64decode(body)) if response.get("isBase64Encoded") else len(body.encode())
+            response["headers"] = {**(response.get("headers") or {}), "Content-Length": str(length)}
             response["body"], response["isBase64Encoded"] = "", False
         return response
 
