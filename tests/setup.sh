@@ -48,12 +48,26 @@ how_to_install() {  # the apt-get commands that install the packages given
   echo "$how"
 }
 
-add_backports() {  # a source for $backports, unless apt has one already
+debian_mirror() {  # the mirror apt already fetches $codename from (deb822 or one-line sources), else Debian's
+  local uri
+  uri="$(awk -v suite="$codename" '
+    function check() { if (uris != "" && found) { print uris; exit } uris = ""; found = 0 }
+    /^[[:space:]]*$/ { check(); next }
+    $1 == "URIs:" { uris = $2 }
+    $1 == "Suites:" { for (i = 2; i <= NF; i++) if ($i == suite) found = 1 }
+    END { check() }' "$apt_dir"/sources.list.d/*.sources 2>/dev/null)"
+  [ -n "$uri" ] || uri="$(awk -v suite="$codename" '$1 == "deb" {
+      for (i = 2; i < NF; i++) if ($i ~ /^[a-z+]+:\/\//) { if ($(i + 1) == suite) { print $i; exit } }
+    }' "$apt_dir/sources.list" "$apt_dir"/sources.list.d/*.list 2>/dev/null)"
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+add_backports() {  # a source for $backports, on the mirror apt already uses, unless apt has one already
   grep -rqs "$backports" "$apt_dir/sources.list" "$apt_dir/sources.list.d" && return 0
   echo "$me: adding $backports to apt's sources ($apt_dir/sources.list.d/debian-backports.sources)"
   cat >"$apt_dir/sources.list.d/debian-backports.sources" <<EOF
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $(debian_mirror)
 Suites: $backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

@@ -126,6 +126,27 @@ def test_as_root_it_asks_apt_for_what_is_missing_and_says_what_apt_left_missing(
         assert sources == []
 
 
+@pytest.mark.skipif(CODENAME != "bookworm", reason="the backports source is added on bookworm only")
+@pytest.mark.parametrize(
+    ("file", "content"),
+    [
+        (
+            "debian.sources",
+            "Types: deb\nURIs: http://security.example/debian-security\nSuites: bookworm-security\n\n"
+            "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n",
+        ),
+        ("../sources.list", "deb [arch=amd64] http://mirror.example/debian bookworm main\n"),
+    ],
+    ids=["deb822", "one-line"],
+)
+@pytest.mark.parametrize("machine", [("valkey-server",)], indirect=True)
+def test_the_backports_source_uses_the_mirror_apt_already_has(machine: Machine, file: str, content: str) -> None:
+    (machine.apt / "sources.list.d" / file).write_text(content)
+    machine.run()
+    added = (machine.apt / "sources.list.d" / "debian-backports.sources").read_text()
+    assert "URIs: http://mirror.example/debian\nSuites: bookworm-backports\n" in added
+
+
 @pytest.fixture
 def spare_port() -> Iterator[int]:
     """A free port; whatever redis-server the script started there is killed afterwards, by its pid."""
