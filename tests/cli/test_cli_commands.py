@@ -291,9 +291,7 @@ def test_purge_without_yes_asks_a_terminal_and_refuses_elsewhere(
     assert (code, out) == (0, "1 dead job of orders deleted\n")
 
 
-def test_replay_without_a_topic_names_only_the_topic_as_missing(
-    cli: Run, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_without_a_topic_names_only_the_topic_as_missing(cli: Run, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         cli("replay")
     assert exit_.value.code == 2

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from delayq.version import VERSION
+
 from support.local import CLOSED, Stack, base_env, eventually, local_stack, running_process, send, start_module
 from support.servers import free_port
 
@@ -60,14 +62,22 @@ def test_the_local_stack_serves_its_metrics_while_jobs_flow(redis_url: str, name
             return samples if delivered == 20 and dead == 2 else None
 
         samples = eventually(settled, "20 delivered, 2 dead", timeout=60)
-        assert value(samples, "delayq_failed_total", topic="example-fails") == 4  # 1 retry each, then dead
-        assert value(samples, "delayq_failed_total", topic="example") == 0
+        failed = value(samples, "delayq_failed_total", topic="example-fails", reason="error")
+        assert failed == 4  # 1 retry each, then dead
+        assert value(samples, "delayq_failed_total", topic="example-fails", reason="timeout") == 0
+        assert value(samples, "delayq_retried_total", topic="example-fails") == 2
+        assert value(samples, "delayq_failed_total", topic="example", reason="error") == 0
+        assert value(samples, "delayq_enqueued_total", topic="example") == 25
         assert value(samples, "delayq_lateness_seconds_count", topic="example") == 20
         assert value(samples, "delayq_lateness_seconds_bucket", topic="example", le="+Inf") == 20
+        assert value(samples, "delayq_handler_seconds_count", topic="example") == 20
+        assert value(samples, "delayq_build_info", version=VERSION) == 1
         # The gauge is read from Redis at most every 2 s: the next reads see every job settled.
         samples = eventually(lambda: gauge(stack.port, ("example-fails", "dead", 2)), "2 dead in Redis")
         assert value(samples, "delayq_jobs", topic="example", state="delayed") == 5
         assert value(samples, "delayq_jobs", topic="example", state="ready") == 0
+        assert value(samples, "delayq_oldest_ready_seconds", topic="example") == 0  # none due
+        assert value(samples, "delayq_paused", topic="example") == 0
         assert value(samples, "delayq_redis_errors_total") == 0
         assert value(samples, "process_cpu_seconds_total") is not None
         assert "_other" not in topics_of(samples, "delayq_jobs")

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from delayq.core.observability import Telemetry
-from delayq.surfaces.metrics import LoopMetrics
+from delayq.surfaces.metrics import REASONS, LoopMetrics
 
 
 def scrape(metrics: LoopMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -35,22 +35,33 @@ def test_telemetry_counts_into_the_counters_and_the_histogram() -> None:
     telemetry.count("TimedOut", "orders")
     telemetry.count("LeaseExpired", "orders", 2)
     telemetry.count("Dead", "orders", 2)
-    telemetry.count("Enqueued", "orders", 50)  # CloudWatch's only
+    telemetry.count("Retried", "orders", 2)
+    telemetry.count("Enqueued", "orders", 50)
+    telemetry.count("Moved", "orders", 9)  # CloudWatch's only
     telemetry.count("RedisErrors", None)
     telemetry.count("RedisErrors", "orders")
-    for ms in (3, 7, 70, 4000):
+    for ms in (0.4, 3, 7, 70, 4000):
         telemetry.lateness("orders", ms)
+    for ms in (2, 20):
+        telemetry.handled("orders", ms)
     samples = scrape(metrics)
+    assert value(samples, "delayq_enqueued_total", topic="orders") == 50
     assert value(samples, "delayq_delivered_total", topic="orders") == 3
-    assert value(samples, "delayq_failed_total", topic="orders") == 4
+    failed = {reason: value(samples, "delayq_failed_total", topic="orders", reason=reason) for reason in REASONS}
+    assert failed == {"error": 1, "timeout": 1, "lease_expired": 2}
+    assert value(samples, "delayq_retried_total", topic="orders") == 2
     assert value(samples, "delayq_dead_total", topic="orders") == 2
     assert value(samples, "delayq_redis_errors_total") == 2
-    assert value(samples, "delayq_lateness_seconds_count", topic="orders") == 4
-    assert value(samples, "delayq_lateness_seconds_sum", topic="orders") == 4.08
-    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="0.005") == 1
-    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="0.1") == 3
-    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="5.0") == 4
-    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="+Inf") == 4
+    assert value(samples, "delayq_lateness_seconds_count", topic="orders") == 5
+    assert value(samples, "delayq_lateness_seconds_sum", topic="orders") == 4.0804
+    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="0.0005") == 1  # resolves 0.5 ms
+    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="0.005") == 2
+    assert value(samples, "delayq_handler_seconds_count", topic="orders") == 2
+    assert value(samples, "delayq_handler_seconds_bucket", topic="orders", le="0.0025") == 1
+    assert not [name for name, _ in samples if name.startswith("delayq_moved")]
+    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="0.1") == 4
+    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="5.0") == 5
+    assert value(samples, "delayq_lateness_seconds_bucket", topic="orders", le="+Inf") == 5
     assert not any(labels == (("topic", "_other"),) for _, labels in samples)  # nothing to fold
 
 

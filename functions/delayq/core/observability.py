@@ -56,6 +56,8 @@ class Sink(Protocol):
 
     def lateness(self, topic: str, ms: float) -> None: ...
 
+    def handled(self, topic: str, ms: float) -> None: ...
+
 
 class Telemetry:
     """Counters and lateness samples per topic, until ``flush`` (EMF, when ``enabled``), and as they
@@ -100,6 +102,12 @@ class Telemetry:
                 self._lateness[topic].append(max(0.0, ms))
         if self.sink is not None:
             self.sink.lateness(topic, max(0.0, ms))
+
+    def handled(self, topic: str, ms: float) -> None:
+        """How long a delivery's handler ran until it answered, in ms (one past its timeout too, once it
+        answers). The sink's only: CloudWatch has the Lambda's own duration."""
+        if self.sink is not None:
+            self.sink.handled(topic, max(0.0, ms))
 
     def flush_due(self, every_s: float = FLUSH_EVERY_S) -> None:
         """Flushes if the last flush is older than ``every_s``: long loops publish as they go."""

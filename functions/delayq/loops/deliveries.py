@@ -161,6 +161,7 @@ class Deliveries:
         try:
             # After the bookkeeping: a failing telemetry or log handler cannot hold a worker or a job.
             self.telemetry.lateness(job.topic, lateness_ms)
+            self.telemetry.handled(job.topic, (time.monotonic() - started) * 1000)
             if error is None and not late:  # the common case: a line only when DEBUG is on
                 self.telemetry.count("Delivered", job.topic)
                 if log.isEnabledFor(logging.DEBUG):

@@ -1,18 +1,24 @@
 """Prometheus metrics where no Lambda runs: served as text at ``/metrics`` by the local stack,
 ``delayq ui``, and the sweep and consume loops started with ``--metrics-port``.
 
-    delayq_jobs{topic,state}          gauge      jobs in each state (done: receipts), read from Redis at scrape time
-    delayq_delivered_total{topic}     counter    deliveries whose handler succeeded
-    delayq_failed_total{topic}        counter    failed attempts: the handler failed or timed out, or
-                                                 its lease expired (a consumer died)
-    delayq_dead_total{topic}          counter    jobs sent to the dead letters
-    delayq_lateness_seconds{topic}    histogram  per delivery: handler start minus run-at (Redis' clock)
-    delayq_redis_errors_total         counter    Redis calls of the loops that failed (they carry on)
+    delayq_jobs{topic,state}              gauge      jobs in each state (done: receipts), read from Redis at scrape time
+    delayq_oldest_ready_seconds{topic}    gauge      how long the job due longest has waited (0: none), the same read
+    delayq_paused{topic}                  gauge      1 while the topic is paused, the same read
+    delayq_enqueued_total{topic}          counter    jobs created (the API and client of this process)
+    delayq_delivered_total{topic}         counter    deliveries whose handler succeeded
+    delayq_failed_total{topic,reason}     counter    failed attempts: ``error`` (the handler failed), ``timeout``,
+                                                     ``lease_expired`` (a consumer died or stalled; the sweeper's)
+    delayq_retried_total{topic}           counter    failed attempts retried after their backoff
+    delayq_dead_total{topic}              counter    jobs sent to the dead letters
+    delayq_lateness_seconds{topic}        histogram  per delivery: handler start minus run-at (Redis' clock)
+    delayq_handler_seconds{topic}         histogram  per delivery: how long its handler ran
+    delayq_redis_errors_total             counter    Redis calls of the loops that failed (they carry on)
+    delayq_build_info{version}            gauge      1, naming the version that serves the page
 
-The gauge reads the queue, so every process that serves it shows the same numbers. The counters and
-the histogram are the loops' own, process-local: ``LoopMetrics`` is the sink of the loops'
-``Telemetry``, the one place they count (EMF in Lambda, these here). ``delayq ui`` runs no loop and
-serves the gauge only.
+The gauges read the queue, so every process that serves them shows the same numbers. The counters and
+the histograms are the process's own: ``LoopMetrics`` is the sink of its ``Telemetry``, the one place
+the loops and the API count (EMF in Lambda, these here). ``delayq ui`` runs no loop and serves the
+gauges only.
 
 At most ``DELAYQ_METRICS_TOPICS`` topics (100) are named; the rest are summed under
 ``topic="_other"`` (no topic name starts with ``_``), so 10,000 topics do not make 50,000 series. The
@@ -40,6 +46,7 @@ from prometheus_client.process_collector import ProcessCollector
 from delayq.core.errors import DelayqError
 from delayq.core.job import STATES, TopicStats
 from delayq.store.queue import Queue
+from delayq.version import VERSION
 
 if TYPE_CHECKING:
     from wsgiref.types import WSGIApplication
@@ -47,19 +54,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayq.metrics")
 
 OTHER = "_other"  # the topics beyond the limit, summed: no topic's name starts with "_"
-LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600)
+# From 0.5 ms: fine enough for the lateness the README states (p99 of a few ms).
+LATENESS_BUCKETS_S = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600
+)  # fmt: skip
+HANDLER_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 JOBS_MAX_AGE_S = 2.0  # scrapes closer together than this share one read of Redis
-# Telemetry's metric -> the counter it adds to (the others are CloudWatch's only).
+# Telemetry's metric -> the counter it adds to, and its reason for failed attempts (the others are
+# CloudWatch's only).
 COUNTERS = {
-    "Delivered": "delivered",
-    "Failed": "failed",
-    "TimedOut": "failed",
-    "LeaseExpired": "failed",
-    "Dead": "dead",
+    "Enqueued": ("enqueued", None),
+    "Delivered": ("delivered", None),
+    "Failed": ("failed", "error"),
+    "TimedOut": ("failed", "timeout"),
+    "LeaseExpired": ("failed", "lease_expired"),
+    "Retried": ("retried", None),
+    "Dead": ("dead", None),
 }
+REASONS = ("error", "timeout", "lease_expired")
 HELP = {
+    "enqueued": "Jobs created, counted by this process",
     "delivered": "Deliveries whose handler succeeded, counted by this process",
-    "failed": "Failed attempts (handler failed or timed out, lease expired), counted by this process",
+    "failed": "Failed attempts by reason (error, timeout, lease_expired), counted by this process",
+    "retried": "Failed attempts retried after their backoff, counted by this process",
     "dead": "Jobs sent to the dead letters, counted by this process",
 }
 
@@ -68,22 +85,50 @@ HELP = {
 
 
 @dataclass(slots=True)
+class _Histogram:
+    """Observations per bucket of ``bounds`` (the last: +Inf), and their sum."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = self.counts or [0] * (len(self.bounds) + 1)
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1  # le: a value on a bound is in its bucket
+        self.total += seconds
+
+    def add(self, other: _Histogram) -> None:
+        self.counts = [mine + theirs for mine, theirs in zip(self.counts, other.counts, strict=True)]
+        self.total += other.total
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out, total = [], 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            total += count
+            out.append((_bound(bound), float(total)))
+        return out
+
+
+@dataclass(slots=True)
 class _Counted:
-    """One topic's counts (or the sum of several): per counter, and lateness per bucket."""
+    """One topic's counts (or the sum of several): per counter (a failed attempt's as ``failed:reason``),
+    lateness and handler time per bucket."""
 
     counters: dict[str, float] = field(default_factory=dict)
-    buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENESS_BUCKETS_S) + 1))  # the last: +Inf
-    lateness_s: float = 0.0
+    lateness: _Histogram = field(default_factory=lambda: _Histogram(LATENESS_BUCKETS_S))
+    handler: _Histogram = field(default_factory=lambda: _Histogram(HANDLER_BUCKETS_S))
 
     @property
     def activity(self) -> float:
-        return sum(self.counters.values()) + sum(self.buckets)
+        return sum(self.counters.values()) + sum(self.lateness.counts)
 
     def add(self, other: _Counted) -> None:
         for name, value in other.counters.items():
             self.counters[name] = self.counters.get(name, 0.0) + value
-        self.buckets = [mine + theirs for mine, theirs in zip(self.buckets, other.buckets, strict=True)]
-        self.lateness_s += other.lateness_s
+        self.lateness.add(other.lateness)
+        self.handler.add(other.handler)
 
 
 class LoopMetrics:
@@ -107,17 +152,18 @@ class LoopMetrics:
         counter = COUNTERS.get(metric)
         if counter is None or topic is None:
             return
+        name = counter[0] if counter[1] is None else f"{counter[0]}:{counter[1]}"
         with self._lock:
             counters = self._topic(topic).counters
-            counters[counter] = counters.get(counter, 0.0) + value
+            counters[name] = counters.get(name, 0.0) + value
 
     def lateness(self, topic: str, ms: float) -> None:
-        seconds = ms / 1000
-        bucket = bisect.bisect_left(LATENESS_BUCKETS_S, seconds)  # le: a value on a bound is in its bucket
         with self._lock:
-            counted = self._topic(topic)
-            counted.buckets[bucket] += 1
-            counted.lateness_s += seconds
+            self._topic(topic).lateness.observe(ms / 1000)
+
+    def handled(self, topic: str, ms: float) -> None:
+        with self._lock:
+            self._topic(topic).handler.observe(ms / 1000)
 
     def _topic(self, topic: str) -> _Counted:
         counted = self._counted.get(topic)
@@ -131,23 +177,30 @@ class LoopMetrics:
         with self._lock:
             series = self._series()
             errors = self._redis_errors
-        for name in ("delivered", "failed", "dead"):
-            family = CounterMetricFamily(f"delayq_{name}", HELP[name], labels=["topic"])
-            for topic, counted in series:
-                family.add_metric([topic], counted.counters.get(name, 0.0))
+        for name in ("enqueued", "delivered", "failed", "retried", "dead"):
+            if name == "failed":
+                family = CounterMetricFamily(f"delayq_{name}", HELP[name], labels=["topic", "reason"])
+                for topic, counted in series:
+                    for reason in REASONS:
+                        family.add_metric([topic, reason], counted.counters.get(f"{name}:{reason}", 0.0))
+            else:
+                family = CounterMetricFamily(f"delayq_{name}", HELP[name], labels=["topic"])
+                for topic, counted in series:
+                    family.add_metric([topic], counted.counters.get(name, 0.0))
             yield family
         lateness = HistogramMetricFamily(
             "delayq_lateness_seconds",
             "Per delivery by this process: handler start minus run-at, on Redis' clock",
             labels=["topic"],
         )
+        handler = HistogramMetricFamily(
+            "delayq_handler_seconds", "Per delivery by this process: how long its handler ran", labels=["topic"]
+        )
         for topic, counted in series:
-            cumulative, total = [], 0
-            for bound, count in zip((*LATENESS_BUCKETS_S, float("inf")), counted.buckets, strict=True):
-                total += count
-                cumulative.append((_bound(bound), float(total)))
-            lateness.add_metric([topic], cumulative, counted.lateness_s)
+            lateness.add_metric([topic], counted.lateness.cumulative(), counted.lateness.total)
+            handler.add_metric([topic], counted.handler.cumulative(), counted.handler.total)
         yield lateness
+        yield handler
         yield CounterMetricFamily(
             "delayq_redis_errors", "Redis calls of this process's loops that failed", value=errors
         )
@@ -195,16 +248,30 @@ class JobsGauge:
         family = GaugeMetricFamily(
             "delayq_jobs", "Jobs of each topic in each state, read from Redis", labels=["topic", "state"]
         )
+        oldest = GaugeMetricFamily(
+            "delayq_oldest_ready_seconds",
+            "How long the job of the topic due longest has waited to start (0: none due), read from Redis",
+            labels=["topic"],
+        )
+        paused = GaugeMetricFamily(
+            "delayq_paused", "1 while the topic is paused (for _other: how many are), read from Redis", labels=["topic"]
+        )
         # The busiest by the jobs still to run: receipts are history, not load.
         ranked = sorted(stats, key=lambda s: (s.done - s.jobs, s.topic))
         for topic in ranked[: self.limit]:
             for state in STATES:
                 family.add_metric([topic.topic, state], getattr(topic, state))
+            oldest.add_metric([topic.topic], topic.oldest_ready_ms / 1000)
+            paused.add_metric([topic.topic], int(topic.paused))
         rest = ranked[self.limit :]
         if rest:
             for state in STATES:
                 family.add_metric([OTHER, state], sum(getattr(topic, state) for topic in rest))
+            oldest.add_metric([OTHER], max(topic.oldest_ready_ms for topic in rest) / 1000)
+            paused.add_metric([OTHER], sum(topic.paused for topic in rest))
         yield family
+        yield oldest
+        yield paused
 
     def _fresh(self) -> list[TopicStats] | None:
         """The topics' stats, read again when the last read is older than ``JOBS_MAX_AGE_S``; None
@@ -229,11 +296,21 @@ def read_stats(queue: Queue) -> list[TopicStats]:
 # ------------------------------------------------------------------------------------ the page
 
 
+class BuildInfo:
+    """``delayq_build_info{version}``: 1, naming the version that serves the page."""
+
+    def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("delayq_build_info", "The delayq version serving these metrics", labels=["version"])
+        info.add_metric([VERSION], 1)
+        yield info
+
+
 class Metrics:
-    """The ``/metrics`` of one process: the jobs gauge, and with ``loops`` the loops' counters."""
+    """The ``/metrics`` of one process: the jobs gauges, and with ``loops`` the loops' counters."""
 
     def __init__(self, queue: Queue, loops: LoopMetrics | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BuildInfo())
         self.registry.register(JobsGauge(queue, queue.settings.metrics_topics))
         if loops is not None:
             self.registry.register(loops)
@@ -241,4 +318,4 @@ class Metrics:
         self.app: WSGIApplication = make_wsgi_app(self.registry)
 
 
-__all__ = ["OTHER", "JobsGauge", "LoopMetrics", "Metrics"]
+__all__ = ["OTHER", "BuildInfo", "JobsGauge", "LoopMetrics", "Metrics"]
