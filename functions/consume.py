@@ -14,7 +14,7 @@ from delayq.store.queue import Queue
 logger = Logger()
 tracer = Tracer()
 route_logs_to(logger)
-queue = Queue.from_env(telemetry=Telemetry())
+queue = Queue(telemetry=Telemetry())  # its own DELAYQ_TOPICS: never the one tools read from Redis
 freeze_start_up()
 
 

@@ -14,7 +14,7 @@ logger = Logger()
 tracer = Tracer()
 telemetry = Telemetry()
 route_logs_to(logger)
-app = create_app(lambda: Queue.from_env(telemetry=telemetry))
+app = create_app(lambda: Queue(telemetry=telemetry))  # its own DELAYQ_TOPICS, as the loops
 
 
 # requestContext.requestId: where both payload formats carry the request's id.

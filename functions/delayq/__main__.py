@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return cli.USAGE
     with _metrics(args, settings) as telemetry:
         queue = Queue(settings, telemetry=telemetry)
+        queue.publish_topics(f"delayq {args.command}")  # for the tools run beside it
         budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
         loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
         summary = run_until_signalled(loop, budget)

@@ -6,7 +6,8 @@ Read from Redis, not through delayq (``inspect.lua`` calls any queued job that i
 ``ready``, so the API cannot show a job that is in no place at all). The layout is README "What is in
 Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 
-- every key of the namespace is its ``_layout`` (a string: the partition count), a partition key
+- every key of the namespace is its ``_layout`` (a string: the partition count), its
+  ``_topics_config`` (the topic config the loops published for tools, JSON), a partition key
   (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set, the topic index
   ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark, the
   callbacks' ``_outbox`` list, of records numbered in order by ``_seq``, and ``_inbox`` hash, a
@@ -293,14 +294,24 @@ class _Examination:
                 return TOPIC_NAME.fullmatch(topic) is not None and self.keyspace.for_topic(topic) == p
         return False
 
+    def namespace_key(self, key: str, kind: str, content: Any) -> bool:
+        """Checks ``key`` if it is one of the namespace's own (not a partition's); whether it is."""
+        if key == self.keyspace.layout:
+            if (kind, content) != ("string", str(len(self.keyspace))):
+                self.found.append(f"{key} is {kind} {content!r}, not the partition count {len(self.keyspace)}")
+            return True
+        if key == self.keyspace.published_topics:  # the loops' topic config, for tools
+            if kind != "string" or not isinstance(json.loads(content).get("topics"), dict):
+                self.found.append(f"{key} is {kind} {str(content)[:80]!r}, not a published topic config")
+            return True
+        return False
+
     def layout(self) -> dict[tuple[int, str], dict[str, Any]]:
         """Every key in its place and of its type; the topic keys' contents, by (partition, topic)."""
         partition_keys = {p.prefix + name: name for p in self.keyspace.partitions for name in PARTITION_KINDS}
         by_topic: dict[tuple[int, str], dict[str, Any]] = {}
         for key, (kind, content) in self.snap.items():
-            if key == self.keyspace.layout:
-                if (kind, content) != ("string", str(len(self.keyspace))):
-                    self.found.append(f"{key} is {kind} {content!r}, not the partition count {len(self.keyspace)}")
+            if self.namespace_key(key, kind, content):
                 continue
             if key in partition_keys:
                 name = partition_keys[key]

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -55,6 +56,19 @@ class ENV:
     METRICS_TOPICS = "DELAYQ_METRICS_TOPICS"
     MIN_REPLICAS = "DELAYQ_MIN_REPLICAS"
     MIN_REPLICAS_WAIT_MS = "DELAYQ_MIN_REPLICAS_WAIT_MS"
+
+
+def shown_target(spec: str) -> str:
+    """A target as tools may see it: a webhook's scheme and host alone (its path or query may hold a
+    token: Slack's do); any other kind as it is (an ARN, a Python function)."""
+    if not is_webhook(spec):
+        return spec
+    parts = urlsplit(spec)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}/…"
 
 
 def is_webhook(target: str) -> bool:
@@ -173,6 +187,14 @@ class Topics(Mapping[str, TopicConfig]):
         or the defaults for a topic no longer configured (its jobs are still retried and dead-lettered,
         as a topic with the default config would have them)."""
         return self.for_topic(topic) or _UNCONFIGURED
+
+    def published(self) -> dict[str, Any]:
+        """The configs as the loops publish them for tools (``Namespace.publish_topics``): each without
+        what a default gives, its target without secrets (``shown_target``)."""
+        return {
+            name: config.model_dump(mode="json", exclude_defaults=True) | {"target": shown_target(config.target)}
+            for name, config in self.configs.items()
+        }
 
     @property
     def named(self) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from delayq.core.errors import ConfigError, DelayqError
 from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
 from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
 from delayq.core.loop import Budget
+from delayq.core.settings import ENV
 from delayq.store import calls
 from delayq.store.calls import Ack, LaneTake, Taken
 from delayq.store.connection import redis_errors, refused_unrun
@@ -95,6 +96,11 @@ class Consumer:
         stop: threading.Event | None = None,
         lease_grace_ms: int = LEASE_GRACE_MS,
     ) -> None:
+        if namespace.topics_from_redis:  # their webhook targets have no path: tools' view, not a consumer's
+            raise ConfigError(
+                f"a consumer needs {ENV.TOPICS} of its own: this queue's topics are those the loops published "
+                "for tools (Queue.from_env without it)"
+            )
         self.namespace = namespace
         self.settings = namespace.settings
         self.tick = namespace.settings.tick

@@ -164,6 +164,11 @@ class Keyspace:
     def layout(self) -> str:
         return f"{self.namespace}:_layout"
 
+    @property
+    def published_topics(self) -> str:
+        """The topic config the loops run with, as they publish it for tools (``Namespace.publish_topics``)."""
+        return f"{self.namespace}:_topics_config"
+
     def for_job(self, topic: str, job_id: str) -> Partition:
         return self.partitions[partition_of(topic, job_id, len(self.partitions))]
 

@@ -5,20 +5,25 @@ the loops, the schedules and the metrics take a namespace."""
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from contextlib import suppress
 
 from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
 
-from delayq.core.errors import ConfigError, UnknownTopic
+from delayq.core.errors import ConfigError, DelayqError, UnknownTopic
 from delayq.core.observability import Telemetry
-from delayq.core.settings import ENV, Settings, TopicConfig
+from delayq.core.settings import ENV, Settings, TopicConfig, Topics
 
 from . import calls
 from .connection import RedisClient, connect, redact, redis_errors, server_address
 from .keys import Keyspace, Partition
 from .scripts import Replicas
+
+log = logging.getLogger("delayq")
 
 
 class Namespace:
@@ -35,6 +40,7 @@ class Namespace:
         self.telemetry = telemetry or Telemetry.disabled()
         self._redis = redis
         self._layout_checked = False
+        self.topics_from_redis = False  # its topics are those the loops published (``adopt_published_topics``)
 
     @property
     def redis(self) -> RedisClient:
@@ -75,6 +81,36 @@ class Namespace:
                 f"({type(exc).__name__}), which it needs (a proxy such as twemproxy does): unset it, or connect "
                 "to the primary itself"
             ) from None
+
+    def publish_topics(self, by: str) -> None:
+        """Writes the topic config this process runs with (``Topics.published``: no secrets) where tools
+        without a ``DELAYQ_TOPICS`` of their own read it; ``by``: who, for people reading it. A Redis
+        that does not answer is logged: the process starts anyway, and tools keep what they had."""
+        document = {"topics": self.settings.topics.published(), "by": by, "at_ms": int(time.time() * 1000)}
+        try:
+            with redis_errors(self.server):
+                self.redis.set(self.keys.published_topics, json.dumps(document, separators=(",", ":")))
+        except DelayqError as exc:
+            log.warning("the topic config is not published for tools: %s", exc.message)
+
+    def adopt_published_topics(self) -> bool:
+        """Without topics of its own (no ``DELAYQ_TOPICS``), takes those the loops published, so that a
+        tool next to them knows their topics, retries and timeouts; whether it did. What cannot be read
+        (Redis away, nothing published, a config this version refuses) leaves it as it was."""
+        if self.settings.topics:
+            return False
+        try:
+            with redis_errors(self.server):
+                raw = self.redis.get(self.keys.published_topics)
+            topics = Topics.parse(json.loads(raw)["topics"]) if raw else None
+        except (DelayqError, ValueError, KeyError, TypeError) as exc:
+            log.debug("no published topic config: %s", exc)
+            return False
+        if not topics:
+            return False
+        self.settings = self.settings.with_(topics=topics)
+        self.topics_from_redis = True
+        return True
 
     def topic_config(self, topic: str) -> TopicConfig:
         """``topic``'s config, its own or the ``*`` entry's; ``UnknownTopic`` (422) without either."""

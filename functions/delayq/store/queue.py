@@ -127,8 +127,11 @@ class Queue(Namespace):
 
     @classmethod
     def from_env(cls, **options: Any) -> Queue:
-        """From the ``DELAYQ_*`` environment; ``options`` are the keyword arguments of ``Queue``."""
-        return cls(Settings.from_env(), **options)
+        """From the ``DELAYQ_*`` environment; ``options`` are the keyword arguments of ``Queue``. Without
+        topics of its own, it takes those the loops published (``adopt_published_topics``)."""
+        queue = cls(Settings.from_env(), **options)
+        queue.adopt_published_topics()
+        return queue
 
     # ----------------------------------------------------------------------------------- create
 

@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         client, where = choose_redis(settings, stack)
         counted = LoopMetrics(settings.metrics_topics)
         queue = Queue(settings, redis=client, telemetry=Telemetry.disabled(sink=counted))
+        queue.publish_topics("the local stack")  # for the tools started beside it
         sweeper, consumer = Sweeper(queue), Consumer(queue)
         loops = [
             threading.Thread(target=sweeper.run, args=(Budget.forever(),), name="sweep", daemon=True),

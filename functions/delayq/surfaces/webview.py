@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env()
     server = listen(args.host, args.port, settings.ui_token, program="delayq ui")
     queue = Queue(settings)
+    queue.adopt_published_topics()  # without DELAYQ_TOPICS, the loops' topics
 
     def shutdown(signum: int, frame: Any) -> None:
         server.stop()
