@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -186,6 +187,11 @@ def main() -> None:
             shoot(page, f"{ui}#/topics/orders/jobs/order-4241", args.out / "ui-job-done.png", "#result")
             shoot(page, f"{ui}#/topics/webhooks/dead", args.out / "ui-topic-dead.png", "#jobs tbody tr")
             shoot(page, f"{ui}#/topics/orders/forecast", args.out / "ui-forecast.png", "svg.chart rect")
+            # Redis away, as the page sees it: the API's 503 to every read of the topic
+            unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
+            reads = re.compile(r"/topics/orders(/jobs)?(\?|$)")
+            page.route(reads, lambda route: route.fulfill(status=503, body=unavailable))
+            shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-outage.png", "#outage:not([hidden])")
             browser.close()
         print(f"first paint of a topic page: {sum(sizes.values()):,} bytes in {len(sizes)} requests: {sizes}")
     finally:

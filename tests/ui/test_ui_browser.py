@@ -285,6 +285,38 @@ def test_cancel_every_delayed_job(stack: Stack, tab: Watched) -> None:
     expect(page.locator("#notice")).to_have_text("Cancelled 4 jobs")
     expect(page.locator("#jobs tbody tr")).to_have_count(0)
     assert stack.get(f"/topics/{topic}")["delayed"] == 0
+    expect(page.get_by_role("button", name="Cancel all delayed")).to_be_disabled()  # nothing left to cancel
+
+
+def test_find_a_job_by_its_id(stack: Stack, tab: Watched) -> None:
+    topic = fresh_topic()
+    create(stack, topic, "needle-42")
+    page = tab.page
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/delayed")
+    page.locator("#find-id").fill("needle-42")
+    page.get_by_role("button", name="Open job").click()
+    expect(page.locator("h1 .name")).to_have_text("needle-42")
+    expect(page.locator("h1 .badge")).to_have_text("delayed")
+    page.goto(f"{stack.base}/ui/#/topics/{topic}/delayed")
+    page.locator("#find-id").fill("no-such-job")
+    page.locator("#find-id").press("Enter")
+    expect(page.get_by_text(f"No job no-such-job in {topic}")).to_be_visible()
+
+
+def test_a_banner_that_cannot_be_missed_while_redis_does_not_answer(stack: Stack, tab: Watched) -> None:
+    """What the API answers while Redis is away (503), the page shows over its figures, and takes away
+    once Redis answers again."""
+    page = tab.page
+    page.goto(f"{stack.base}/ui/")
+    expect(page.locator("#status")).to_have_text(re.compile("^live"))
+    expect(page.locator("#outage")).to_be_hidden()
+    unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
+    page.route(re.compile(r"/topics(\?|$)"), lambda route: route.fulfill(status=503, body=unavailable))
+    expect(page.locator("#outage")).to_be_visible()
+    expect(page.locator("#outage")).to_contain_text("Redis does not answer: the figures below are from")
+    page.unroute(re.compile(r"/topics(\?|$)"))
+    expect(page.locator("#outage")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text(re.compile("^live"))
 
 
 def test_run_a_delayed_job_now(stack: Stack, tab: Watched) -> None:

@@ -162,6 +162,8 @@ const oneLine = (value, most = 160) => {
 const main = document.getElementById("main");
 const statusLine = document.getElementById("status");
 const notice = document.getElementById("notice");
+const outage = document.getElementById("outage");
+let answeredAt = null; // when the server last answered: what the page shows is from then
 
 function say(message, bad = false) {
   text(notice, message);
@@ -173,13 +175,22 @@ function say(message, bad = false) {
 
 function showStatus(error) {
   if (!error) {
-    text(statusLine, `live · ${clock(Date.now())}`);
+    answeredAt = Date.now();
+    text(statusLine, `live · ${clock(answeredAt)}`);
     toggle(statusLine, "live", true);
     toggle(statusLine, "down", false);
+    outage.hidden = true;
     return;
   }
   toggle(statusLine, "live", false);
   toggle(statusLine, "down", true);
+  // Redis or the server away: a banner that cannot be missed, over figures that are not live.
+  const since = answeredAt ? `the figures below are from ${clock(answeredAt)}, the last answer` : "nothing could be read yet";
+  if (error.status === 503 || !error.status) {
+    const what = error.status === 503 ? "Redis does not answer" : "The server does not answer";
+    text(outage, `${what}: ${since}. The page keeps trying.`);
+    outage.hidden = false;
+  }
   if (error.status === 401) {
     text(statusLine, "needs the token");
     say("This server needs its token: open the page as /ui/?token=<DELAYQ_UI_TOKEN> (once per tab).", true);
@@ -312,8 +323,15 @@ function topicView(topic, tab) {
     h("a", { href: href("topics", topic, "forecast"), class: tab === "forecast" ? "on" : "" }, "forecast"),
     h("a", { href: href("topics", topic, "keys"), class: tab === "keys" ? "on" : "" }, "keys"));
   const body = tab === "forecast" ? forecastPart(topic) : tab === "keys" ? keysPart(topic) : jobsPart(topic, tab, counts);
+  const findId = h("input", { type: "search", placeholder: "job id", ariaLabel: "job id", id: "find-id", spellcheck: false });
+  const find = h("form", { class: "find" }, findId, h("button", { type: "submit" }, "Open job"));
+  find.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const id = findId.value.trim();
+    if (id) location.hash = href("topics", topic, "jobs", id);
+  });
   main.replaceChildren(
-    h("h1", {}, h("span", { class: "name" }, topic), badge, pause),
+    h("h1", {}, h("span", { class: "name" }, topic), badge, pause, find),
     h("dl", { class: "facts" },
       fact("p50", "lateness p50 (5 min)"), fact("p99", "lateness p99 (5 min)"), fact("deliveries", "deliveries (5 min)"),
       fact("oldest", "oldest ready waited"), fact("next", "next due")),
@@ -409,6 +427,10 @@ function jobsPart(topic, state, counts) {
       next.disabled = !page.next;
       back.disabled = pages.length < 2;
       text(where, `page ${pages.length} · ${PAGE} a page`);
+    },
+    stats(stats) {
+      // Nothing in this state: nothing for its bulk actions to do.
+      for (const action of bulk.querySelectorAll("button")) action.disabled = !stats[state];
     },
   };
 }
