@@ -442,3 +442,40 @@ def test_schedules_listed_and_shown(cli: Run, queue: Queue) -> None:
     assert "nope" in err or "schedule" in err
     code, out, _ = cli("schedules", "orders", "nope", "--json")
     assert (code, json.loads(out)["status"]) == (1, 404)
+
+
+# ------------------------------------------------------------------------------------- writing
+
+
+def test_enqueue_creates_a_job_and_refuses_what_it_cannot(cli: Run, queue: Queue) -> None:
+    code, out, _ = cli("enqueue", "orders", "--id", "e1", "--delay", "60", "--body", '{"order": 1}', "--key", "acme")
+    info = queue.get("orders", "e1")
+    assert (code, out) == (0, f"created orders/e1: due {iso_utc(info.run_at_ms)}\n")
+    assert (info.state, info.body, info.key) == ("delayed", {"order": 1}, "acme")
+    code, out, _ = cli("enqueue", "orders", "--run-at", "2026-01-01T00:00:00Z", "--json")  # the past: due now
+    answer = json.loads(out)
+    assert (code, queue.get("orders", answer["id"]).state) == (0, "ready")
+    assert set(answer) == {"topic", "id", "run_at", "run_at_ms"}  # what POST /jobs answers
+    code, out, err = cli("enqueue", "orders", "--id", "e1")
+    assert (code, out) == (2, "")
+    assert "e1" in err
+    code, _, err = cli("enqueue", "orders", "--body", "{bad")
+    assert code == 2
+    assert err.startswith("delayq enqueue: body: is not JSON")
+
+
+def test_schedule_writes_and_unschedule_deletes(cli: Run, queue: Queue) -> None:
+    code, out, _ = cli("schedule", "orders", "tick", "--every", "60", "--body", '{"beat": true}')
+    assert code == 0
+    assert out.splitlines()[0] == "schedule orders/tick created"
+    assert queue.get_schedule("orders", "tick").schedule.every == 60
+    code, out, _ = cli("schedule", "orders", "tick", "--cron", "0 8 * * *", "--timezone", "Europe/Paris")
+    assert (code, out.splitlines()[0]) == (0, "schedule orders/tick replaced")
+    assert queue.get_schedule("orders", "tick").schedule.timezone == "Europe/Paris"
+    code, _, err = cli("schedule", "orders", "tock", "--cron", "0 8 * * *", "--timezone", "EST")
+    assert code == 2
+    assert "abbreviation" in err
+    code, out, _ = cli("unschedule", "orders", "tick")
+    assert (code, out) == (0, "schedule orders/tick deleted, its pending occurrence cancelled\n")
+    code, _, err = cli("unschedule", "orders", "tick")
+    assert (code, err) == (1, "delayq unschedule: no schedule 'tick' in topic 'orders'\n")

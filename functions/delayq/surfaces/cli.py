@@ -355,6 +355,45 @@ def _confirmed(question: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
+def enqueue(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    delay = None if args.delay is None and args.run_at is not None else (args.delay or 0)
+    scheduled = queue.enqueue(args.topic, _body(args.body), id=args.id, delay=delay, run_at=args.run_at, key=args.key)
+    if printer.as_json:
+        printer.json(scheduled.to_dict())
+    else:
+        printer.line(f"created {args.topic}/{scheduled.id}: due {iso_utc(scheduled.run_at_ms)}")
+    return OK
+
+
+def schedule(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    every = None if args.every is None else int(args.every)
+    info = queue.schedule(
+        args.topic, args.name, cron=args.cron, every=every, timezone=args.timezone, body=_body(args.body), key=args.key
+    )
+    if not printer.as_json:
+        printer.line(f"schedule {args.topic}/{args.name} {'created' if info.created else 'replaced'}")
+    return _schedule(info, printer)
+
+
+def unschedule(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    queue.unschedule(args.topic, args.name)
+    if printer.as_json:
+        printer.json({"deleted": True})
+    else:
+        printer.line(f"schedule {args.topic}/{args.name} deleted, its pending occurrence cancelled")
+    return OK
+
+
+def _body(text: str | None) -> Any:
+    """A job's body as the command line gives it: JSON text (none: null)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidField("body", f"is not JSON: {exc}") from None
+
+
 def pause(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     queue.pause(args.topic)
     if printer.as_json:
@@ -561,6 +600,14 @@ COMMANDS: dict[str, Command] = {
     "schedules": Command(schedules, "recurring schedules, or one with its next runs", "Every schedule (of TOPIC, if "
                          "given) with its calendar and next run; with TOPIC and NAME, that schedule whole, with its "
                          "next five runs. GET /schedules, GET /schedules/{topic}/{name}."),
+    "enqueue": Command(enqueue, "create a job", "Creates a job of the topic, due after --delay seconds (0: now) or at "
+                       "--run-at (ISO-8601 or epoch ms), its body the JSON of --body; refused as existing when --id "
+                       "is taken. POST /jobs."),
+    "schedule": Command(schedule, "create or replace a recurring schedule", "Writes the schedule NAME of the topic: "
+                        "--cron (five fields, wall-clock times in --timezone) or --every seconds, each occurrence a "
+                        "job of --body. PUT /schedules/{topic}/{name}."),
+    "unschedule": Command(unschedule, "delete a recurring schedule", "Deletes the schedule and cancels its pending "
+                          "occurrence (unless it has started). DELETE /schedules/{topic}/{name}."),
     "keys": Command(keys, "a topic's flow keys: counts, limits, holds", "The topic's flow keys holding jobs, "
                     "settings or a hold, by name: each key's jobs by state, the concurrency, rate and burst in force "
                     "for it ('-' where unlimited), whether it is paused, and until when a receiver's Retry-After "
@@ -589,10 +636,9 @@ def add_commands(commands: Any) -> None:
             parser.add_argument("topic", metavar="TOPIC")
         if name == "job":
             parser.add_argument("id", metavar="ID")
-        if name == "jobs":
-            parser.add_argument("--state", required=True, choices=STATES, help="which of the topic's jobs")
-        if name == "cancel":
-            parser.add_argument("--state", required=True, choices=CANCELLABLE, help="which of the topic's jobs")
+        if name in ("jobs", "cancel"):
+            states = STATES if name == "jobs" else CANCELLABLE
+            parser.add_argument("--state", required=True, choices=states, help="which of the topic's jobs")
         if name in ("cancel", "purge"):
             parser.add_argument("--yes", action="store_true", help=f"{name} without asking first")
         if name in ("topics", "jobs", "dead", "keys"):
@@ -601,6 +647,8 @@ def add_commands(commands: Any) -> None:
             where = parser.add_mutually_exclusive_group()
             where.add_argument("--cursor", help="start after the previous page's 'next'")
             where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
+        if name in ("enqueue", "schedule", "unschedule"):
+            _write_options(name, parser)
         if name == "replay":
             # default=[]: argparse then does not name ID among the missing arguments (it is optional)
             parser.add_argument(
@@ -609,6 +657,25 @@ def add_commands(commands: Any) -> None:
         if name == "forecast":
             parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
             parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")
+
+
+def _write_options(name: str, parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that write jobs or schedules (after TOPIC)."""
+    if name == "enqueue":
+        parser.add_argument("--id", help="the job's id (default: a new one)")
+        when = parser.add_mutually_exclusive_group()
+        when.add_argument("--delay", type=float, help="seconds from now (default: 0, due now)")
+        when.add_argument("--run-at", help="when: ISO-8601 (2027-01-31T18:30:00Z) or epoch ms")
+    else:
+        parser.add_argument("name", metavar="NAME", help="the schedule's name within the topic")
+    if name == "schedule":
+        calendar = parser.add_mutually_exclusive_group(required=True)
+        calendar.add_argument("--cron", help="five fields: minute hour day-of-month month day-of-week")
+        calendar.add_argument("--every", type=float, metavar="SECONDS", help="an occurrence every this many s")
+        parser.add_argument("--timezone", default="UTC", help="an IANA zone for --cron (%(default)s)")
+    if name != "unschedule":
+        parser.add_argument("--body", help="the job's body, JSON (default: null)")
+        parser.add_argument("--key", help="its flow key")
 
 
 def _key_options(parser: argparse.ArgumentParser) -> None:
