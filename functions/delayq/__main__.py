@@ -95,15 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     try:
         settings = Settings.from_env()
+        with _metrics(args, settings) as telemetry:
+            queue = Queue(settings, telemetry=telemetry)
+            queue.publish_topics(f"delayq {args.command}")  # for the tools run beside it
+            budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
+            loop = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
+            summary = run_until_signalled(loop, budget)
     except ConfigError as exc:  # the settings are wrong: say which, as the operator's commands do
         sys.stderr.write(f"delayq {args.command}: {exc.message}\n")
         return cli.USAGE
-    with _metrics(args, settings) as telemetry:
-        queue = Queue(settings, telemetry=telemetry)
-        queue.publish_topics(f"delayq {args.command}")  # for the tools run beside it
-        budget = Budget.forever() if args.seconds is None else Budget.of(args.seconds)
-        loop: Sweeper | Consumer = Sweeper(queue) if args.command == "sweep" else Consumer(queue, topics=args.topic)
-        summary = run_until_signalled(loop, budget)
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
     return 0

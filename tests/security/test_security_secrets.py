@@ -392,7 +392,12 @@ def assert_it_ran(done: Run, outcome: str) -> None:
         if outcome == "works":
             assert len(done.answers) == 3, context
     elif done.entry in ("sweep", "consume", "cli-sweep", "cli-consume"):
-        if outcome == "config":
+        if outcome == "config" and done.entry.startswith("cli-"):  # one line naming the setting, exit 2
+            assert done.code == 2, context
+            said = f"delayq {done.entry[4:]}: DELAYQ_REDIS_"  # _URL or _SECRET: the setting to mend
+            assert any(line.startswith(said) for line in done.output.splitlines()), context
+            assert "Traceback" not in done.output, context
+        elif outcome == "config":
             assert done.code != 0, context
             assert "ConfigError" in done.output, context
         else:

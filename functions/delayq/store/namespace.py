@@ -14,7 +14,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
 
-from delayq.core.errors import ConfigError, DelayqError, UnknownTopic
+from delayq.core.errors import ConfigError, DelayqError, RedisUnavailable, UnknownTopic
 from delayq.core.observability import Telemetry
 from delayq.core.settings import ENV, Settings, TopicConfig, Topics
 
@@ -90,7 +90,7 @@ class Namespace:
         try:
             with redis_errors(self.server):
                 self.redis.set(self.keys.published_topics, json.dumps(document, separators=(",", ":")))
-        except DelayqError as exc:
+        except RedisUnavailable as exc:  # an outage; settings that cannot work are the caller's to report
             log.warning("the topic config is not published for tools: %s", exc.message)
 
     def adopt_published_topics(self) -> bool:
