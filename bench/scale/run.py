@@ -39,8 +39,8 @@ from shared.servers import PrivateRedis, spent
 from shared.venvs import plot_python
 from stack import HERE, TICK_S, Loops, answer, load, side_env
 
-from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
-from delayq.loops.consumer import LATENESS_CHUNK, LOOKS_PER_TICK
+from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
+from delayq.loops.consumer import ACTIVITY_CHUNK, LOOKS_PER_TICK
 
 PRODUCER_BATCH = 20
 
@@ -123,12 +123,12 @@ def run_point(point: Point, side: Checkout, args: argparse.Namespace, workdir: P
 
 def seed_work_s(topics: int) -> float:
     """How long the seeds' delivery work may go on once the last seed started: their acks land, and so
-    does their recent lateness, which the consumer adds to each topic's hash (3 commands a topic)
-    at its first pass ``LATENESS_FLUSH_S`` after its last flush (within a tick), ``LATENESS_CHUNK``
+    does their activity, which the consumer adds to each topic's hash (3 commands a topic)
+    at its first pass ``ACTIVITY_FLUSH_S`` after its last flush (within a tick), ``ACTIVITY_CHUNK``
     topics a pass while more wait, a pass at least every look (a tick / ``LOOKS_PER_TICK``), with half
     again as long for passes that come late. Once it is past, nothing is due and nothing is owed."""
-    chunks = -(-topics // LATENESS_CHUNK)
-    return LATENESS_FLUSH_S + TICK_S + 1.5 * chunks * TICK_S / LOOKS_PER_TICK
+    chunks = -(-topics // ACTIVITY_CHUNK)
+    return ACTIVITY_FLUSH_S + TICK_S + 1.5 * chunks * TICK_S / LOOKS_PER_TICK
 
 
 def fill(stage: Stage) -> dict[str, Any]:

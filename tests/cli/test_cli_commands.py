@@ -9,13 +9,16 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from delayq import Queue
 from delayq.__main__ import main
+from delayq.core.activity import Counts
 from delayq.core.job import RESULT_MAX_BYTES, encode_result
+from delayq.core.lateness import bucket_of
 from delayq.core.schedule import iso_utc
 from delayq.store import calls
 from delayq.store.calls import Ack, Failure
@@ -65,6 +68,10 @@ def kill(queue: Queue, topic: str, job_id: str, error: str = "boom") -> None:
     taken = calls.take(partition, topic, count=10, timeout_ms=30_000, grace_ms=0).run(queue.redis)
     failures = [Failure(job.id, token, error) for job, token, _ in taken.leases]
     calls.fail(partition, topic, queue.settings.topics.retrying(topic), failures).run(queue.redis)
+
+
+def answers_of(found: Any) -> Any:
+    return json.loads(json.dumps(found.to_dict()))
 
 
 def table(out: str) -> list[list[str]]:
@@ -339,6 +346,38 @@ def test_forecast_as_a_bar_chart(cli: Run, queue: Queue) -> None:
     assert bars == [["8", "█" * 50], ["0"], ["2", "█" * 12], ["0"]]
     code, out, _ = cli("forecast", "orders", "--minutes", "4", "--bucket", "120", "--json")
     assert [bucket["count"] for bucket in json.loads(out)["buckets"]] == [8, 2]
+
+
+def test_history_minute_by_minute(cli: Run, queue: Queue) -> None:
+    counts = Counts({bucket_of(3): 4}, done=3, failed=2, dead=1)
+    calls.add_activity(queue.keys.for_topic("orders"), {"orders": counts}).run(queue.redis)
+    code, out, _ = cli("history", "orders", "--minutes", "3")
+    rows = table(out)
+    assert code == 0
+    assert rows[0] == ["MINUTE", "STARTED", "DONE", "FAILED", "DEAD", "P50", "MS", "P99", "MS"]
+    assert len(rows) == 4
+    assert [sum(int(row[i]) for row in rows[1:]) for i in range(1, 5)] == [4, 3, 2, 1]
+    assert all(row[0].endswith(":00.000Z") for row in rows[1:])
+    code, out, _ = cli("history", "orders", "--minutes", "2", "--json")
+    assert (code, len(json.loads(out)["minutes"])) == (0, 2)
+    code, _, err = cli("history", "orders", "--minutes", "0")
+    assert (code, err) == (2, "delayq history: minutes: must be an integer from 1 to 1440\n")
+
+
+def test_dead_letters_grouped_by_error(cli: Run, queue: Queue) -> None:
+    for n in range(3):
+        kill(queue, "orders", f"t{n}", f"TimeoutError: too slow\n{n}")
+    kill(queue, "orders", "r0", "HTTP 503")
+    code, out, _ = cli("dead", "orders", "--errors")
+    assert code == 0
+    assert table(out) == [
+        ["COUNT", "LAST", "DIED", "AT", "EXAMPLE", "ERROR"],
+        ["3", iso_utc(queue.get("orders", "t2").dead_at_ms or 0), "t2", "TimeoutError:", "too", "slow"],
+        ["1", iso_utc(queue.get("orders", "r0").dead_at_ms or 0), "r0", "HTTP", "503"],
+    ]
+    code, out, _ = cli("dead", "orders", "--errors", "--json")
+    assert json.loads(out) == answers_of(queue.dead_errors("orders"))
+    assert cli("dead", "reminders", "--errors")[:2] == (1, "no dead jobs in reminders\n")
 
 
 # ------------------------------------------------------------------------------------- errors and exit codes

@@ -17,6 +17,7 @@ import redis
 from redis.crc import key_slot
 
 from delayq import Queue, RedisUnavailable
+from delayq.core.activity import Counts
 from delayq.core.callbacks import Record
 from delayq.store import calls
 from delayq.store.calls import Failure
@@ -148,8 +149,10 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
-    assert restricted(calls.add_lateness(p, {"orders": {3: 2, 40: 1}}, window_minutes=5)) == 0
+    assert restricted(calls.add_activity(p, {"orders": Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)})) == 0
     assert restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5)) == [{3: 2, 40: 1}, {}]
+    assert restricted(calls.read_activity(p, "orders", 3))[-1].counts == Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)
+    assert restricted(calls.dead_errors(p, "orders", 0, 10)).dead == 0
 
     # a schedule: written with a claimed outbox (due at once: a claim of 0 ms), read, listed, found due,
     # claimed again and settled, a pending occurrence cancelled, the schedule deleted

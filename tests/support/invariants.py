@@ -286,11 +286,11 @@ class _Examination:
         for p in self.keyspace.partitions:
             self.partition(p, {topic: parts for (index, topic), parts in sorted(by_topic.items()) if index == p.index})
 
-    def is_lateness(self, key: str) -> bool:
-        """Whether ``key`` is a topic's recent-lateness hash, in the partition that keeps it."""
+    def is_activity(self, key: str) -> bool:
+        """Whether ``key`` is a topic's activity hash, in the partition that keeps it."""
         for p in self.keyspace.partitions:
-            if key.startswith(p.prefix) and key.endswith(":lateness"):
-                topic = key[len(p.prefix) : -len(":lateness")]
+            if key.startswith(p.prefix) and key.endswith(":activity"):
+                topic = key[len(p.prefix) : -len(":activity")]
                 return TOPIC_NAME.fullmatch(topic) is not None and self.keyspace.for_topic(topic) == p
         return False
 
@@ -320,7 +320,7 @@ class _Examination:
                 elif name == "_seq" and not str(content).isdigit():
                     self.found.append(f"{key} is not a counter: {content!r}")
                 continue
-            if self.is_lateness(key):  # a topic's recent lateness: telemetry, not a job's state
+            if self.is_activity(key):  # a topic's activity: telemetry, not a job's state
                 if kind != "hash":
                     self.found.append(f"{key} is a {kind}, not a hash")
                 continue

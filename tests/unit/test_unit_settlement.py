@@ -6,6 +6,7 @@ import threading
 import time
 from collections import Counter
 
+from delayq.core.activity import Tally
 from delayq.core.observability import Telemetry
 from delayq.core.settings import TopicConfig
 from delayq.loops.settlement import ACK, ACK_RIDE_S, FAIL, SETTLE_CHUNK, Pending, Settlement
@@ -18,7 +19,9 @@ CONFIG = TopicConfig(target="python:os:getcwd")
 def settlement() -> tuple[Settlement, Pending, Counter[str]]:
     counts: Counter[str] = Counter()
     errors: list[str] = []
-    made = Settlement(threading.Lock(), counts, Telemetry.disabled(), lambda what, *_: errors.append(what))
+    made = Settlement(
+        threading.Lock(), counts, Telemetry.disabled(), lambda what, *_: errors.append(what), tally=Tally()
+    )
     return made, made.lane(Keyspace("ns", 1).partitions[0], "orders", CONFIG), counts
 
 

@@ -3,15 +3,13 @@ run-at, on Redis' clock), as p50 and p99 over the last ``WINDOW_MINUTES`` minute
 the queue: ``lateness`` in ``GET /topics`` and ``GET /topics/{topic}``, and the web view.
 
 Each consumer (a Lambda, a process, the local stack) counts its deliveries into log-scale buckets in
-memory, four a doubling (``bucket_of``: one bisection, and a dict increment under the lock its worker
-takes anyway, about 0.15 us a delivery), and every ``FLUSH_S`` adds its counts to the topic's hash in
-Redis, in the current minute by Redis time (``lateness_add.lua``: one call per partition for up to
-``consumer.LATENESS_CHUNK`` topics, one such call joined to the round trip of each pass while more
-wait). A reader sums
-the buckets of the window's minutes (``lateness_read.lua``) and reads the percentiles off them: each
-is the geometric middle of its bucket, within 9% of the true value. A hash holds at most
-``WINDOW_MINUTES + 1`` minutes of at most ``MAX_BUCKET + 1`` buckets (usually a few dozen), and
-expires when the topic goes quiet.
+memory, four a doubling (``bucket_of``: one bisection and a dict increment, under a lock, well under
+a microsecond a delivery), and every ``FLUSH_S`` adds its counts to the topic's activity in Redis, in
+the current minute by Redis time (``activity.py``: one call per partition for up to
+``consumer.ACTIVITY_CHUNK`` topics, one such call joined to the round trip of each pass while more
+wait). A reader sums the buckets of the window's minutes (``lateness_read.lua``) and reads the
+percentiles off them: each is the geometric middle of its bucket, within 9% of the true value. A
+minute holds at most ``MAX_BUCKET + 1`` buckets (usually a few dozen).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from typing import Any
 BUCKETS_PER_DOUBLING = 4  # bucket b >= 1 holds [2**((b-1)/4), 2**(b/4)) ms; bucket 0 holds under 1 ms
 MAX_BUCKET = 160  # 2**40 ms, 35 years: later than any job can be (its delay is at most 366 days)
 WINDOW_MINUTES = 5  # what "recent" means: the last five whole minutes and the current one
-FLUSH_S = 5.0  # how often a consumer adds its counts to Redis: a 5-minute window needs no fresher figures
+FLUSH_S = 5.0  # how often a consumer or sweeper adds its counts to Redis: minutes need no fresher figures
 QUANTILES = (0.5, 0.99)
 
 
@@ -75,14 +73,14 @@ class Lateness:
         return {
             "window_s": self.window_s,
             "deliveries": self.deliveries,
-            "p50_ms": _shown(self.p50_ms),
-            "p99_ms": _shown(self.p99_ms),
+            "p50_ms": shown_ms(self.p50_ms),
+            "p99_ms": shown_ms(self.p99_ms),
         }
 
 
 NONE = Lateness(0, None, None)
 
 
-def _shown(ms: float | None) -> float | None:
+def shown_ms(ms: float | None) -> float | None:
     """Milliseconds as answered: three significant digits are all a bucket knows."""
     return None if ms is None else float(f"{ms:.3g}")

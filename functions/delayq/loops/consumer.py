@@ -25,9 +25,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from delayq.core.activity import Counts, Tally
 from delayq.core.errors import ConfigError, DelayqError
-from delayq.core.lateness import FLUSH_S as LATENESS_FLUSH_S
-from delayq.core.lateness import WINDOW_MINUTES as LATENESS_WINDOW_MINUTES
+from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.loop import Budget
 from delayq.core.settings import ENV
 from delayq.store import calls
@@ -49,7 +49,7 @@ log = logging.getLogger("delayq.consume")
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
-LATENESS_CHUNK = 50  # topics whose recent lateness one call adds (one call a pass while more wait: ~1 ms of Redis)
+ACTIVITY_CHUNK = 50  # topics whose activity one call adds (one call a pass while more wait: ~1 ms of Redis)
 LANES_PER_CALL = 64  # lanes (takes and riding acks) one take call carries, at most: bounded work per call
 PLAN_TOPICS = 256  # topics named per partition by one read of its topic index (the first to have work)
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
@@ -111,17 +111,25 @@ class Consumer:
         self._plans = [0.0] * len(namespace.keys)  # per partition: when to read its topic index next
         self._full_reads: set[int] = set()  # partitions whose last read named PLAN_TOPICS topics
         self._backlogged: set[int] = set()  # shares (by id) that had more topics due than free workers
-        self._unrecorded: dict[str, dict[int, int]] = {}  # lateness counted, not yet sent: topic -> counts
+        self.tally = Tally()  # the topics' activity counted here, not yet taken to be sent
+        self._unrecorded: dict[str, Counts] = {}  # taken from the tally, not yet sent
         self._polls = [0.0] * len(namespace.keys)  # per partition: when to look at it next, between reads
         self._server_clock: tuple[int, float] | None = None  # Redis' ms at a monotonic time, from a reply
         self._lock = threading.Lock()
         self.outages = Outages(namespace, tick=self.tick, name="consume")
         self._settlement = Settlement(
-            self._lock, self.counts, namespace.telemetry, self._redis_error, resting=self.outages.until
+            self._lock,
+            self.counts,
+            namespace.telemetry,
+            self._redis_error,
+            tally=self.tally,
+            resting=self.outages.until,
         )
         self.lanes = Lanes(self.settings, self._settlement, self._lock, partitions=len(namespace.keys), only=topics)
-        self.deliveries = Deliveries(self._lock, self.counts, namespace.telemetry, size=self.lanes.pool_size())
-        self._lateness_recorded = time.monotonic()
+        self.deliveries = Deliveries(
+            self._lock, self.counts, namespace.telemetry, tally=self.tally, size=self.lanes.pool_size()
+        )
+        self._activity_recorded = time.monotonic()
         self._next_takes: dict[Partition, float] = {}  # per partition, when its next take is due (this pass's)
 
     # --------------------------------------------------------------------------------- the loop
@@ -139,7 +147,7 @@ class Consumer:
                     break
                 self._sleep(self._wait(budget, taking=True))
             self._finish(budget)
-            self._record_lateness_now()
+            self._record_activity_now()
         finally:
             self.deliveries.shutdown(REPORT_WAIT_S)  # a settled job's metrics, counted just after, in this flush
             self.namespace.telemetry.flush()
@@ -238,7 +246,7 @@ class Consumer:
         settles = self._settlement.calls(now, hold=self._acks_can_wait if take else None)
         # In the same round trip (a lane they make takes next pass); early, rather than a wake of their own.
         looks = self._look_calls(now, riding=bool(takes or settles)) if take else []
-        records = self._lateness_records(now)
+        records = self._activity_records(now)
         sends: list[Call[Any]] = [settle.call for settle in settles] + [sent.call for sent in takes]
         sends += [call for _, pair in looks for call in pair] + [call for _, call in records]
         if not sends:
@@ -272,43 +280,32 @@ class Consumer:
         except DelayqError as exc:
             return [exc] * len(sends)
 
-    # --------------------------------------------------------------------------------- recent lateness
+    # --------------------------------------------------------------------------------- activity
 
-    def _lateness_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
-        """Every ``lateness.FLUSH_S`` (or now, if ``due``): the lateness counted since the last record,
-        added to each topic's recent lateness in Redis (``delayq.core.lateness``), one call per partition
-        for up to ``LATENESS_CHUNK`` topics. A pass sends one such call, so that thousands of topics
-        spread their records over passes instead of holding one up; ``due`` sends them all. A topic
-        whose partition rests (``outages``) waits for it."""
-        if due or now - self._lateness_recorded >= LATENESS_FLUSH_S:
-            self._lateness_recorded = now
-            with self._lock:
-                for topic in list(self.lanes.topics.values()):
-                    if topic.lateness:
-                        unsent = self._unrecorded.setdefault(topic.name, {})
-                        for bucket, deliveries in topic.lateness.items():
-                            unsent[bucket] = unsent.get(bucket, 0) + deliveries
-                        topic.lateness = {}
-                        self.lanes.forget_topic(topic)
+    def _activity_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
+        """Every ``lateness.FLUSH_S`` (or now, if ``due``): what was counted since the last record,
+        added to each topic's activity in Redis (``delayq.core.activity``), one call per partition for
+        up to ``ACTIVITY_CHUNK`` topics. A pass sends one such call, so that thousands of topics spread
+        their records over passes instead of holding one up; ``due`` sends them all. A topic whose
+        partition rests (``outages``) waits for it."""
+        if due or now - self._activity_recorded >= ACTIVITY_FLUSH_S:
+            self._activity_recorded = now
+            for name, counts in self.tally.take().items():
+                self._unrecorded.setdefault(name, Counts()).add(counts)
         records: list[tuple[Partition, Call[int]]] = []
         names = iter(list(self._unrecorded))
         if self.outages:
             names = (name for name in names if not self.outages.resting(self.namespace.keys.for_topic(name), now))
         while due or not records:
-            by_partition: dict[Partition, dict[str, dict[int, int]]] = {}
-            for name in islice(names, LATENESS_CHUNK):
-                by_partition.setdefault(self.namespace.keys.for_topic(name), {})[name] = self._unrecorded.pop(name)
-            if not by_partition:
+            chunk = {name: self._unrecorded.pop(name) for name in islice(names, ACTIVITY_CHUNK)}
+            if not chunk:
                 break
-            records += [
-                (partition, calls.add_lateness(partition, counted, window_minutes=LATENESS_WINDOW_MINUTES))
-                for partition, counted in by_partition.items()
-            ]
+            records += calls.add_activities(self.namespace.keys, chunk)
         return records
 
-    def _record_lateness_now(self) -> None:
-        """At the end of a run: the lateness of its last deliveries, so that none is lost (best effort)."""
-        records = self._lateness_records(time.monotonic(), due=True)
+    def _record_activity_now(self) -> None:
+        """At the end of a run: the activity of its last deliveries, so that none is lost (best effort)."""
+        records = self._activity_records(time.monotonic(), due=True)
         if records:
             self._send([call for _, call in records])
 
@@ -627,6 +624,7 @@ class Consumer:
         topic = lane.topic.name
         self.counts["dead"] += len(ids)
         self.namespace.telemetry.count("Dead", topic, len(ids))
+        self.tally.ended(topic, dead=len(ids))
         for job_id in ids:
             log.error(
                 "%s/%s is dead: its timeout is longer than a consume run can last (%ds); enqueue it again"

@@ -11,9 +11,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from delayq.core.activity import Tally
 from delayq.core.errors import PermanentFailure, RetryAfter
 from delayq.core.job import Job, encode_result
-from delayq.core.lateness import bucket_of
 from delayq.core.loop import pause
 from delayq.core.observability import Telemetry
 from delayq.store.calls import Ack, Failure
@@ -74,10 +74,13 @@ class Deliveries:
     """The deliveries in flight, on a pool of ``size`` worker threads. ``wake`` is set when a handler
     finishes (the loop's cue for a pass), ``idle`` while none runs."""
 
-    def __init__(self, lock: threading.Lock, counts: Counter[str], telemetry: Telemetry, *, size: int) -> None:
+    def __init__(
+        self, lock: threading.Lock, counts: Counter[str], telemetry: Telemetry, *, tally: Tally, size: int
+    ) -> None:
         self.lock = lock
         self.counts = counts
         self.telemetry = telemetry
+        self.tally = tally
         self.running: set[Delivery] = set()
         self.workers = Workers("delayq-worker", size, self._deliver)
         self.wake = threading.Event()
@@ -186,8 +189,8 @@ class Deliveries:
         unless its timeout came first (then True: a late result, dropped). ``result``: a success's, as
         its receipt keeps it (``encode_result``)."""
         job, started = delivery.job, started_at_ms(delivery.job, lateness_ms)
+        self.tally.started(job.topic, lateness_ms)
         with self.lock:
-            delivery.lane.topic.count_lateness(bucket_of(lateness_ms))
             self._not_running(delivery)
             late = delivery.settled
             delivery.settled = True

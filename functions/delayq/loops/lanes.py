@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from delayq.core.errors import ConfigError
 from delayq.core.flows import UNLIMITED, Shares
@@ -39,7 +39,6 @@ class Topic:
     share: Share
     running: int = 0  # worker threads busy, including handlers past their timeout
     turn: int = 0  # which due lane takes first, in rotation
-    lateness: dict[int, int] = field(default_factory=dict)  # bucket -> deliveries since the last record
     lanes: int = 0  # its lanes (one per partition where it has work)
     rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
     key_limits: Shares = UNLIMITED  # each partition's share (KeyLimits.shares)
@@ -47,10 +46,6 @@ class Topic:
     @property
     def free(self) -> int:
         return min(self.config.concurrency - self.running, self.share.size - self.share.running)
-
-    def count_lateness(self, bucket: int) -> None:
-        """One more delivery in ``bucket`` (with the consumer's lock held)."""
-        self.lateness[bucket] = self.lateness.get(bucket, 0) + 1
 
     @property
     def ahead_ms(self) -> int:
@@ -160,7 +155,7 @@ class Lanes:
 
     def forget_idle(self) -> None:
         """Lanes with nothing due soon, nothing running and nothing to settle are forgotten; so are the
-        topics ``*`` covers once they have no lane, nothing running and no lateness to record."""
+        topics ``*`` covers once they have no lane and nothing running."""
         with self._lock:
             idle = [lane for lane in self.lanes.values() if lane.next_check == float("inf") and not lane.running]
             for lane in idle:
@@ -171,9 +166,9 @@ class Lanes:
                     self.forget_topic(lane.topic)
 
     def forget_topic(self, topic: Topic) -> None:
-        """With the lock held: forgets a topic that ``*`` covers once it has no lane, nothing running
-        and no lateness to record (checked when its last lane goes, and when its lateness is recorded)."""
-        if not (topic.lanes or topic.running or topic.lateness or topic.name in self._kept):
+        """With the lock held: forgets a topic that ``*`` covers once it has no lane and nothing running
+        (checked when its last lane goes)."""
+        if not (topic.lanes or topic.running or topic.name in self._kept):
             self.topics.pop(topic.name, None)
 
     def _share_key(self, name: str) -> str:

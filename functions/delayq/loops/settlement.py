@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from delayq.core.activity import Tally
 from delayq.core.observability import Telemetry
 from delayq.store import calls
 from delayq.store.calls import Ack, Failure, Rules
@@ -101,11 +102,13 @@ class Settlement:
         telemetry: Telemetry,
         redis_error: RedisErrorReport,
         *,
+        tally: Tally,
         resting: Callable[[Partition], float] = lambda partition: 0.0,
     ) -> None:
         self._lock = lock
         self._counts = counts
         self._telemetry = telemetry
+        self._tally = tally  # the topics' activity: what Redis accepted
         self._redis_error = redis_error
         self._resting = resting  # when a partition's calls may go again (``Outages.until``)
         self._pending: dict[Pending, None] = {}  # every lane's, in the order the lanes came (a set, ordered)
@@ -190,6 +193,7 @@ class Settlement:
                 pending.acks = acks + pending.acks  # ``acks_since`` is theirs or older: due soon
         else:
             self._counts["acked"] += reply
+            self._tally.ended(pending.topic, done=reply)
 
     def settled(self, settle: Settle, reply: Any) -> None:
         """What a settle call's reply (or error) means."""
@@ -199,12 +203,14 @@ class Settlement:
             self._put_back(settle)
         elif settle.kind == ACK:
             self._counts["acked"] += reply
+            self._tally.ended(pending.topic, done=reply)
         elif settle.kind == UNTAKE:
             self._untaken(pending, reply)
         else:
             self._counts.update(retried=reply.retried, dead=reply.dead)
             self._telemetry.count("Retried", pending.topic, reply.retried)
             self._telemetry.count("Dead", pending.topic, reply.dead)
+            self._tally.ended(pending.topic, failed=reply.retried + reply.dead, dead=reply.dead)
             failures = {failure.id: failure for failure in settle.items}
             for job_id in reply.dead_ids:
                 error = failures[job_id].error

@@ -19,7 +19,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from delayq.core.activity import Tally
 from delayq.core.errors import RedisUnavailable
+from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from delayq.core.schedule import sleep_for
 from delayq.store import calls
@@ -78,6 +80,8 @@ class Sweeper:
         self.outages = Outages(namespace, tick=self.tick, name="sweep")
         # recurring schedules' occurrences, each pass
         self.scheduler = Scheduler(namespace, counts=self.counts, outages=self.outages)
+        self.tally = Tally()  # the topics' activity: leases taken back, jobs gone dead
+        self._activity_recorded = time.monotonic()
 
     def run(self, budget: Budget) -> dict[str, Any]:
         """Sweep until the budget's stop time (one pass if it asks for one); release the locks."""
@@ -91,6 +95,7 @@ class Sweeper:
                 self.stop.wait(max(0.0, min(wait, budget.left())))
         finally:
             self.release()
+            self._record_activity(due=True)
             self.namespace.telemetry.flush()
         return self.summary()
 
@@ -112,6 +117,7 @@ class Sweeper:
         """
         self.counts["passes"] += 1
         self.namespace.telemetry.flush_due()
+        self._record_activity()
         outages = self.outages
         outages.follow_moves(time.monotonic())
         next_in: list[int | None] = [self.scheduler.pass_once()]
@@ -264,10 +270,27 @@ class Sweeper:
             telemetry.count("LeaseExpired", topic, retried + dead)
             telemetry.count("Retried", topic, retried)
             telemetry.count("Dead", topic, dead)
+            self.tally.ended(topic, failed=retried + dead, dead=dead)
             for job_id in dead_ids:
                 context = {"topic": topic, "id": job_id}
                 log.error("%s/%s is dead: its lease expired, its last attempt unanswered", topic, job_id, extra=context)
         return swept
+
+    def _record_activity(self, *, due: bool = False) -> None:
+        """Every ``lateness.FLUSH_S`` (or now, if ``due``): what was counted since, added to the topics'
+        activity in Redis, a call per partition in one round trip. Counts whose call fails are lost, as
+        a killed process's are (``delayq.core.activity``)."""
+        now = time.monotonic()
+        if not due and now - self._activity_recorded < ACTIVITY_FLUSH_S:
+            return
+        self._activity_recorded = now
+        records = calls.add_activities(self.namespace.keys, self.tally.take())
+        if records:
+            try:
+                with redis_errors():
+                    run_many(self.namespace.redis, [call for _, call in records])
+            except RedisUnavailable:
+                self._redis_error()
 
     def release(self) -> None:
         """Releases every lock this sweeper holds (only if it still holds it)."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from delayq.core.activity import KEEP_MINUTES, Counts, Minute, minutes_of
 from delayq.core.errors import Code
 from delayq.core.flows import UNLIMITED, Shares
 from delayq.core.job import DONE, DeadJob, Job, Meta, TopicStats, history_of, last_error_of
@@ -751,6 +752,26 @@ def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
     return jobs
 
 
+class DeadPage(NamedTuple):
+    dead: int  # the partition's dead jobs of the topic
+    jobs: list[tuple[str, int, str]]  # newest death first: id, died_at_ms, last error ('' if none)
+
+
+def dead_errors(partition: Partition, topic: str, start: int, count: int) -> Call[DeadPage]:
+    """``count`` dead jobs of ``topic`` in this partition from rank ``start`` (0: the newest death), each
+    with its last error, not its body."""
+    return Call(Scripts.dead_errors, partition.topic_keys(topic), [start, count], _dead_page)
+
+
+def _dead_page(reply: list[Any]) -> DeadPage:
+    jobs = []
+    for i in range(1, len(reply), 4):
+        job_id, died_at, raw_meta, last = reply[i : i + 4]
+        error = last_error_of(history_of(last or None, Meta.decode(raw_meta))) or ""
+        jobs.append((str(job_id), int(float(died_at)), error))
+    return DeadPage(int(reply[0]), jobs)
+
+
 def replay(partition: Partition, topic: str, job_ids: Sequence[str]) -> Call[int]:
     """The dead jobs among ``job_ids`` are due now with fresh attempts; how many."""
     return Call(Scripts.replay, partition.key_group(topic), ["ids", *job_ids], int)
@@ -767,20 +788,37 @@ def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
     return Call(Scripts.purge, partition.topic_keys(topic), [limit], int)
 
 
-# ------------------------------------------------------------------------------------ recent lateness
+# ------------------------------------------------------------------------------------ activity
 
 
-def add_lateness(partition: Partition, counted: Mapping[str, Mapping[int, int]], *, window_minutes: int) -> Call[int]:
-    """Adds each topic's counts (topic -> bucket -> deliveries) to its recent lateness, all kept in
-    ``partition`` (``Keyspace.for_topic``), in one call; how many old fields it forgot."""
-    keys = [partition.lateness(topic) for topic in counted]
-    counts = [",".join(f"{bucket}={n}" for bucket, n in buckets.items()) for buckets in counted.values()]
-    return Call(Scripts.lateness_add, keys, [window_minutes, *counts], int)
+def add_activity(partition: Partition, counted: Mapping[str, Counts]) -> Call[int]:
+    """Adds each topic's counts to its activity in the current minute, all kept in ``partition``
+    (``Keyspace.for_topic``), in one call; how many old minutes it forgot."""
+    keys = [partition.activity(topic) for topic in counted]
+    return Call(Scripts.activity_add, keys, [KEEP_MINUTES, *(counts.encode() for counts in counted.values())], int)
+
+
+def add_activities(keyspace: Keyspace, counted: Mapping[str, Counts]) -> list[tuple[Partition, Call[int]]]:
+    """``add_activity`` for topics of any partitions: a call per partition that keeps some."""
+    by_partition: dict[Partition, dict[str, Counts]] = {}
+    for topic, counts in counted.items():
+        by_partition.setdefault(keyspace.for_topic(topic), {})[topic] = counts
+    return [(partition, add_activity(partition, part)) for partition, part in by_partition.items()]
+
+
+def read_activity(partition: Partition, topic: str, minutes: int) -> Call[list[Minute]]:
+    """``topic``'s last ``minutes`` minutes of activity, the current one last (kept in ``partition``)."""
+    return Call(Scripts.activity_read, [partition.activity(topic)], [minutes], _activity_read)
+
+
+def _activity_read(reply: list[Any]) -> list[Minute]:
+    return minutes_of(int(reply[0]), [None if text is None else str(text) for text in reply[1:]])
 
 
 def read_lateness(partition: Partition, topics: Sequence[str], *, window_minutes: int) -> Call[list[dict[int, int]]]:
-    """The recent lateness of ``topics`` (all kept in ``partition``), each as bucket -> deliveries."""
-    keys = [partition.lateness(topic) for topic in topics]
+    """The recent lateness of ``topics`` (their activity all kept in ``partition``), each as bucket ->
+    deliveries."""
+    keys = [partition.activity(topic) for topic in topics]
     return Call(Scripts.lateness_read, keys, [window_minutes], _lateness_read)
 
 

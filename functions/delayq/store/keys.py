@@ -143,9 +143,10 @@ class Partition:
         ``TOPIC_INDEX_KEYS`` order (``lua/includes/topic_keys.lua`` reads them so)."""
         return [*self.topic_keys(topic), *(self.prefix + kind for kind in TOPIC_INDEX_KEYS)]
 
-    def lateness(self, topic: str) -> str:
-        """The hash of ``topic``'s recent lateness (in the partition ``Keyspace.for_topic`` names)."""
-        return f"{self.prefix}{topic}:lateness"
+    def activity(self, topic: str) -> str:
+        """The hash of ``topic``'s activity, minute by minute (in the partition ``Keyspace.for_topic``
+        names): ``delayq.core.activity``."""
+        return f"{self.prefix}{topic}:activity"
 
 
 class Keyspace:
@@ -173,7 +174,7 @@ class Keyspace:
         return self.partitions[partition_of(topic, job_id, len(self.partitions))]
 
     def for_topic(self, topic: str) -> Partition:
-        """The partition that keeps what is recorded for a whole topic (its recent lateness)."""
+        """The partition that keeps what is recorded for a whole topic (its activity)."""
         return self.partitions[zlib.crc32(topic.encode()) % len(self.partitions)]
 
     def for_schedule(self, topic: str, name: str) -> Partition:

@@ -1,4 +1,5 @@
-"""Pages: a topic's jobs by state, the topics by name, a topic's forecast; their cursors and checks.
+"""Pages: a topic's jobs by state, the topics by name, a topic's forecast, its dead letters grouped by
+error; their cursors and checks.
 
 Each partition keeps its own order (``jobs_scored.lua``, ``jobs_ready.lua``); a page merges them.
 Jobs in a sorted set order by (score, id) in every partition alike, so one cursor, the (score, id) of
@@ -94,6 +95,53 @@ class Forecast:
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "buckets": [bucket.to_dict() for bucket in self.buckets]}
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorGroup:
+    """The dead jobs whose last error starts with the same line: how many, the newest's id and death."""
+
+    error: str
+    count: int
+    example_id: str
+    last_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.error, "count": self.count, "example_id": self.example_id, "last_at_ms": self.last_at_ms}
+
+
+@dataclass(frozen=True, slots=True)
+class DeadErrors:
+    """A topic's dead letters grouped by error, most frequent first, of the ``scanned`` newest of its
+    ``dead`` dead jobs (``DEAD_ERRORS_SCAN`` at most)."""
+
+    errors: list[ErrorGroup]
+    scanned: int
+    dead: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"errors": [group.to_dict() for group in self.errors], "scanned": self.scanned, "dead": self.dead}
+
+
+DEAD_ERRORS_SCAN = 10_000  # dead jobs that GET /topics/{topic}/dead/errors groups at most: the newest
+DEAD_ERRORS_PAGE = 1000  # dead jobs read per call of dead_errors.lua (no bodies: a few hundred KB)
+ERROR_LINE_CHARS = 500  # of an error's first line, what groups it
+
+
+def group_errors(dead: Iterable[tuple[str, int, str]]) -> list[ErrorGroup]:
+    """Dead jobs (id, died_at_ms, last error) grouped by the first line of their error, most frequent
+    first (then the most recent)."""
+    groups: dict[str, ErrorGroup] = {}
+    for job_id, died_at_ms, error in dead:
+        line = error.split("\n", 1)[0].strip()[:ERROR_LINE_CHARS]
+        group = groups.get(line)
+        if group is None:
+            groups[line] = ErrorGroup(line, 1, job_id, died_at_ms)
+        elif died_at_ms > group.last_at_ms:
+            groups[line] = ErrorGroup(line, group.count + 1, job_id, died_at_ms)
+        else:
+            groups[line] = ErrorGroup(line, group.count + 1, group.example_id, group.last_at_ms)
+    return sorted(groups.values(), key=lambda group: (-group.count, -group.last_at_ms))
 
 
 # ------------------------------------------------------------------------------------ checks

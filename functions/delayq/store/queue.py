@@ -17,6 +17,8 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from delayq.core.activity import DEFAULT_MINUTES as DEFAULT_HISTORY_MINUTES
+from delayq.core.activity import Minute, check_minutes
 from delayq.core.errors import (
     Code,
     DelayqError,
@@ -62,9 +64,12 @@ from .connection import RedisClient, redis_errors
 from .flows import Flows
 from .keys import Partition
 from .listing import (
+    DEAD_ERRORS_PAGE,
+    DEAD_ERRORS_SCAN,
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
+    DeadErrors,
     Forecast,
     JobPage,
     TopicPage,
@@ -74,6 +79,7 @@ from .listing import (
     check_state,
     encode_cursor,
     forecast_window,
+    group_errors,
     topics_cursor,
 )
 from .namespace import Namespace
@@ -593,6 +599,39 @@ class Queue(Namespace):
         jobs = [job for part in parts for job in part]
         jobs.sort(key=lambda job: job.died_at_ms, reverse=True)
         return jobs[:limit]
+
+    def dead_errors(self, topic: str) -> DeadErrors:
+        """``topic``'s dead jobs grouped by the first line of their last error, most frequent first: of
+        each partition's newest, ``DEAD_ERRORS_SCAN`` in all at most, read ``DEAD_ERRORS_PAGE`` a call."""
+        check_topic(topic)
+        share = -(-DEAD_ERRORS_SCAN // len(self.keys))
+        found: list[tuple[str, int, str]] = []
+        dead = 0
+        with redis_errors(self.server):
+            for partition in self.keys.partitions:
+                start = 0
+                while start < share:
+                    page = calls.dead_errors(partition, topic, start, min(DEAD_ERRORS_PAGE, share - start))
+                    reply = page.run(self.redis)
+                    found += reply.jobs
+                    start += len(reply.jobs)
+                    if start >= reply.dead or not reply.jobs:
+                        break
+                dead += reply.dead
+        if not found:
+            self.check_known(topic)
+        return DeadErrors(group_errors(found), len(found), dead)
+
+    def history(self, topic: str, minutes: int = DEFAULT_HISTORY_MINUTES) -> list[Minute]:
+        """What happened to ``topic``'s jobs in each of its last ``minutes`` minutes (``delayq.core.activity``),
+        oldest first, the current minute (by Redis' clock) last; empty minutes with zeros."""
+        check_topic(topic)
+        check_minutes(minutes)
+        with redis_errors(self.server):
+            found = calls.read_activity(self.keys.for_topic(topic), topic, minutes).run(self.redis)
+        if not any(minute.counts for minute in found):
+            self.check_known(topic)
+        return found
 
     def replay(self, topic: str, ids: Sequence[str] | None = None) -> int:
         """Dead jobs become due now with fresh attempts: ``ids``, or all of them. Returns how many."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from delayq.core.activity import Minute
 from delayq.core.job import DeadJob
 from delayq.core.recurring import ScheduleInfo
 
@@ -13,6 +14,11 @@ from delayq.core.recurring import ScheduleInfo
 def dead_jobs(jobs: Sequence[DeadJob]) -> dict[str, Any]:
     """``GET /topics/{topic}/dead``."""
     return {"jobs": [job.to_dict() for job in jobs]}
+
+
+def history(minutes: Sequence[Minute]) -> dict[str, Any]:
+    """``GET /topics/{topic}/history``."""
+    return {"minutes": [minute.to_dict() for minute in minutes]}
 
 
 def replayed(count: int) -> dict[str, Any]:

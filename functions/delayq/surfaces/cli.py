@@ -3,13 +3,14 @@
     delayq topics   [--limit N] [--cursor C | --all]              topics with their counts
     delayq jobs     TOPIC --state S [--limit N] [--cursor C | --all]  a topic's jobs in one state
     delayq job      TOPIC ID                                      one job, whole
-    delayq dead     TOPIC [--limit N]                             dead jobs, newest first
+    delayq dead     TOPIC [--limit N | --errors]                  dead jobs, newest first, or grouped by error
     delayq replay   TOPIC [ID ...]                                dead jobs due again now (all without ids)
     delayq purge    TOPIC                                         dead jobs deleted for good
     delayq cancel   TOPIC --state S [--yes]                       every job of the topic in one state cancelled
     delayq pause    TOPIC                                         no consumer starts the topic's jobs
     delayq resume   TOPIC                                         ... until this
     delayq forecast TOPIC [--minutes N] [--bucket S]              delayed jobs falling due, as a bar chart
+    delayq history  TOPIC [--minutes N]                           what happened to its jobs, minute by minute
     delayq schedules [TOPIC [NAME]]                               recurring schedules, or one with its next runs
     delayq keys     TOPIC [--limit N] [--cursor C | --all]        a topic's flow keys: counts, limits, holds
     delayq key      TOPIC KEY [--pause | --resume] [--concurrency N] [--rate R] [--burst B] [--reset]
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
+from delayq.core.activity import DEFAULT_MINUTES as DEFAULT_HISTORY_MINUTES
 from delayq.core.errors import DelayqError, InvalidField, JobNotFound, RedisUnavailable
 from delayq.core.flows import KeyPage, KeyState
 from delayq.core.job import RESULT_MAX_BYTES, STATES, DeadJob, JobInfo, TopicStats
@@ -42,6 +44,7 @@ from delayq.store.listing import (
     DEFAULT_BUCKET_S,
     DEFAULT_LIMIT,
     DEFAULT_MINUTES,
+    DeadErrors,
     Forecast,
     JobPage,
     TopicPage,
@@ -281,6 +284,8 @@ def job(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
 
 
 def dead(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    if args.errors:
+        return dead_errors(queue, args, printer)
     found: list[DeadJob] = queue.dead(args.topic, args.limit)
     if printer.as_json:
         printer.json(answers.dead_jobs(found))
@@ -292,6 +297,23 @@ def dead(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         headers = ["ID", "DIED AT", "ATTEMPTS", "LAST ERROR", "BODY"]
         printer.table_or(f"no dead jobs in {args.topic}", headers, rows, right=(2,))
     return OK if found else NOTHING
+
+
+def dead_errors(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    grouped: DeadErrors = queue.dead_errors(args.topic)
+    if printer.as_json:
+        printer.json(grouped.to_dict())
+    else:
+        rows = [
+            [str(group.count), iso_utc(group.last_at_ms), group.example_id, short(printable(group.error), SHORT_ERROR)]
+            for group in grouped.errors
+        ]
+        printer.table_or(
+            f"no dead jobs in {args.topic}", ["COUNT", "LAST DIED AT", "EXAMPLE", "ERROR"], rows, right=(0,)
+        )
+        if grouped.scanned < grouped.dead:
+            printer.line(f"(the newest {grouped.scanned} of {grouped.dead} dead jobs)")
+    return OK if grouped.errors else NOTHING
 
 
 def replay(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
@@ -428,6 +450,22 @@ def forecast(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
         if bucket.count and not bar:
             bar = "▏"  # a few among many: not nothing
         printer.line(f"{iso_utc(bucket.from_ms)}  {bucket.count:>{width}}  {bar}".rstrip())
+    return OK
+
+
+def history(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
+    found = queue.history(args.topic, args.minutes)
+    if printer.as_json:
+        printer.json(answers.history(found))
+        return OK
+    rows = []
+    for minute in found:
+        shown = minute.to_dict()
+        counts = [str(shown[name]) for name in ("started", "done", "failed", "dead")]
+        lateness = ["-" if shown[name] is None else _number(shown[name]) for name in ("p50_ms", "p99_ms")]
+        rows.append([iso_utc(minute.from_ms), *counts, *lateness])
+    headers = ["MINUTE", "STARTED", "DONE", "FAILED", "DEAD", "P50 MS", "P99 MS"]
+    printer.table_or("", headers, rows, right=(1, 2, 3, 4, 5, 6))
     return OK
 
 
@@ -579,8 +617,9 @@ COMMANDS: dict[str, Command] = {
                     "newest first. GET /topics/{topic}/jobs."),
     "job": Command(job, "one job: its attempts, body, result", "One job in any state: its attempts, its body or (done) "
                    "its result. GET /jobs/{topic}/{id}."),
-    "dead": Command(dead, "dead jobs, newest first", "A topic's dead jobs, newest first, with their last error. "
-                    "GET /topics/{topic}/dead."),
+    "dead": Command(dead, "dead jobs, newest first, or grouped by error", "A topic's dead jobs, newest first, with "
+                    "their last error: GET /topics/{topic}/dead. With --errors, grouped by the first line of their "
+                    "error, most frequent first: GET /topics/{topic}/dead/errors."),
     "replay": Command(replay, "make dead jobs due again now", "The dead jobs given (all of the topic's without ids) "
                       "are due again now, with fresh attempts; an id that was not dead is named. "
                       "POST /topics/{topic}/dead/replay."),
@@ -597,6 +636,9 @@ COMMANDS: dict[str, Command] = {
                       "POST /topics/{topic}/resume."),
     "forecast": Command(forecast, "delayed jobs falling due, as a bar chart", "How many delayed jobs of the topic "
                         "fall due in each bucket of time from now (Redis' time) on. GET /topics/{topic}/forecast."),
+    "history": Command(history, "what happened to a topic's jobs, minute by minute", "For each of the last minutes "
+                       "(Redis' time; a day is kept): attempts started, jobs done, failed attempts, jobs gone dead, "
+                       "and the lateness of the starts. GET /topics/{topic}/history."),
     "schedules": Command(schedules, "recurring schedules, or one with its next runs", "Every schedule (of TOPIC, if "
                          "given) with its calendar and next run; with TOPIC and NAME, that schedule whole, with its "
                          "next five runs. GET /schedules, GET /schedules/{topic}/{name}."),
@@ -641,12 +683,6 @@ def add_commands(commands: Any) -> None:
             parser.add_argument("--state", required=True, choices=states, help="which of the topic's jobs")
         if name in ("cancel", "purge"):
             parser.add_argument("--yes", action="store_true", help=f"{name} without asking first")
-        if name in ("topics", "jobs", "dead", "keys"):
-            parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
-        if name in ("topics", "jobs", "keys"):
-            where = parser.add_mutually_exclusive_group()
-            where.add_argument("--cursor", help="start after the previous page's 'next'")
-            where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
         if name in ("enqueue", "schedule", "unschedule"):
             _write_options(name, parser)
         if name == "replay":
@@ -654,9 +690,24 @@ def add_commands(commands: Any) -> None:
             parser.add_argument(
                 "ids", metavar="ID", nargs="*", default=[], help="the dead jobs to replay (default: all)"
             )
-        if name == "forecast":
-            parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
-            parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")
+        _read_options(name, parser)
+
+
+def _read_options(name: str, parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that list or count: pages, windows."""
+    if name in ("topics", "jobs", "dead", "keys"):
+        parser.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="per page, 1 to 1000 (%(default)s)")
+    if name in ("topics", "jobs", "keys"):
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--cursor", help="start after the previous page's 'next'")
+        where.add_argument("--all", action="store_true", help="every page (with --json: one page per line)")
+    if name == "dead":
+        parser.add_argument("--errors", action="store_true", help="grouped by error, most frequent first")
+    if name == "history":
+        parser.add_argument("--minutes", type=int, default=DEFAULT_HISTORY_MINUTES, help="how far back (%(default)s)")
+    if name == "forecast":
+        parser.add_argument("--minutes", type=int, default=DEFAULT_MINUTES, help="how far ahead (%(default)s)")
+        parser.add_argument("--bucket", type=int, default=DEFAULT_BUCKET_S, help="seconds per bar (%(default)s)")
 
 
 def _write_options(name: str, parser: argparse.ArgumentParser) -> None:

@@ -1,9 +1,9 @@
 --[[
-lateness_read: the recent lateness of topics whose lateness hashes are in this partition (see
+lateness_read: the recent lateness of topics whose activity hashes are in this partition (see
 lateness.py): per topic, its deliveries per bucket, summed over the minutes of the window (by Redis
 time), so that a topic quiet for part of the window shows only what is left in it.
 
-KEYS     the topics' lateness hashes (keys.py)
+KEYS     the topics' activity hashes (keys.py)
 ARGV[1]  the window, in whole minutes before the current one
 Returns per key, in order, a flat list: bucket, deliveries, bucket, deliveries ...
 ]]

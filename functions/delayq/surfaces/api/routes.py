@@ -17,6 +17,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel
 
+from delayq.core.activity import DEFAULT_MINUTES as DEFAULT_HISTORY_MINUTES
+from delayq.core.activity import KEEP_MINUTES
 from delayq.core.errors import DelayqError, InvalidField, MalformedRequest, RedisUnavailable, TooLarge
 from delayq.core.job import EnqueueResult, JobState, Scheduled
 from delayq.core.models import (
@@ -55,9 +57,11 @@ from .schemas import (
     NO_TOPIC,
     BatchOut,
     CancelledOut,
+    DeadErrorsOut,
     DeadListOut,
     ForecastOut,
     HealthOut,
+    HistoryOut,
     JobOut,
     JobPageOut,
     KeyOut,
@@ -249,6 +253,30 @@ def topic_stats(request: Request, topic: TopicPath) -> Response[Any]:
 @router.get("/topics/<topic>/dead", summary="Dead jobs, newest first", responses=responses(200, DeadListOut, 404))
 def dead_jobs(request: Request, topic: TopicPath, limit: Limit = DEFAULT_LIMIT) -> Response[Any]:
     return _json(200, answers.dead_jobs(_queue(request).dead(topic, limit)))
+
+
+@router.get(
+    "/topics/<topic>/dead/errors",
+    summary="Dead jobs grouped by the first line of their error, most frequent first",
+    responses=responses(200, DeadErrorsOut, 404, words={404: NO_TOPIC}),
+)
+def dead_errors(request: Request, topic: TopicPath) -> Response[Any]:
+    return _json(200, _queue(request).dead_errors(topic).to_dict())
+
+
+@router.get(
+    "/topics/<topic>/history",
+    summary="What happened to a topic's jobs, minute by minute (kept a day)",
+    responses=responses(200, HistoryOut, 404, words={404: NO_TOPIC}),
+)
+def topic_history(
+    request: Request,
+    topic: TopicPath,
+    minutes: Annotated[
+        int, Query(ge=1, le=KEEP_MINUTES, description="How many minutes, up to the current one")
+    ] = DEFAULT_HISTORY_MINUTES,
+) -> Response[Any]:
+    return _json(200, answers.history(_queue(request).history(topic, minutes)))
 
 
 @router.post(

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from delayq.core.flows import MAX_KEY_CONCURRENCY, MAX_RATE, MIN_RATE
 from delayq.core.models import STRICT
 from delayq.core.recurring import Schedule as ScheduleIn
+from delayq.store.listing import DEAD_ERRORS_SCAN
 
 
 class ErrorOut(BaseModel):
@@ -151,6 +152,33 @@ class BucketOut(BaseModel):
 class ForecastOut(BaseModel):
     topic: str
     buckets: list[BucketOut] = Field(description="From Redis' now on, every bucket, empty ones with count 0")
+
+
+class MinuteOut(BaseModel):
+    from_ms: int = Field(description="The minute's start (a whole minute, Redis time)")
+    started: int = Field(description="Attempts whose handler started")
+    done: int = Field(description="Jobs that succeeded")
+    failed: int = Field(description="Failed attempts (an error, a timeout, an expired lease), a dead job's last too")
+    dead: int = Field(description="Jobs that went dead")
+    p50_ms: float | None = Field(description="Median lateness of the starts (handler start minus run-at); null without")
+    p99_ms: float | None = Field(description="99th percentile lateness of the starts; null without")
+
+
+class HistoryOut(BaseModel):
+    minutes: list[MinuteOut] = Field(description="One per minute up to the current one, oldest first, empty ones too")
+
+
+class ErrorGroupOut(BaseModel):
+    error: str = Field(description="The first line of the jobs' last error ('' where none was recorded)")
+    count: int
+    example_id: str = Field(description="The most recent of these dead jobs")
+    last_at_ms: int = Field(description="When it went dead (Redis time)")
+
+
+class DeadErrorsOut(BaseModel):
+    errors: list[ErrorGroupOut] = Field(description="Most frequent first")
+    scanned: int = Field(description=f"How many dead jobs were grouped: the newest, {DEAD_ERRORS_SCAN:,} at most")
+    dead: int = Field(description="How many dead jobs the topic holds")
 
 
 class PausedOut(BaseModel):
