@@ -12,6 +12,8 @@ const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/job
 const PAGE = 50;
 const KEYS_REFRESH_MS = 10_000; // a page of flow keys walks the topic's jobs: read every 10 s, not every 2
 const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
+const PAST = ["1 h", "6 h", "24 h"]; // the ranges a topic's history covers: it is kept a day
+const OUTCOMES = [["done", "done"], ["failed", "failed attempts"], ["dead", "dead"]]; // a history bar's parts
 const SVG = "http://www.w3.org/2000/svg";
 
 // ------------------------------------------------------------------------------------ the token
@@ -320,9 +322,11 @@ function topicView(topic, tab) {
   const tabs = h("nav", { class: "tabs" },
     ...STATES.map((state) =>
       h("a", { href: href("topics", topic, state), class: state === tab ? "on" : "" }, state, (counts[state] = h("span", { class: "count" }, "·")))),
+    h("a", { href: href("topics", topic, "history"), class: tab === "history" ? "on" : "" }, "history"),
     h("a", { href: href("topics", topic, "forecast"), class: tab === "forecast" ? "on" : "" }, "forecast"),
     h("a", { href: href("topics", topic, "keys"), class: tab === "keys" ? "on" : "" }, "keys"));
-  const body = tab === "forecast" ? forecastPart(topic) : tab === "keys" ? keysPart(topic) : jobsPart(topic, tab, counts);
+  const parts = { forecast: forecastPart, history: historyPart, keys: keysPart };
+  const body = parts[tab] ? parts[tab](topic) : tab === "dead" ? withErrors(topic, jobsPart(topic, tab, counts)) : jobsPart(topic, tab, counts);
   const findId = h("input", { type: "search", placeholder: "job id", ariaLabel: "job id", id: "find-id", spellcheck: false });
   const find = h("form", { class: "find" }, findId, h("button", { type: "submit" }, "Open job"));
   find.addEventListener("submit", (event) => {
@@ -565,41 +569,161 @@ function forecastPart(topic) {
       text(summary, total
         ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
         : `No delayed job falls due in the next ${range}.`);
-      draw(chart, buckets, bucket, minutes > 1440);
+      const columns = buckets.map((b) => ({ from_ms: b.from_ms, parts: [["bar", b.count, "jobs"]] }));
+      draw(chart, columns, { seconds: bucket < 60, day: minutes > 1440 });
     },
   };
 }
 
-// A bar per bucket, drawn as SVG nodes: a grid of round numbers, times along the bottom.
-function draw(chart, buckets, bucketS, days) {
-  const [width, height, left, right, top, bottom] = [960, 260, 52, 12, 12, 30];
-  const plotW = width - left - right;
+// A bar per column, its parts ([class, count, label]) stacked, drawn as SVG nodes: a grid of round
+// numbers, times along the bottom (``at``: clock's options).
+function draw(chart, columns, at) {
+  const { nodes, y, x, slot, base } = frame(columns, Math.max(1, ...columns.map(sumOf)), count, at);
+  columns.forEach((column, i) => {
+    let n = 0;
+    for (const [cls, part] of column.parts) {
+      if (!part) continue;
+      const top = y(n + part);
+      const rect = svg("rect", { class: cls, x: x(i) + slot * 0.1, y: top, width: Math.max(1, slot * 0.8),
+        height: Math.max(1, y(n) - top) });
+      const said = column.parts.filter(([, m]) => m).map(([, m, label]) => `${count(m)} ${label}`).join(", ");
+      rect.append(svg("title", {}, `${clock(column.from_ms, at)}: ${said}`));
+      nodes.push(rect);
+      n += part;
+    }
+  });
+  nodes.push(svg("line", { class: "axis", x1: x(0), x2: x(columns.length), y1: base, y2: base }));
+  chart.replaceChildren(...nodes);
+}
+
+// Lines through each column's values of ``series`` ([field, class]), broken where a value is null.
+function drawLines(chart, columns, series, at) {
+  const most = Math.max(1, ...columns.flatMap((column) => series.map(([field]) => column[field] || 0)));
+  const { nodes, y, x, slot } = frame(columns, most, (ms) => (ms ? duration(ms) : "0"), at);
+  for (const [field, cls] of series) {
+    let run = [];
+    const flush = () => {
+      if (run.length === 1) nodes.push(svg("circle", { class: cls, cx: run[0][0], cy: run[0][1], r: 2 }));
+      else if (run.length) nodes.push(svg("polyline", { class: cls, points: run.map((point) => point.join(",")).join(" ") }));
+      run = [];
+    };
+    columns.forEach((column, i) => (column[field] === null ? flush() : run.push([x(i) + slot / 2, y(column[field])])));
+    flush();
+  }
+  chart.replaceChildren(...nodes);
+}
+
+// What both charts share: a grid of round numbers up to ``most`` labelled by ``label``, the times
+// along the bottom, and the scales.
+function frame(columns, most, label, at) {
+  const [width, height, left, right, top, bottom] = [960, 260, 58, 12, 12, 30];
   const plotH = height - top - bottom;
-  const most = Math.max(1, ...buckets.map((b) => b.count));
   const step = niceStep(most / 4);
   const ceiling = Math.ceil(most / step) * step;
   const y = (n) => top + plotH - (n / ceiling) * plotH;
-  const slot = plotW / buckets.length;
+  const slot = (width - left - right) / Math.max(1, columns.length);
+  const x = (i) => left + i * slot;
   const nodes = [];
   for (let n = 0; n <= ceiling; n += step) {
     nodes.push(svg("line", { class: "grid", x1: left, x2: width - right, y1: y(n), y2: y(n) }));
-    nodes.push(svg("text", { x: left - 6, y: y(n) + 4, "text-anchor": "end" }, count(n)));
+    nodes.push(svg("text", { x: left - 6, y: y(n) + 4, "text-anchor": "end" }, label(n)));
   }
-  buckets.forEach((b, i) => {
-    if (!b.count) return;
-    const barH = Math.max(1, plotH - (y(b.count) - top));
-    const rect = svg("rect", { class: "bar", x: left + i * slot + slot * 0.1, y: top + plotH - barH,
-      width: Math.max(1, slot * 0.8), height: barH });
-    rect.append(svg("title", {}, `${clock(b.from_ms, { seconds: bucketS < 60, day: days })}: ${count(b.count)} jobs`));
-    nodes.push(rect);
+  const every = Math.ceil(columns.length / 8);
+  columns.forEach((column, i) => {
+    if (i % every === 0) nodes.push(svg("text", { x: x(i), y: height - 10 }, clock(column.from_ms, at)));
   });
-  const every = Math.ceil(buckets.length / 8);
-  buckets.forEach((b, i) => {
-    if (i % every) return;
-    nodes.push(svg("text", { x: left + i * slot, y: height - 10 }, clock(b.from_ms, { seconds: bucketS < 60, day: days })));
-  });
-  nodes.push(svg("line", { class: "axis", x1: left, x2: width - right, y1: top + plotH, y2: top + plotH }));
-  chart.replaceChildren(...nodes);
+  return { nodes, y, x, slot, base: top + plotH };
+}
+
+const sumOf = (column) => column.parts.reduce((sum, [, n]) => sum + n, 0);
+
+// ------------------------------------------------------------------------------------ a topic's history
+
+// What happened to the topic's jobs, minute by minute (GET /topics/{topic}/history), over the last
+// hour, 6 hours or day: bars of its jobs done, failed attempts and jobs gone dead, and the lateness
+// of its starts. Longer ranges group minutes into bars of 5 or 15; a bar's lateness is its worst minute's.
+function historyPart(topic) {
+  let range = "1 h";
+  const picker = h("select", { on: { change: () => ((range = picker.value), refresh()) } },
+    ...PAST.map((name) => h("option", { value: name }, name)));
+  const summary = h("p", { class: "sub", id: "history-summary" });
+  const jobsChart = svg("svg", { class: "chart", id: "history-chart", viewBox: "0 0 960 260", role: "img" });
+  const lateChart = svg("svg", { class: "chart", id: "lateness-chart", viewBox: "0 0 960 260", role: "img" });
+  const legend = h("p", { class: "legend" },
+    ...OUTCOMES.map(([cls, label]) => h("span", {}, h("i", { class: cls }), label)));
+  let drawn = "";
+  const node = h("section", {},
+    h("div", { class: "actions" }, h("label", {}, "What happened in the last ", picker)),
+    summary, legend, jobsChart,
+    h("h2", {}, "Lateness ", h("span", { class: "note" }, "handler start minus run-at: p50 and p99 of each bar's starts")),
+    h("p", { class: "legend" }, h("span", {}, h("i", { class: "p50" }), "p50"), h("span", {}, h("i", { class: "p99" }), "p99")),
+    lateChart);
+  return {
+    node,
+    async refresh() {
+      const [minutes, bucket] = RANGES[range];
+      const found = await api("GET", `${topicPath(topic)}/history`, { query: { minutes } });
+      const key = range + JSON.stringify(found.minutes);
+      if (key === drawn) return;
+      drawn = key;
+      const columns = grouped(found.minutes, bucket / 60);
+      const total = (field) => found.minutes.reduce((sum, minute) => sum + minute[field], 0);
+      const worst = Math.max(...found.minutes.map((minute) => minute.p99_ms || 0));
+      text(summary, total("started")
+        ? `In the last ${range}: ${count(total("started"))} attempts started, ${count(total("done"))} jobs done, ` +
+          `${count(total("failed"))} attempts failed, ${count(total("dead"))} jobs went dead; the worst minute's ` +
+          `p99 lateness ${duration(worst)}. Bars of ${span(bucket)}.`
+        : `Nothing started in the last ${range}.`);
+      const at = { seconds: false };
+      draw(jobsChart, columns.map((column) => ({ from_ms: column.from_ms,
+        parts: OUTCOMES.map(([field, label]) => [field, column[field], label]) })), at);
+      drawLines(lateChart, columns, [["p50_ms", "p50"], ["p99_ms", "p99"]], at);
+    },
+  };
+}
+
+// Minutes grouped by ``size``: counts summed, each lateness the worst of the group's (null without starts).
+function grouped(minutes, size) {
+  const columns = [];
+  for (let i = 0; i < minutes.length; i += size) {
+    const group = minutes.slice(i, i + size);
+    const worst = (field) => (group.some((m) => m[field] !== null) ? Math.max(...group.map((m) => m[field] || 0)) : null);
+    const sum = (field) => group.reduce((n, m) => n + m[field], 0);
+    columns.push({ from_ms: group[0].from_ms, started: sum("started"), done: sum("done"), failed: sum("failed"),
+      dead: sum("dead"), p50_ms: worst("p50_ms"), p99_ms: worst("p99_ms") });
+  }
+  return columns;
+}
+
+// ------------------------------------------------------------------------------------ dead letters by error
+
+// The dead tab, with the topic's dead jobs grouped by the first line of their error above the list
+// (GET /topics/{topic}/dead/errors): how many, the latest death, an example to open.
+function withErrors(topic, part) {
+  const tbody = h("tbody");
+  const note = h("span", { class: "note" });
+  const section = h("section", { id: "errors", hidden: true },
+    h("h2", {}, "By error ", note),
+    h("table", {}, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "jobs"), h("th", {}, "error"),
+      h("th", {}, "last died"), h("th", {}, "example"))), tbody));
+  const make = () => h("tr", {}, h("td", { class: "num" }), h("td", { class: "reason" }), h("td", {}), h("td", { class: "id mono" }));
+  const update = (row, group) => {
+    const cells = row.cells;
+    text(cells[0], count(group.count));
+    text(cells[1], group.error || "(no error recorded)");
+    text(cells[2], `${when(group.last_at_ms)} (${relative(group.last_at_ms)})`);
+    cells[3].replaceChildren(h("a", { href: href("topics", topic, "jobs", group.example_id) }, group.example_id));
+  };
+  part.node.prepend(section);
+  return {
+    ...part,
+    async refresh() {
+      const [found] = await Promise.all([api("GET", `${topicPath(topic)}/dead/errors`), part.refresh()]);
+      syncRows(tbody, found.errors, (group) => group.error, make, update);
+      section.hidden = found.errors.length === 0;
+      text(note, found.scanned < found.dead ? `the newest ${count(found.scanned)} of ${count(found.dead)}` : "");
+    },
+  };
 }
 
 function niceStep(raw) {
@@ -707,7 +831,7 @@ function route() {
   }
   const [, kind, topic, tab, id] = parts;
   if (kind === "topics" && topic && tab === "jobs" && id) view = jobView(topic, id);
-  else if (kind === "topics" && topic) view = topicView(topic, STATES.includes(tab) || tab === "forecast" || tab === "keys" ? tab : "delayed");
+  else if (kind === "topics" && topic) view = topicView(topic, STATES.includes(tab) || ["history", "forecast", "keys"].includes(tab) ? tab : "delayed");
   else view = topicsView();
   window.scrollTo(0, 0);
   refresh();
