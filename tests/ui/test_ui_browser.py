@@ -129,7 +129,7 @@ def test_a_topics_dead_jobs_show_bodies_and_errors_as_text(stack: Stack, tab: Wa
     page = tab.page
     page.goto(f"{stack.base}/ui/#/topics/fails/dead")
     row = page.locator('#jobs tr[data-key="markup-listed"] td')
-    expect(page.locator("#jobs thead th").nth(1)).to_have_text("died at")
+    expect(page.locator("#jobs thead th").nth(1)).to_have_text("died at (UTC)")
     expect(row.nth(1)).to_contain_text("ago")
     expect(row.nth(3)).to_have_text(f"RuntimeError: {MARKUP_ERROR}")
     expect(row.nth(4)).to_have_text(json.dumps({"html": XSS}, separators=(",", ":")))

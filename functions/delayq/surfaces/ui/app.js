@@ -6,6 +6,7 @@
 
 const API = location.pathname.replace(/\/ui\/.*$/, ""); // the API's base: the page is served at <base>/ui/
 const TOKEN = "delayq.token";
+const ZONE = "delayq.zone"; // localStorage: "browser" to show times in the browser's zone, else UTC
 const REFRESH_MS = 2000;
 const STATES = ["delayed", "ready", "reserved", "dead", "done"];
 const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
@@ -134,17 +135,37 @@ function duration(ms) {
 }
 
 const span = (s) => (s % 3600 === 0 ? `${s / 3600} h` : s % 60 === 0 ? `${s / 60} min` : `${s} s`);
-const pad = (n) => String(n).padStart(2, "0");
-function clock(ms, { seconds = true, day = false } = {}) {
-  const d = new Date(ms);
-  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}` + (seconds ? `:${pad(d.getSeconds())}` : "");
-  return day ? `${d.toLocaleDateString("en-US", { weekday: "short" })} ${time}` : time;
+
+// Times: every one the page shows is in one zone, UTC (as the command line prints them) unless the user
+// picked the browser's own in the header (kept in localStorage), and says which. when() is the one place
+// a time becomes text; fromZone() reads one typed in the zone shown.
+const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+let zone = localStorage.getItem(ZONE) === "browser" ? BROWSER_ZONE : "UTC";
+const formats = new Map(); // a formatter per zone, made once
+function inZone(ms) {
+  if (!formats.has(zone)) {
+    formats.set(zone, new Intl.DateTimeFormat("en-US", { timeZone: zone, hourCycle: "h23", weekday: "short",
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" }));
+  }
+  return Object.fromEntries(formats.get(zone).formatToParts(ms).map((part) => [part.type, part.value]));
 }
-function when(ms) {
+// "2026-11-28 06:31:02 UTC"; without the date, the seconds or the zone's name where asked (a table whose
+// header names the zone), with the weekday where asked.
+function when(ms, { date = true, seconds = true, weekday = false, label = true } = {}) {
   if (ms === null || ms === undefined) return "—";
-  const d = new Date(ms);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock(ms)}`;
+  const t = inZone(ms);
+  const time = `${t.hour}:${t.minute}` + (seconds ? `:${t.second}` : "");
+  return [date && `${t.year}-${t.month}-${t.day}`, weekday && t.weekday, time, label && zone].filter(Boolean).join(" ");
 }
+const clock = (ms, options = {}) => when(ms, { date: false, ...options });
+// A datetime-local input's value ("2026-11-28T06:31:02"), a wall-clock time in the zone shown, as epoch ms.
+function fromZone(value) {
+  const [year, month, day, hour, minute, second = 0] = value.split(/[-T:]/).map(Number);
+  if (zone === "UTC") return Date.UTC(year, month - 1, day, hour, minute, second);
+  return new Date(year, month - 1, day, hour, minute, second).getTime(); // the browser's zone: the only other one
+}
+// The zone's name, kept up to date where it labels times (a column header, an input).
+const zoneName = () => h("span", { class: "zone" }, zone);
 const took = (ms) => (ms < 1000 ? `${ms} ms` : duration(ms));
 function relative(ms) {
   if (ms === null || ms === undefined) return "—";
@@ -197,6 +218,17 @@ function showStatus(error) {
   } else if (error.status === 503) text(statusLine, "Redis does not answer");
   else text(statusLine, error.status ? `error ${error.status}` : "server unreachable");
 }
+
+// The header's choice of zone: UTC, or the browser's; every time shown follows at once.
+const zonePicker = document.getElementById("zone");
+zonePicker.replaceChildren(h("option", { value: "utc" }, "UTC"), h("option", { value: "browser" }, `${BROWSER_ZONE} (this browser)`));
+zonePicker.value = localStorage.getItem(ZONE) === "browser" ? "browser" : "utc";
+zonePicker.addEventListener("change", () => {
+  localStorage.setItem(ZONE, zonePicker.value);
+  zone = zonePicker.value === "browser" ? BROWSER_ZONE : "UTC";
+  for (const node of document.querySelectorAll(".zone")) text(node, zone);
+  refresh();
+});
 
 function crumbs(...parts) {
   const nav = document.getElementById("crumbs");
@@ -380,13 +412,13 @@ function jobsPart(topic, state, counts) {
         await act(() => api("DELETE", `${topicPath(topic)}/jobs`, { query: { state } }), (a) => `Cancelled ${count(a.cancelled)} jobs`);
     }, { danger: true }));
   }
-  const fourth = state === "done" ? "done at" : "last error";
-  const second = state === "dead" ? "died at" : "run at";
+  const fourth = state === "done" ? ["done at (", zoneName(), ")"] : ["last error"];
+  const second = [state === "dead" ? "died at" : "run at", " (", zoneName(), ")"];
   const node = h("section", {},
     bulk,
     h("table", { id: "jobs" },
-      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", {}, second), h("th", { class: "num" }, "attempts"),
-        h("th", {}, fourth), h("th", {}, "body"), h("th", {}, ""))),
+      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", { class: "at" }, ...second), h("th", { class: "num" }, "attempts"),
+        h("th", {}, ...fourth), h("th", {}, "body"), h("th", {}, ""))),
       tbody),
     empty,
     h("div", { class: "pager" }, back, next, where));
@@ -400,16 +432,16 @@ function jobsPart(topic, state, counts) {
     if (state !== "done")
       actions.append(button("Cancel", () => cancelJob(topic, job.id), { small: true, danger: true }));
     // A dead job's error is why it died: its whole first line, wrapped, not clipped.
-    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", {}), h("td", { class: "num" }),
+    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", { class: "at" }), h("td", { class: "num" }),
       h("td", { class: state === "dead" ? "reason" : "clip" }), h("td", { class: "clip mono" }), actions);
   };
   const update = (row, job) => {
     const cells = row.cells;
     const at = state === "dead" ? job.dead_at_ms : job.run_at_ms;
-    text(cells[1], `${when(at)} (${relative(at)})`);
+    text(cells[1], `${when(at, { label: false })} (${relative(at)})`);
     text(cells[2], job.retries === undefined ? count(job.attempts) : `${job.attempts} / ${job.retries + 1}`);
     const error = job.last_error || "";
-    const fourthValue = state === "done" ? when(job.done_at_ms) : state === "dead" ? error.split("\n")[0] : error;
+    const fourthValue = state === "done" ? when(job.done_at_ms, { label: false }) : state === "dead" ? error.split("\n")[0] : error;
     text(cells[3], fourthValue);
     cells[3].title = fourthValue;
     const body = oneLine(job.body);
@@ -466,7 +498,7 @@ function keysPart(topic) {
         h("th", { class: "num", title: "jobs of the key running at once, across every consumer" }, "concurrency"),
         h("th", { class: "num", title: "starts of the key's jobs per second" }, "rate"),
         h("th", { class: "num", title: "starts allowed at once above the rate (without one: the rate)" }, "burst"),
-        h("th", { title: "a receiver's Retry-After holds the key's jobs until then" }, "held until"))),
+        h("th", { title: "a receiver's Retry-After holds the key's jobs until then" }, "held until (", zoneName(), ")"))),
       tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
@@ -510,7 +542,7 @@ function keysPart(topic) {
     limit(cells[5], key.concurrency);
     limit(cells[6], key.rate, "/s");
     limit(cells[7], key.burst ?? key.rate);
-    unbroken(cells[8].firstChild, held ? when(key.held_until_ms) : "—");
+    unbroken(cells[8].firstChild, held ? when(key.held_until_ms, { label: false }) : "—");
     text(cells[8].lastChild, held ? relative(key.held_until_ms) : "");
     text(cells[1].lastChild, key.paused ? "Resume" : "Pause");
   };
@@ -546,7 +578,7 @@ function forecastPart(topic) {
   const picker = h("select", { on: { change: () => ((range = picker.value), refresh()) } },
     ...Object.keys(RANGES).map((name) => h("option", { value: name }, name)));
   const summary = h("p", { class: "sub" });
-  const chart = svg("svg", { class: "chart", viewBox: "0 0 960 260", role: "img" });
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 960 280", role: "img" });
   let drawn = "";
   const node = h("section", {},
     h("div", { class: "actions" }, h("label", {}, "Delayed jobs falling due in the next ", picker)),
@@ -557,13 +589,13 @@ function forecastPart(topic) {
       const [minutes, bucket] = RANGES[range];
       const forecast = await api("GET", `${topicPath(topic)}/forecast`, { query: { minutes, bucket } });
       const buckets = forecast.buckets;
-      const key = range + JSON.stringify(buckets.map((b) => b.count)) + (buckets[0] && Math.floor(buckets[0].from_ms / 60000));
+      const key = range + zone + JSON.stringify(buckets.map((b) => b.count)) + (buckets[0] && Math.floor(buckets[0].from_ms / 60000));
       if (key === drawn) return;
       drawn = key;
       const total = buckets.reduce((sum, b) => sum + b.count, 0);
       const busiest = buckets.reduce((best, b) => (b.count > (best ? best.count : 0) ? b : best), null);
       text(summary, total
-        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
+        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, weekday: minutes > 1440 })}, with ${count(busiest.count)}.`
         : `No delayed job falls due in the next ${range}.`);
       draw(chart, buckets, bucket, minutes > 1440);
     },
@@ -572,7 +604,7 @@ function forecastPart(topic) {
 
 // A bar per bucket, drawn as SVG nodes: a grid of round numbers, times along the bottom.
 function draw(chart, buckets, bucketS, days) {
-  const [width, height, left, right, top, bottom] = [960, 260, 52, 12, 12, 30];
+  const [width, height, left, right, top, bottom] = [960, 280, 52, 12, 12, 50];
   const plotW = width - left - right;
   const plotH = height - top - bottom;
   const most = Math.max(1, ...buckets.map((b) => b.count));
@@ -590,14 +622,15 @@ function draw(chart, buckets, bucketS, days) {
     const barH = Math.max(1, plotH - (y(b.count) - top));
     const rect = svg("rect", { class: "bar", x: left + i * slot + slot * 0.1, y: top + plotH - barH,
       width: Math.max(1, slot * 0.8), height: barH });
-    rect.append(svg("title", {}, `${clock(b.from_ms, { seconds: bucketS < 60, day: days })}: ${count(b.count)} jobs`));
+    rect.append(svg("title", {}, `${clock(b.from_ms, { seconds: bucketS < 60, weekday: days })}: ${count(b.count)} jobs`));
     nodes.push(rect);
   });
   const every = Math.ceil(buckets.length / 8);
   buckets.forEach((b, i) => {
     if (i % every) return;
-    nodes.push(svg("text", { x: left + i * slot, y: height - 10 }, clock(b.from_ms, { seconds: bucketS < 60, day: days })));
+    nodes.push(svg("text", { x: left + i * slot, y: height - 30 }, clock(b.from_ms, { seconds: bucketS < 60, weekday: days, label: false })));
   });
+  nodes.push(svg("text", { class: "caption", x: left + plotW / 2, y: height - 8, "text-anchor": "middle" }, `time (${zone})`));
   nodes.push(svg("line", { class: "axis", x1: left, x2: width - right, y1: top + plotH, y2: top + plotH }));
   chart.replaceChildren(...nodes);
 }
@@ -622,14 +655,16 @@ function jobView(topic, id) {
   const resultPart = h("section", { hidden: true }, h("h2", {}, "Result", resultCut), resultText);
   const attempts = h("tbody", {});
   const historyPart = h("section", { hidden: true }, h("h2", {}, "Attempts"),
-    h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started"),
-      h("th", {}, "ended"), h("th", { class: "num" }, "took"), h("th", {}, "outcome"), h("th", {}, "error"))), attempts));
+    h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started (", zoneName(), ")"),
+      h("th", {}, "ended (", zoneName(), ")"), h("th", { class: "num" }, "took"), h("th", {}, "outcome"), h("th", {}, "error"))), attempts));
   const gone = h("p", { class: "empty", hidden: true }, `No job ${id} in ${topic}: done and forgotten, cancelled or purged.`);
   const delay = h("input", { type: "number", min: 0, step: "any", value: 60, ariaLabel: "delay in seconds" });
   const at = h("input", { type: "datetime-local", step: 1, ariaLabel: "run at" });
+  // Read as a wall-clock time in the zone the page shows, which it names: never silently the browser's.
   const reschedule = h("section", { hidden: true }, h("h2", {}, "Reschedule"), h("div", { class: "reschedule" },
     "run in", delay, "seconds", button("Reschedule", () => move({ delay: Number(delay.value) })),
-    h("span", {}, "·"), "run at", at, button("Reschedule", () => at.value && move({ run_at: new Date(at.value).toISOString() }))));
+    h("span", {}, "·"), "run at", at, h("span", { class: "in-zone" }, "(", zoneName(), ")"),
+    button("Reschedule", () => at.value && move({ run_at: new Date(fromZone(at.value)).toISOString() }))));
   const replay = button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [id] } }),
     (a) => (a.replayed ? `Replayed ${id}` : `${id} was not dead any more`)));
   const runNow = button("Run now", () => act(() => api("POST", `${jobPath(topic, id)}/run`), (a) => `${id} is due now (${when(a.run_at_ms)})`));
@@ -666,7 +701,7 @@ function jobView(topic, id) {
       for (const state of ["dead", "done"]) toggle(badge, state, job.state === state);
       text(rows.state, job.state);
       text(rows.key, job.key ?? "—");
-      text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)}) · ${job.run_at}`);
+      text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)})`);
       text(rows.attempts, job.retries === undefined ? count(job.attempts) : `${job.attempts} of ${job.retries + 1}`);
       text(rows.enqueued, job.enqueued_at_ms ? `${when(job.enqueued_at_ms)} (${relative(job.enqueued_at_ms)})` : "—");
       text(rows.started, job.started_at_ms ? when(job.started_at_ms) : "—");
@@ -675,7 +710,7 @@ function jobView(topic, id) {
       const history = job.history || [];
       historyPart.hidden = !history.length;
       attempts.replaceChildren(...history.map((a) => h("tr", { class: `outcome-${a.outcome}` },
-        h("td", { class: "num" }, a.attempt), h("td", {}, when(a.started_at_ms)), h("td", {}, when(a.ended_at_ms)),
+        h("td", { class: "num" }, a.attempt), h("td", {}, when(a.started_at_ms, { label: false })), h("td", {}, when(a.ended_at_ms, { label: false })),
         h("td", { class: "num" }, a.started_at_ms && a.ended_at_ms ? took(a.ended_at_ms - a.started_at_ms) : "—"),
         h("td", { class: "outcome" }, a.outcome.replace("_", " ")), h("td", { class: "error" }, a.error || ""))));
       errorPart.hidden = !job.last_error;
