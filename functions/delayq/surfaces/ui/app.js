@@ -10,6 +10,7 @@ const ZONE = "delayq.zone"; // localStorage: "browser" to show times in the brow
 const REFRESH_MS = 2000;
 const STATES = ["delayed", "ready", "reserved", "dead", "done"];
 const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
+const SELECTABLE = new Set(["delayed", "ready", "dead"]); // tabs whose jobs can be ticked and acted on together
 const PAGE = 50;
 const KEYS_REFRESH_MS = 10_000; // a page of flow keys walks the topic's jobs: read every 10 s, not every 2
 const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
@@ -122,6 +123,7 @@ function syncRows(tbody, items, key, make, update) {
 
 const number = new Intl.NumberFormat("en-US");
 const count = (n) => (n === undefined || n === null ? "—" : number.format(n));
+const jobs = (n) => `${count(n)} job${n === 1 ? "" : "s"}`;
 
 function duration(ms) {
   if (ms === null || ms === undefined) return "—";
@@ -391,14 +393,17 @@ function topicView(topic, tab) {
 
 function jobsPart(topic, state, counts) {
   const pages = [null];
+  const selectable = SELECTABLE.has(state);
+  const selected = new Set(); // ids ticked, of rows shown: a page turn clears it, a refresh keeps those still shown
   const tbody = h("tbody");
   const empty = h("p", { class: "empty", hidden: true }, `No ${state} jobs.`);
   const where = h("span");
-  const back = button("← Previous", () => (pages.pop(), refresh()));
-  const next = button("Next →", () => (pages.push(next.cursor), refresh()));
-  const bulk = h("div", { class: "actions" });
+  const turn = (step) => () => (step(), selected.clear(), refresh());
+  const back = button("← Previous", turn(() => pages.pop()));
+  const next = button("Next →", turn(() => pages.push(next.cursor)));
+  const everything = []; // the actions on every job of the state
   if (state === "dead") {
-    bulk.append(
+    everything.push(
       button("Replay all dead", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`), (a) => `Replayed ${count(a.replayed)} jobs`)),
       button("Purge dead", async () => {
         if (await confirmed(`Delete every dead job of ${topic} for good, with its body and last error?`, "Purge"))
@@ -406,19 +411,32 @@ function jobsPart(topic, state, counts) {
       }, { danger: true }));
   }
   if (CANCELLABLE.has(state)) {
-    bulk.append(button(`Cancel all ${state}`, async () => {
+    everything.push(button(`Cancel all ${state}`, async () => {
       const n = counts[state].textContent;
       if (await confirmed(`Cancel all ${n} ${state} jobs of ${topic}? They are gone for good.`, "Cancel them"))
         await act(() => api("DELETE", `${topicPath(topic)}/jobs`, { query: { state } }), (a) => `Cancelled ${count(a.cancelled)} jobs`);
     }, { danger: true }));
   }
+  // The actions on the jobs ticked: replay (dead) and cancel, each asking first and saying which were not acted on.
+  const picked = h("span", { class: "picked" });
+  const onSelected = [];
+  if (state === "dead") onSelected.push(button("Replay selected", () => replaySelected()));
+  if (selectable) onSelected.push(button("Cancel selected", () => cancelSelected(), { danger: true }));
+  const all = h("input", { type: "checkbox", ariaLabel: "select all on this page", on: { change: () => {
+    for (const row of tbody.rows) {
+      if (all.checked) selected.add(row.dataset.key);
+      else selected.delete(row.dataset.key);
+    }
+    ticks();
+  } } });
+  const first = selectable ? 1 : 0; // the cells after the tick box
   const fourth = state === "done" ? ["done at (", zoneName(), ")"] : ["last error"];
   const second = [state === "dead" ? "died at" : "run at", " (", zoneName(), ")"];
   const node = h("section", {},
-    bulk,
+    h("div", { class: "actions" }, ...everything, selectable && h("span", { class: "spacer" }), picked, ...onSelected),
     h("table", { id: "jobs" },
-      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", { class: "at" }, ...second), h("th", { class: "num" }, "attempts"),
-        h("th", {}, ...fourth), h("th", {}, "body"), h("th", {}, ""))),
+      h("thead", {}, h("tr", {}, selectable && h("th", { class: "pick" }, all), h("th", {}, "id"), h("th", { class: "at" }, ...second),
+        h("th", { class: "num" }, "attempts"), h("th", {}, ...fourth), h("th", {}, "body"), h("th", {}, ""))),
       tbody),
     empty,
     h("div", { class: "pager" }, back, next, where));
@@ -431,12 +449,17 @@ function jobsPart(topic, state, counts) {
         (a) => (a.replayed ? `Replayed ${job.id}` : `${job.id} was not dead any more`)), { small: true }), " ");
     if (state !== "done")
       actions.append(button("Cancel", () => cancelJob(topic, job.id), { small: true, danger: true }));
+    const tick = selectable && h("td", { class: "pick" }, h("input", { type: "checkbox", ariaLabel: `select ${job.id}`, on: { change: (event) => {
+      if (event.target.checked) selected.add(job.id);
+      else selected.delete(job.id);
+      ticks();
+    } } }));
     // A dead job's error is why it died: its whole first line, wrapped, not clipped.
-    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", { class: "at" }), h("td", { class: "num" }),
+    return h("tr", {}, tick, h("td", { class: "id mono" }, link), h("td", { class: "at" }), h("td", { class: "num" }),
       h("td", { class: state === "dead" ? "reason" : "clip" }), h("td", { class: "clip mono" }), actions);
   };
   const update = (row, job) => {
-    const cells = row.cells;
+    const cells = [...row.cells].slice(first);
     const at = state === "dead" ? job.dead_at_ms : job.run_at_ms;
     text(cells[1], `${when(at, { label: false })} (${relative(at)})`);
     text(cells[2], job.retries === undefined ? count(job.attempts) : `${job.attempts} / ${job.retries + 1}`);
@@ -449,11 +472,73 @@ function jobsPart(topic, state, counts) {
     cells[4].title = body;
   };
 
+  // The ticks as the selection says, after a click or a refresh: ids no longer shown leave it.
+  function ticks() {
+    if (!selectable) return;
+    const shown = new Set([...tbody.rows].map((row) => row.dataset.key));
+    for (const id of selected) if (!shown.has(id)) selected.delete(id);
+    for (const row of tbody.rows) row.cells[0].firstChild.checked = selected.has(row.dataset.key);
+    all.checked = shown.size > 0 && selected.size === shown.size;
+    all.indeterminate = selected.size > 0 && selected.size < shown.size;
+    all.disabled = !shown.size;
+    text(picked, selected.size ? `${count(selected.size)} selected` : "none selected");
+    for (const action of onSelected) action.disabled = !selected.size;
+  }
+
+  // Acts on the ticked jobs still in a state it may act on (read first, as the command line does);
+  // says how many it acted on, and names the others with what became of them.
+  async function onTicked(question, verb, acting, states, work) {
+    const ids = [...selected];
+    if (!ids.length || !(await confirmed(question(ids.length), verb))) return;
+    selected.clear();
+    await act(async () => {
+      const now = await Promise.all(ids.map((id) => api("GET", jobPath(topic, id)).catch((error) => {
+        if (error.status === 404) return null;
+        throw error;
+      })));
+      const skipped = [];
+      const chosen = [];
+      ids.forEach((id, i) => {
+        if (now[i] && states.includes(now[i].state)) chosen.push(id);
+        else skipped.push(`${id} (${now[i] ? `now ${now[i].state}` : "gone"})`);
+      });
+      const done = chosen.length ? await work(chosen, skipped) : 0;
+      return { done, skipped };
+    }, ({ done, skipped }) => {
+      const others = skipped.length > 10 ? [...skipped.slice(0, 10), `and ${skipped.length - 10} more`] : skipped;
+      return `${acting} ${jobs(done)}` + (skipped.length ? `; not ${acting.toLowerCase()}: ${others.join(", ")}` : "");
+    });
+  }
+
+  function replaySelected() {
+    return onTicked((n) => `Replay ${jobs(n)} selected of ${topic}? Each dead one is due now, with fresh attempts.`,
+      "Replay them", "Replayed", ["dead"], async (ids, skipped) => {
+        const answer = await api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids } });
+        if (answer.replayed < ids.length) skipped.push(`${ids.length - answer.replayed} no longer dead by then`);
+        return answer.replayed;
+      });
+  }
+
+  function cancelSelected() {
+    const states = state === "dead" ? ["dead"] : [...CANCELLABLE];
+    const question = state === "dead"
+      ? (n) => `Delete ${jobs(n)} selected of ${topic} for good, with their bodies and last errors?`
+      : (n) => `Cancel ${jobs(n)} selected of ${topic}? They are gone for good.`;
+    return onTicked(question, state === "dead" ? "Delete them" : "Cancel them", "Cancelled", states, async (ids, skipped) => {
+      const outcomes = await Promise.allSettled(ids.map((id) => api("DELETE", jobPath(topic, id))));
+      outcomes.forEach((outcome, i) => {
+        if (outcome.status === "rejected") skipped.push(`${ids[i]} (${outcome.reason.status === 404 ? "gone" : outcome.reason.message})`);
+      });
+      return outcomes.filter((outcome) => outcome.status === "fulfilled").length;
+    });
+  }
+
   return {
     node,
     async refresh() {
       const page = await api("GET", `${topicPath(topic)}/jobs`, { query: { state, limit: PAGE, cursor: pages.at(-1) } });
       syncRows(tbody, page.jobs, (job) => job.id, make, update);
+      ticks();
       empty.hidden = page.jobs.length > 0;
       next.cursor = page.next;
       next.disabled = !page.next;
@@ -462,7 +547,7 @@ function jobsPart(topic, state, counts) {
     },
     stats(stats) {
       // Nothing in this state: nothing for its bulk actions to do.
-      for (const action of bulk.querySelectorAll("button")) action.disabled = !stats[state];
+      for (const action of everything) action.disabled = !stats[state];
     },
   };
 }
