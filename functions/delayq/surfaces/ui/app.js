@@ -284,7 +284,7 @@ function topicsView() {
   main.replaceChildren(
     h("h1", {}, "Topics"),
     h("p", { class: "sub" }, "Jobs by state; lateness: handler start minus run-at over the last 5 minutes."),
-    h("table", { id: "topics" },
+    h("div", { class: "wide" }, h("table", { id: "topics" },
       h("thead", {}, h("tr", {},
         h("th", {}, "Topic"), h("th", {}, "State"),
         ...STATES.map((state) => h("th", { class: "num" }, state)),
@@ -292,7 +292,7 @@ function topicsView() {
         h("th", { class: "num", title: "99th percentile lateness of recent deliveries" }, "late p99"),
         h("th", { class: "num", title: "how long the oldest ready job has waited since it fell due" }, "oldest ready"),
         h("th", {}, "next due"), h("th", {}, ""))),
-      tbody),
+      tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
 
@@ -434,10 +434,10 @@ function jobsPart(topic, state, counts) {
   const second = [state === "dead" ? "died at" : "run at", " (", zoneName(), ")"];
   const node = h("section", {},
     h("div", { class: "actions" }, ...everything, selectable && h("span", { class: "spacer" }), picked, ...onSelected),
-    h("table", { id: "jobs" },
+    h("div", { class: "wide" }, h("table", { id: "jobs" },
       h("thead", {}, h("tr", {}, selectable && h("th", { class: "pick" }, all), h("th", {}, "id"), h("th", { class: "at" }, ...second),
         h("th", { class: "num" }, "attempts"), h("th", {}, ...fourth), h("th", {}, "body"), h("th", {}, ""))),
-      tbody),
+      tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
 
