@@ -223,7 +223,7 @@ function showStatus(error) {
 
 // The header's choice of zone: UTC, or the browser's; every time shown follows at once.
 const zonePicker = document.getElementById("zone");
-zonePicker.replaceChildren(h("option", { value: "utc" }, "UTC"), h("option", { value: "browser" }, `${BROWSER_ZONE} (this browser)`));
+zonePicker.replaceChildren(h("option", { value: "utc" }, "UTC"), h("option", { value: "browser" }, `${BROWSER_ZONE} (browser)`));
 zonePicker.value = localStorage.getItem(ZONE) === "browser" ? "browser" : "utc";
 zonePicker.addEventListener("change", () => {
   localStorage.setItem(ZONE, zonePicker.value);
@@ -748,7 +748,7 @@ function jobView(topic, id) {
   // Read as a wall-clock time in the zone the page shows, which it names: never silently the browser's.
   const reschedule = h("section", { hidden: true }, h("h2", {}, "Reschedule"), h("div", { class: "reschedule" },
     "run in", delay, "seconds", button("Reschedule", () => move({ delay: Number(delay.value) })),
-    h("span", {}, "·"), "run at", at, h("span", { class: "in-zone" }, "(", zoneName(), ")"),
+    h("span", {}, "·"), h("span", { class: "nowrap" }, "run at ", at, " ", h("span", { class: "in-zone" }, "(", zoneName(), ")")),
     button("Reschedule", () => at.value && move({ run_at: new Date(fromZone(at.value)).toISOString() }))));
   const replay = button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [id] } }),
     (a) => (a.replayed ? `Replayed ${id}` : `${id} was not dead any more`)));
