@@ -1,13 +1,16 @@
 """The web view's screenshots in docs/img/, taken from a real local stack with a few topics at work:
 
-    .venv/bin/python docs/tools/screenshots.py [--out docs/img]
+    .venv/bin/python docs/tools/screenshots.py [--out docs/img] [--width 1280]
 
 Starts ``python -m delayq.local`` on a free port, in a namespace of its own on the Redis at
 DELAYQ_REDIS_URL (default 127.0.0.1:6379; the namespace is deleted afterwards), fills it (delayed jobs
 spread over the next hour, a steady flow of due ones, dead letters, a paused topic), and photographs
-six pages in Debian's chromium (headless, through Playwright): the topics, a topic's delayed jobs, a
-job, a dead job with its attempts, a topic's dead jobs, the forecast. Also prints the weight of the
-first paint of a topic page: the bytes on the wire of the page, its files and the API answers it shows.
+its pages in Debian's chromium (headless, through Playwright): the topics, a topic's delayed jobs, a
+job, a dead job with its attempts, a done job, a topic's dead jobs with two ticked, the forecast, the
+banner while Redis is away; and, from ``delayq ui`` started with ``DELAYQ_UI_TOKEN``, the page a browser
+is answered without the token. Also prints the weight of the first paint of a topic page: the bytes
+on the wire of the page, its files and the API answers it shows. ``--width 800`` (into another
+``--out``) shows how the pages fit a narrow window.
 """
 
 from __future__ import annotations
@@ -124,6 +127,38 @@ def shoot(page: Page, url: str, out: Path, wait_for: str) -> None:
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 
 
+def shoot_ticked(page: Page, url: str, out: Path, ticks: int) -> None:
+    """A topic's jobs with the first ``ticks`` rows ticked: the selection and its actions."""
+    page.goto(url)
+    page.wait_for_selector("#jobs tbody tr")
+    for box in page.locator("#jobs tbody td.pick input").all()[:ticks]:
+        box.check()
+    page.wait_for_timeout(2500)
+    page.mouse.move(0, 0)
+    page.screenshot(path=str(out))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+
+
+def start(env: dict[str, str], module: str, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_for_health(base: str, token: str | None = None) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + "/health", headers=headers), timeout=5):
+                return
+        except OSError:
+            time.sleep(0.1)
+
+
 def first_paint(page: Page, url: str) -> dict[str, int]:
     """Bytes on the wire (headers and bodies) of the first request of each path, until the jobs show."""
     sizes: dict[str, int] = {}
@@ -139,9 +174,38 @@ def first_paint(page: Page, url: str) -> dict[str, int]:
     return sizes
 
 
+def photograph(base: str, guarded: str, out: Path, width: int) -> dict[str, int]:
+    """Every picture, in a window ``width`` wide; answers the first paint's weight."""
+    ui = f"{base}/ui/"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        page = browser.new_page(viewport={**VIEW, "width": width})
+        sizes = first_paint(page, f"{ui}#/topics/orders/delayed")
+        shoot(page, ui, out / "ui-topics.png", "#topics tbody tr")
+        shoot(page, f"{ui}#/topics/orders/delayed", out / "ui-topic-delayed.png", "#jobs tbody tr")
+        shoot(page, f"{ui}#/topics/orders/jobs/order-4242", out / "ui-job.png", "#body")
+        shoot(page, f"{ui}#/topics/webhooks/jobs/hook-0", out / "ui-job-dead.png", "#history tbody tr")
+        shoot(page, f"{ui}#/topics/orders/jobs/order-4241", out / "ui-job-done.png", "#result")
+        shoot_ticked(page, f"{ui}#/topics/webhooks/dead", out / "ui-topic-dead.png", 2)
+        shoot(page, f"{ui}#/topics/orders/forecast", out / "ui-forecast.png", "svg.chart rect")
+        # Redis away, as the page sees it: the API's 503 to every read of the topic
+        unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
+        reads = re.compile(r"/topics/orders(/jobs)?(\?|$)")
+        page.route(reads, lambda route: route.fulfill(status=503, body=unavailable))
+        shoot(page, f"{ui}#/topics/orders/delayed", out / "ui-outage.png", "#outage:not([hidden])")
+        page.unroute(reads)
+        shoot(page, guarded, out / "ui-token.png", "h1")
+        browser.close()
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    parser.add_argument("--width", type=int, default=VIEW["width"], help="of the window, in CSS pixels")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     redis_url = os.environ.get("DELAYQ_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -151,53 +215,26 @@ def main() -> None:
     env.update(
         DELAYQ_REDIS_URL=redis_url, DELAYQ_NAMESPACE=namespace, DELAYQ_TOPICS=json.dumps(TOPICS), DELAYQ_TICK="0.2"
     )
-    stack = subprocess.Popen(
-        [sys.executable, "-m", "delayq.local", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    stack = start(env, "delayq.local", "--port", str(port))
     base = f"http://127.0.0.1:{port}"
+    # delayq ui with a token, on the same queue: what a browser without the token is answered
+    token_port = free_port()
+    guarded = start({**env, "DELAYQ_UI_TOKEN": uuid.uuid4().hex}, "delayq", "ui", "--port", str(token_port))
     stop = threading.Event()
     try:
-        for _ in range(300):
-            try:
-                call(base, "GET", "/health")
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_health(base)
         rng = random.Random(20)
         fill(base, rng)
         feeder = threading.Thread(target=flow, args=(base, stop, rng), daemon=True)
         feeder.start()
         time.sleep(6)  # the consumer delivers a while: lateness to show, dead letters made
-        ui = f"{base}/ui/"
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-            )
-            page = browser.new_page(viewport=VIEW)
-            sizes = first_paint(page, f"{ui}#/topics/orders/delayed")
-            shoot(page, ui, args.out / "ui-topics.png", "#topics tbody tr")
-            shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-topic-delayed.png", "#jobs tbody tr")
-            shoot(page, f"{ui}#/topics/orders/jobs/order-4242", args.out / "ui-job.png", "#body")
-            shoot(page, f"{ui}#/topics/webhooks/jobs/hook-0", args.out / "ui-job-dead.png", "#history tbody tr")
-            shoot(page, f"{ui}#/topics/orders/jobs/order-4241", args.out / "ui-job-done.png", "#result")
-            shoot(page, f"{ui}#/topics/webhooks/dead", args.out / "ui-topic-dead.png", "#jobs tbody tr")
-            shoot(page, f"{ui}#/topics/orders/forecast", args.out / "ui-forecast.png", "svg.chart rect")
-            # Redis away, as the page sees it: the API's 503 to every read of the topic
-            unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
-            reads = re.compile(r"/topics/orders(/jobs)?(\?|$)")
-            page.route(reads, lambda route: route.fulfill(status=503, body=unavailable))
-            shoot(page, f"{ui}#/topics/orders/delayed", args.out / "ui-outage.png", "#outage:not([hidden])")
-            browser.close()
+        sizes = photograph(base, f"http://127.0.0.1:{token_port}/ui/", args.out, args.width)
         print(f"first paint of a topic page: {sum(sizes.values()):,} bytes in {len(sizes)} requests: {sizes}")
     finally:
         stop.set()
-        stack.terminate()
-        stack.wait(15)
+        for process in (stack, guarded):
+            process.terminate()
+            process.wait(15)
         with redis.Redis.from_url(redis_url) as client:
             keys = list(client.scan_iter(match=f"{namespace}:*", count=1000))
             if keys:

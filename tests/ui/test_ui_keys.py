@@ -19,7 +19,7 @@ from support.ui import TOPICS, Watched, create, fresh_topic, own_namespace, stac
 
 pytestmark = pytest.mark.timeout(240)
 LIMITED = "limited"  # a topic whose keys have limits by default
-CELLS = ["key", "state", "delayed", "ready", "reserved", "concurrency", "rate", "burst", "held until"]
+CELLS = ["key", "state", "delayed", "ready", "reserved", "concurrency", "rate", "burst", "held until (UTC)"]
 
 
 @pytest.fixture(scope="module")

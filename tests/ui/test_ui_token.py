@@ -5,6 +5,8 @@ its API calls, its files and its reloads, and can act."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -85,3 +87,61 @@ def test_the_cookie_is_no_token_for_what_changes_things(redis_url: str) -> None:
         assert send(ui.port, "POST", "/jobs", '{"topic": "reports"}', json_cookie).status == 401
         assert send(ui.port, "DELETE", "/topics/reports/dead", None, {"Cookie": cookie}).status == 401
         assert send(ui.port, "GET", "/ui/app.js", headers={"Cookie": "delayq_ui=forged"}).status == 401
+
+
+def test_a_browser_without_the_token_is_told_how_to_open_the_page(redis_url: str, tab: Watched) -> None:
+    """The 401 of a page load is a small page of its own (no script, nothing of the request, never the
+    token) saying what to do; its form opens the view. Whatever is not a browser opening the page
+    (the API, the page's files, a script asking for JSON) keeps the API's JSON 401."""
+    with own_namespace(redis_url) as namespace, delayq_ui(stack_env(namespace, redis_url, DELAYQ_UI_TOKEN=TOKEN)) as ui:
+        page = tab.page
+        refused = page.goto(f"{ui.base}/ui/#/topics/reports")
+        assert refused is not None
+        assert refused.status == 401
+        headers = refused.headers
+        assert headers["content-type"] == "text/html; charset=utf-8"
+        assert headers["www-authenticate"] == "Bearer"
+        csp = headers["content-security-policy"]
+        assert "default-src 'none'" in csp
+        assert "script-src" not in csp  # default-src 'none': no script of any kind
+        assert "frame-ancestors 'none'" in csp
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "no-referrer"
+        assert headers["cache-control"] == "no-store"
+        expect(page.locator("h1")).to_have_text("This delayq server needs its token")
+        expect(page.locator("body")).to_contain_text("Open the web view once per tab as /ui/?token=<DELAYQ_UI_TOKEN>")
+        markup = refused.text()
+        assert TOKEN not in markup
+        assert "<script" not in markup.lower()
+
+        echo = page.goto(f"{ui.base}/ui/%3Cb%3Eechoed%3C%2Fb%3E?echoed=%3Ci%3Eechoed%3C%2Fi%3E")
+        assert echo is not None
+        assert echo.status == 401
+        assert echo.headers["content-type"].startswith("text/html")
+        assert "echoed" not in echo.text()  # nothing of the request is put in the page
+
+        page.goto(f"{ui.base}/")  # the root, which leads to the page, answers the same
+        expect(page.locator("h1")).to_have_text("This delayq server needs its token")
+        page.get_by_label("Token").fill(TOKEN)
+        page.get_by_role("button", name="Open the web view").click()
+        expect(page.locator("#status")).to_have_text(re.compile("^live"))  # the view, its API calls with the token
+        assert TOKEN not in page.url
+
+        html = send(ui.port, "GET", "/ui/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+        head = send(ui.port, "HEAD", "/ui/", headers={"Accept": "text/html"})
+        assert (head.status, head.raw) == (401, b"")
+        assert head.headers["content-type"] == "text/html; charset=utf-8"
+        assert head.headers["content-length"] == str(len(html.raw))
+        for path, accept in [
+            ("/ui/", "application/json"),  # a script asking for JSON
+            ("/ui/", "text/html;q=0, application/json"),
+            ("/ui/app.js", "*/*"),  # the page's files, as a browser fetches them
+            ("/topics/reports", "text/html"),  # the API, whatever it is asked for
+            ("/jobs/reports/r-1", ""),
+        ]:
+            answer = send(ui.port, "GET", path, headers={"Accept": accept} if accept else {})
+            assert answer.status == 401, (path, answer)
+            assert answer.headers["content-type"] == "application/json", (path, answer)
+            assert answer.json["error"] == "unauthorized"
+            assert answer.headers["x-content-type-options"] == "nosniff"

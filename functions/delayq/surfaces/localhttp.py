@@ -11,7 +11,9 @@ guard, in front of every app the server runs, refuses:
 - without the token, when ``DELAYQ_UI_TOKEN`` is set (401): it is required to bind anything but
   loopback. A bearer credential on any request; on a GET or HEAD also ``?token=`` (the web view's
   first page load) or the web view's cookie, which that load sets (``ui_cookie``): the browser sends
-  it with the page's own files and reloads, never with a request that changes anything;
+  it with the page's own files and reloads, never with a request that changes anything. A browser
+  opening the web view without it is answered a small page saying how to open it (``SIGN_IN_PAGE``),
+  anything else the API's JSON error;
 - a state-changing request (POST, PUT, PATCH, DELETE) from another origin (403, by ``Origin`` or
   ``Sec-Fetch-Site``), or whose body is not ``application/json`` (415): a cross-site form or
   ``text/plain`` fetch, which a browser sends without asking, cannot pass.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import html
 import ipaddress
 import json
 import logging
@@ -52,6 +55,9 @@ JSON = "application/json"
 SAME_ORIGIN_FETCHES = ("same-origin", "none")  # Sec-Fetch-Site: "none" is a user's own navigation
 POLL_S = 0.2  # how often the serving loop looks whether it was told to stop
 UI_COOKIE = "delayq_ui"  # the web view's credential for its own files (GET and HEAD only): see ui_cookie
+# On every answer of a local surface: no type sniffing, no address of the page (which may hold the token)
+# sent anywhere.
+EVERY_ANSWER = (("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
 # Headers the server sets itself: the hop-by-hop ones (WSGI forbids an application to set them), and
 # the length, counted from the body actually sent.
 SERVER_HEADERS = frozenset(
@@ -305,8 +311,10 @@ class Guard:
             return self.app(environ, start_response)
         method = environ["REQUEST_METHOD"]
         log.warning("refused %s %.256r: %s", method, _request_target(environ), problem.message)
+        if isinstance(problem, Unauthorized) and _opens_the_page(environ):
+            return _sign_in_page(start_response, head=method == "HEAD")
         challenge = [("WWW-Authenticate", "Bearer")] if isinstance(problem, Unauthorized) else []
-        return answer(start_response, problem, head=method == "HEAD", headers=challenge)
+        return answer(start_response, problem, head=method == "HEAD", headers=[*challenge, *EVERY_ANSWER])
 
     def refusal(self, environ: WSGIEnvironment) -> DelayqError | None:
         """Why this request is refused, or None. Host first: a stranger learns nothing else."""
@@ -341,6 +349,88 @@ class Guard:
     def _is_token(self, candidate: str) -> bool:
         assert self.token is not None
         return hmac.compare_digest(candidate.encode(), self.token)
+
+
+# ------------------------------------------------------------------------------ the page asking for the token
+
+# What a browser opening the web view without the token is answered (401): what the server needs and
+# how to open the page, as a page of its own. Fixed text: no script, nothing of the request echoed, never
+# the token; its one style element is allowed by its hash, and its form (the token, sent as ?token= to
+# /ui/, the documented first load) by form-action 'self'.
+SIGN_IN_STYLE = (
+    "body{font:15px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,Arial,sans-serif;color:#1b1f24;"
+    "max-width:42em;margin:48px auto;padding:0 24px}h1{font-size:20px}"
+    "code{font:13px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f6f8fa;padding:1px 4px;"
+    "border-radius:4px}form{display:flex;gap:8px;flex-wrap:wrap;margin:20px 0}"
+    "input,button{font:inherit;padding:4px 10px;border:1px solid #d1d9e0;border-radius:6px}"
+    "p.note{color:#59636e;font-size:13px}"
+)
+_VAR = html.escape(ENV.UI_TOKEN)
+SIGN_IN_PAGE = f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>delayq: this server needs its token</title>
+<style>{SIGN_IN_STYLE}</style>
+</head>
+<body>
+<h1>This delayq server needs its token</h1>
+<p>It was started with <code>{_VAR}</code> set, and answers no request that does not carry that token.</p>
+<p>Open the web view once per tab as <code>/ui/?token=&lt;{_VAR}&gt;</code>, with the token in place of
+<code>&lt;{_VAR}&gt;</code>: the page keeps it for the tab, and takes it out of the address bar. Or give it here:</p>
+<form method="get" action="/ui/">
+<label>Token <input type="password" name="token" autocomplete="off" required></label>
+<button type="submit">Open the web view</button>
+</form>
+<p class="note">Whoever started the server has the token: <code>delayq ui</code> and the local stack log the
+address to open, with <code>${_VAR}</code> where the token goes. API clients send it as
+<code>Authorization: Bearer &lt;token&gt;</code>.</p>
+</body>
+</html>
+"""
+SIGN_IN_HEADERS = (
+    ("Content-Type", "text/html; charset=utf-8"),
+    (
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'sha256-"
+        + base64.b64encode(hashlib.sha256(SIGN_IN_STYLE.encode()).digest()).decode()
+        + "'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
+    ("X-Frame-Options", "DENY"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cache-Control", "no-store"),
+    ("WWW-Authenticate", "Bearer"),
+    *EVERY_ANSWER,
+)
+PAGE_PATHS = ("/", "/ui")  # the web view, and the root that leads to it; and anything under /ui/
+
+
+def _opens_the_page(environ: WSGIEnvironment) -> bool:
+    """A browser opening the web view (or the root, which leads to it): a GET or HEAD of a path under
+    ``/ui`` whose ``Accept`` takes HTML. A script's fetch, curl and the page's own files ask otherwise."""
+    path = environ.get("PATH_INFO", "")
+    if environ["REQUEST_METHOD"] not in ("GET", "HEAD") or not (path in PAGE_PATHS or path.startswith("/ui/")):
+        return False
+    for item in _unwsgi(environ.get("HTTP_ACCEPT", "")).split(","):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        if media == "text/html" and not any(_refuses(param) for param in params):
+            return True
+    return False
+
+
+def _refuses(param: str) -> bool:
+    """A media range's ``q=0``: not acceptable."""
+    name, _, value = param.partition("=")
+    try:
+        return name.strip() == "q" and float(value) == 0
+    except ValueError:
+        return False
+
+
+def _sign_in_page(start_response: StartResponse, *, head: bool) -> list[bytes]:
+    response = {"statusCode": 401, "headers": dict(SIGN_IN_HEADERS), "body": SIGN_IN_PAGE}
+    return _respond(start_response, response, head=head)
 
 
 def query_token(environ: WSGIEnvironment) -> str | None:

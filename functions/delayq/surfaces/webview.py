@@ -35,7 +35,7 @@ from delayq.store.connection import redact
 from delayq.store.queue import Queue
 
 from .api import create_app
-from .localhttp import UI_COOKIE, answer, lambda_app, listen, query_token, ui_cookie
+from .localhttp import EVERY_ANSWER, UI_COOKIE, answer, lambda_app, listen, query_token, ui_cookie
 from .metrics import Metrics
 
 log = logging.getLogger("delayq.webview")
@@ -52,9 +52,6 @@ CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-# On every answer of a local surface: no type sniffing, no address of the page (which may hold the token)
-# sent anywhere.
-EVERY_ANSWER = (("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
 PAGE_HEADERS = (
     ("Content-Security-Policy", CSP),
     ("X-Frame-Options", "DENY"),

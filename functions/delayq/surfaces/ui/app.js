@@ -6,9 +6,11 @@
 
 const API = location.pathname.replace(/\/ui\/.*$/, ""); // the API's base: the page is served at <base>/ui/
 const TOKEN = "delayq.token";
+const ZONE = "delayq.zone"; // localStorage: "browser" to show times in the browser's zone, else UTC
 const REFRESH_MS = 2000;
 const STATES = ["delayed", "ready", "reserved", "dead", "done"];
 const CANCELLABLE = new Set(["delayed", "ready"]); // DELETE /topics/{topic}/jobs?state= (dead: "Purge dead")
+const SELECTABLE = new Set(["delayed", "ready", "dead"]); // tabs whose jobs can be ticked and acted on together
 const PAGE = 50;
 const KEYS_REFRESH_MS = 10_000; // a page of flow keys walks the topic's jobs: read every 10 s, not every 2
 const RANGES = { "1 h": [60, 60], "6 h": [360, 300], "24 h": [1440, 900], "7 days": [10080, 7200] };
@@ -123,6 +125,7 @@ function syncRows(tbody, items, key, make, update) {
 
 const number = new Intl.NumberFormat("en-US");
 const count = (n) => (n === undefined || n === null ? "—" : number.format(n));
+const jobs = (n) => `${count(n)} job${n === 1 ? "" : "s"}`;
 
 function duration(ms) {
   if (ms === null || ms === undefined) return "—";
@@ -136,17 +139,37 @@ function duration(ms) {
 }
 
 const span = (s) => (s % 3600 === 0 ? `${s / 3600} h` : s % 60 === 0 ? `${s / 60} min` : `${s} s`);
-const pad = (n) => String(n).padStart(2, "0");
-function clock(ms, { seconds = true, day = false } = {}) {
-  const d = new Date(ms);
-  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}` + (seconds ? `:${pad(d.getSeconds())}` : "");
-  return day ? `${d.toLocaleDateString("en-US", { weekday: "short" })} ${time}` : time;
+
+// Times: every one the page shows is in one zone, UTC (as the command line prints them) unless the user
+// picked the browser's own in the header (kept in localStorage), and says which. when() is the one place
+// a time becomes text; fromZone() reads one typed in the zone shown.
+const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+let zone = localStorage.getItem(ZONE) === "browser" ? BROWSER_ZONE : "UTC";
+const formats = new Map(); // a formatter per zone, made once
+function inZone(ms) {
+  if (!formats.has(zone)) {
+    formats.set(zone, new Intl.DateTimeFormat("en-US", { timeZone: zone, hourCycle: "h23", weekday: "short",
+      year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" }));
+  }
+  return Object.fromEntries(formats.get(zone).formatToParts(ms).map((part) => [part.type, part.value]));
 }
-function when(ms) {
+// "2026-11-28 06:31:02 UTC"; without the date, the seconds or the zone's name where asked (a table whose
+// header names the zone), with the weekday where asked.
+function when(ms, { date = true, seconds = true, weekday = false, label = true } = {}) {
   if (ms === null || ms === undefined) return "—";
-  const d = new Date(ms);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock(ms)}`;
+  const t = inZone(ms);
+  const time = `${t.hour}:${t.minute}` + (seconds ? `:${t.second}` : "");
+  return [date && `${t.year}-${t.month}-${t.day}`, weekday && t.weekday, time, label && zone].filter(Boolean).join(" ");
 }
+const clock = (ms, options = {}) => when(ms, { date: false, ...options });
+// A datetime-local input's value ("2026-11-28T06:31:02"), a wall-clock time in the zone shown, as epoch ms.
+function fromZone(value) {
+  const [year, month, day, hour, minute, second = 0] = value.split(/[-T:]/).map(Number);
+  if (zone === "UTC") return Date.UTC(year, month - 1, day, hour, minute, second);
+  return new Date(year, month - 1, day, hour, minute, second).getTime(); // the browser's zone: the only other one
+}
+// The zone's name, kept up to date where it labels times (a column header, an input).
+const zoneName = () => h("span", { class: "zone" }, zone);
 const took = (ms) => (ms < 1000 ? `${ms} ms` : duration(ms));
 function relative(ms) {
   if (ms === null || ms === undefined) return "—";
@@ -200,6 +223,17 @@ function showStatus(error) {
   else text(statusLine, error.status ? `error ${error.status}` : "server unreachable");
 }
 
+// The header's choice of zone: UTC, or the browser's; every time shown follows at once.
+const zonePicker = document.getElementById("zone");
+zonePicker.replaceChildren(h("option", { value: "utc" }, "UTC"), h("option", { value: "browser" }, `${BROWSER_ZONE} (browser)`));
+zonePicker.value = localStorage.getItem(ZONE) === "browser" ? "browser" : "utc";
+zonePicker.addEventListener("change", () => {
+  localStorage.setItem(ZONE, zonePicker.value);
+  zone = zonePicker.value === "browser" ? BROWSER_ZONE : "UTC";
+  for (const node of document.querySelectorAll(".zone")) text(node, zone);
+  refresh();
+});
+
 function crumbs(...parts) {
   const nav = document.getElementById("crumbs");
   const items = [h("a", { href: "#/" }, "topics")];
@@ -252,7 +286,7 @@ function topicsView() {
   main.replaceChildren(
     h("h1", {}, "Topics"),
     h("p", { class: "sub" }, "Jobs by state; lateness: handler start minus run-at over the last 5 minutes."),
-    h("table", { id: "topics" },
+    h("div", { class: "wide" }, h("table", { id: "topics" },
       h("thead", {}, h("tr", {},
         h("th", {}, "Topic"), h("th", {}, "State"),
         ...STATES.map((state) => h("th", { class: "num" }, state)),
@@ -260,7 +294,7 @@ function topicsView() {
         h("th", { class: "num", title: "99th percentile lateness of recent deliveries" }, "late p99"),
         h("th", { class: "num", title: "how long the oldest ready job has waited since it fell due" }, "oldest ready"),
         h("th", {}, "next due"), h("th", {}, ""))),
-      tbody),
+      tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
 
@@ -363,14 +397,17 @@ function topicView(topic, tab) {
 
 function jobsPart(topic, state, counts) {
   const pages = [null];
+  const selectable = SELECTABLE.has(state);
+  const selected = new Set(); // ids ticked, of rows shown: a page turn clears it, a refresh keeps those still shown
   const tbody = h("tbody");
   const empty = h("p", { class: "empty", hidden: true }, `No ${state} jobs.`);
   const where = h("span");
-  const back = button("← Previous", () => (pages.pop(), refresh()));
-  const next = button("Next →", () => (pages.push(next.cursor), refresh()));
-  const bulk = h("div", { class: "actions" });
+  const turn = (step) => () => (step(), selected.clear(), refresh());
+  const back = button("← Previous", turn(() => pages.pop()));
+  const next = button("Next →", turn(() => pages.push(next.cursor)));
+  const everything = []; // the actions on every job of the state
   if (state === "dead") {
-    bulk.append(
+    everything.push(
       button("Replay all dead", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`), (a) => `Replayed ${count(a.replayed)} jobs`)),
       button("Purge dead", async () => {
         if (await confirmed(`Delete every dead job of ${topic} for good, with its body and last error?`, "Purge"))
@@ -378,20 +415,33 @@ function jobsPart(topic, state, counts) {
       }, { danger: true }));
   }
   if (CANCELLABLE.has(state)) {
-    bulk.append(button(`Cancel all ${state}`, async () => {
+    everything.push(button(`Cancel all ${state}`, async () => {
       const n = counts[state].textContent;
       if (await confirmed(`Cancel all ${n} ${state} jobs of ${topic}? They are gone for good.`, "Cancel them"))
         await act(() => api("DELETE", `${topicPath(topic)}/jobs`, { query: { state } }), (a) => `Cancelled ${count(a.cancelled)} jobs`);
     }, { danger: true }));
   }
-  const fourth = state === "done" ? "done at" : "last error";
-  const second = state === "dead" ? "died at" : "run at";
+  // The actions on the jobs ticked: replay (dead) and cancel, each asking first and saying which were not acted on.
+  const picked = h("span", { class: "picked" });
+  const onSelected = [];
+  if (state === "dead") onSelected.push(button("Replay selected", () => replaySelected()));
+  if (selectable) onSelected.push(button("Cancel selected", () => cancelSelected(), { danger: true }));
+  const all = h("input", { type: "checkbox", ariaLabel: "select all on this page", on: { change: () => {
+    for (const row of tbody.rows) {
+      if (all.checked) selected.add(row.dataset.key);
+      else selected.delete(row.dataset.key);
+    }
+    ticks();
+  } } });
+  const first = selectable ? 1 : 0; // the cells after the tick box
+  const fourth = state === "done" ? ["done at (", zoneName(), ")"] : ["last error"];
+  const second = [state === "dead" ? "died at" : "run at", " (", zoneName(), ")"];
   const node = h("section", {},
-    bulk,
-    h("table", { id: "jobs" },
-      h("thead", {}, h("tr", {}, h("th", {}, "id"), h("th", {}, second), h("th", { class: "num" }, "attempts"),
-        h("th", {}, fourth), h("th", {}, "body"), h("th", {}, ""))),
-      tbody),
+    h("div", { class: "actions" }, ...everything, selectable && h("span", { class: "spacer" }), picked, ...onSelected),
+    h("div", { class: "wide" }, h("table", { id: "jobs" },
+      h("thead", {}, h("tr", {}, selectable && h("th", { class: "pick" }, all), h("th", {}, "id"), h("th", { class: "at" }, ...second),
+        h("th", { class: "num" }, "attempts"), h("th", {}, ...fourth), h("th", {}, "body"), h("th", {}, ""))),
+      tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
 
@@ -403,17 +453,22 @@ function jobsPart(topic, state, counts) {
         (a) => (a.replayed ? `Replayed ${job.id}` : `${job.id} was not dead any more`)), { small: true }), " ");
     if (state !== "done")
       actions.append(button("Cancel", () => cancelJob(topic, job.id), { small: true, danger: true }));
+    const tick = selectable && h("td", { class: "pick" }, h("input", { type: "checkbox", ariaLabel: `select ${job.id}`, on: { change: (event) => {
+      if (event.target.checked) selected.add(job.id);
+      else selected.delete(job.id);
+      ticks();
+    } } }));
     // A dead job's error is why it died: its whole first line, wrapped, not clipped.
-    return h("tr", {}, h("td", { class: "id mono" }, link), h("td", {}), h("td", { class: "num" }),
+    return h("tr", {}, tick, h("td", { class: "id mono" }, link), h("td", { class: "at" }), h("td", { class: "num" }),
       h("td", { class: state === "dead" ? "reason" : "clip" }), h("td", { class: "clip mono" }), actions);
   };
   const update = (row, job) => {
-    const cells = row.cells;
+    const cells = [...row.cells].slice(first);
     const at = state === "dead" ? job.dead_at_ms : job.run_at_ms;
-    text(cells[1], `${when(at)} (${relative(at)})`);
+    text(cells[1], `${when(at, { label: false })} (${relative(at)})`);
     text(cells[2], job.retries === undefined ? count(job.attempts) : `${job.attempts} / ${job.retries + 1}`);
     const error = job.last_error || "";
-    const fourthValue = state === "done" ? when(job.done_at_ms) : state === "dead" ? error.split("\n")[0] : error;
+    const fourthValue = state === "done" ? when(job.done_at_ms, { label: false }) : state === "dead" ? error.split("\n")[0] : error;
     text(cells[3], fourthValue);
     cells[3].title = fourthValue;
     const body = oneLine(job.body);
@@ -421,11 +476,73 @@ function jobsPart(topic, state, counts) {
     cells[4].title = body;
   };
 
+  // The ticks as the selection says, after a click or a refresh: ids no longer shown leave it.
+  function ticks() {
+    if (!selectable) return;
+    const shown = new Set([...tbody.rows].map((row) => row.dataset.key));
+    for (const id of selected) if (!shown.has(id)) selected.delete(id);
+    for (const row of tbody.rows) row.cells[0].firstChild.checked = selected.has(row.dataset.key);
+    all.checked = shown.size > 0 && selected.size === shown.size;
+    all.indeterminate = selected.size > 0 && selected.size < shown.size;
+    all.disabled = !shown.size;
+    text(picked, selected.size ? `${count(selected.size)} selected` : "none selected");
+    for (const action of onSelected) action.disabled = !selected.size;
+  }
+
+  // Acts on the ticked jobs still in a state it may act on (read first, as the command line does);
+  // says how many it acted on, and names the others with what became of them.
+  async function onTicked(question, verb, acting, states, work) {
+    const ids = [...selected];
+    if (!ids.length || !(await confirmed(question(ids.length), verb))) return;
+    selected.clear();
+    await act(async () => {
+      const now = await Promise.all(ids.map((id) => api("GET", jobPath(topic, id)).catch((error) => {
+        if (error.status === 404) return null;
+        throw error;
+      })));
+      const skipped = [];
+      const chosen = [];
+      ids.forEach((id, i) => {
+        if (now[i] && states.includes(now[i].state)) chosen.push(id);
+        else skipped.push(`${id} (${now[i] ? `now ${now[i].state}` : "gone"})`);
+      });
+      const done = chosen.length ? await work(chosen, skipped) : 0;
+      return { done, skipped };
+    }, ({ done, skipped }) => {
+      const others = skipped.length > 10 ? [...skipped.slice(0, 10), `and ${skipped.length - 10} more`] : skipped;
+      return `${acting} ${jobs(done)}` + (skipped.length ? `; not ${acting.toLowerCase()}: ${others.join(", ")}` : "");
+    });
+  }
+
+  function replaySelected() {
+    return onTicked((n) => `Replay ${jobs(n)} selected of ${topic}? Each dead one is due now, with fresh attempts.`,
+      "Replay them", "Replayed", ["dead"], async (ids, skipped) => {
+        const answer = await api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids } });
+        if (answer.replayed < ids.length) skipped.push(`${ids.length - answer.replayed} no longer dead by then`);
+        return answer.replayed;
+      });
+  }
+
+  function cancelSelected() {
+    const states = state === "dead" ? ["dead"] : [...CANCELLABLE];
+    const question = state === "dead"
+      ? (n) => `Delete ${jobs(n)} selected of ${topic} for good, with their bodies and last errors?`
+      : (n) => `Cancel ${jobs(n)} selected of ${topic}? They are gone for good.`;
+    return onTicked(question, state === "dead" ? "Delete them" : "Cancel them", "Cancelled", states, async (ids, skipped) => {
+      const outcomes = await Promise.allSettled(ids.map((id) => api("DELETE", jobPath(topic, id))));
+      outcomes.forEach((outcome, i) => {
+        if (outcome.status === "rejected") skipped.push(`${ids[i]} (${outcome.reason.status === 404 ? "gone" : outcome.reason.message})`);
+      });
+      return outcomes.filter((outcome) => outcome.status === "fulfilled").length;
+    });
+  }
+
   return {
     node,
     async refresh() {
       const page = await api("GET", `${topicPath(topic)}/jobs`, { query: { state, limit: PAGE, cursor: pages.at(-1) } });
       syncRows(tbody, page.jobs, (job) => job.id, make, update);
+      ticks();
       empty.hidden = page.jobs.length > 0;
       next.cursor = page.next;
       next.disabled = !page.next;
@@ -434,7 +551,7 @@ function jobsPart(topic, state, counts) {
     },
     stats(stats) {
       // Nothing in this state: nothing for its bulk actions to do.
-      for (const action of bulk.querySelectorAll("button")) action.disabled = !stats[state];
+      for (const action of everything) action.disabled = !stats[state];
     },
   };
 }
@@ -470,7 +587,7 @@ function keysPart(topic) {
         h("th", { class: "num", title: "jobs of the key running at once, across every consumer" }, "concurrency"),
         h("th", { class: "num", title: "starts of the key's jobs per second" }, "rate"),
         h("th", { class: "num", title: "starts allowed at once above the rate (without one: the rate)" }, "burst"),
-        h("th", { title: "a receiver's Retry-After holds the key's jobs until then" }, "held until"))),
+        h("th", { title: "a receiver's Retry-After holds the key's jobs until then" }, "held until (", zoneName(), ")"))),
       tbody)),
     empty,
     h("div", { class: "pager" }, back, next, where));
@@ -514,7 +631,7 @@ function keysPart(topic) {
     limit(cells[5], key.concurrency);
     limit(cells[6], key.rate, "/s");
     limit(cells[7], key.burst ?? key.rate);
-    unbroken(cells[8].firstChild, held ? when(key.held_until_ms) : "—");
+    unbroken(cells[8].firstChild, held ? when(key.held_until_ms, { label: false }) : "—");
     text(cells[8].lastChild, held ? relative(key.held_until_ms) : "");
     text(cells[1].lastChild, key.paused ? "Resume" : "Pause");
   };
@@ -550,7 +667,7 @@ function forecastPart(topic) {
   const picker = h("select", { on: { change: () => ((range = picker.value), refresh()) } },
     ...Object.keys(RANGES).map((name) => h("option", { value: name }, name)));
   const summary = h("p", { class: "sub" });
-  const chart = svg("svg", { class: "chart", viewBox: "0 0 960 260", role: "img" });
+  const chart = svg("svg", { class: "chart", viewBox: "0 0 960 280", role: "img" });
   let drawn = "";
   const node = h("section", {},
     h("div", { class: "actions" }, h("label", {}, "Delayed jobs falling due in the next ", picker)),
@@ -561,16 +678,16 @@ function forecastPart(topic) {
       const [minutes, bucket] = RANGES[range];
       const forecast = await api("GET", `${topicPath(topic)}/forecast`, { query: { minutes, bucket } });
       const buckets = forecast.buckets;
-      const key = range + JSON.stringify(buckets.map((b) => b.count)) + (buckets[0] && Math.floor(buckets[0].from_ms / 60000));
+      const key = range + zone + JSON.stringify(buckets.map((b) => b.count)) + (buckets[0] && Math.floor(buckets[0].from_ms / 60000));
       if (key === drawn) return;
       drawn = key;
       const total = buckets.reduce((sum, b) => sum + b.count, 0);
       const busiest = buckets.reduce((best, b) => (b.count > (best ? best.count : 0) ? b : best), null);
       text(summary, total
-        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, day: minutes > 1440 })}, with ${count(busiest.count)}.`
+        ? `${count(total)} jobs fall due in the next ${range}, in bars of ${span(bucket)}; the busiest starts at ${clock(busiest.from_ms, { seconds: false, weekday: minutes > 1440 })}, with ${count(busiest.count)}.`
         : `No delayed job falls due in the next ${range}.`);
       const columns = buckets.map((b) => ({ from_ms: b.from_ms, parts: [["bar", b.count, "jobs"]] }));
-      draw(chart, columns, { seconds: bucket < 60, day: minutes > 1440 });
+      draw(chart, columns, { seconds: bucket < 60, weekday: minutes > 1440 });
     },
   };
 }
@@ -616,7 +733,7 @@ function drawLines(chart, columns, series, at) {
 // What both charts share: a grid of round numbers up to ``most`` labelled by ``label``, the times
 // along the bottom, and the scales.
 function frame(columns, most, label, at) {
-  const [width, height, left, right, top, bottom] = [960, 260, 58, 12, 12, 30];
+  const [width, height, left, right, top, bottom] = [960, 280, 58, 12, 12, 50];
   const plotH = height - top - bottom;
   const step = niceStep(most / 4);
   const ceiling = Math.ceil(most / step) * step;
@@ -630,8 +747,9 @@ function frame(columns, most, label, at) {
   }
   const every = Math.ceil(columns.length / 8);
   columns.forEach((column, i) => {
-    if (i % every === 0) nodes.push(svg("text", { x: x(i), y: height - 10 }, clock(column.from_ms, at)));
+    if (i % every === 0) nodes.push(svg("text", { x: x(i), y: height - 30 }, clock(column.from_ms, { ...at, label: false })));
   });
+  nodes.push(svg("text", { class: "caption", x: left + (width - left - right) / 2, y: height - 8, "text-anchor": "middle" }, `time (${zone})`));
   return { nodes, y, x, slot, base: top + plotH };
 }
 
@@ -647,8 +765,8 @@ function historyPart(topic) {
   const picker = h("select", { on: { change: () => ((range = picker.value), refresh()) } },
     ...PAST.map((name) => h("option", { value: name }, name)));
   const summary = h("p", { class: "sub", id: "history-summary" });
-  const jobsChart = svg("svg", { class: "chart", id: "history-chart", viewBox: "0 0 960 260", role: "img" });
-  const lateChart = svg("svg", { class: "chart", id: "lateness-chart", viewBox: "0 0 960 260", role: "img" });
+  const jobsChart = svg("svg", { class: "chart", id: "history-chart", viewBox: "0 0 960 280", role: "img" });
+  const lateChart = svg("svg", { class: "chart", id: "lateness-chart", viewBox: "0 0 960 280", role: "img" });
   const legend = h("p", { class: "legend" },
     ...OUTCOMES.map(([cls, label]) => h("span", {}, h("i", { class: cls }), label)));
   let drawn = "";
@@ -663,7 +781,7 @@ function historyPart(topic) {
     async refresh() {
       const [minutes, bucket] = RANGES[range];
       const found = await api("GET", `${topicPath(topic)}/history`, { query: { minutes } });
-      const key = range + JSON.stringify(found.minutes);
+      const key = range + zone + JSON.stringify(found.minutes);
       if (key === drawn) return;
       drawn = key;
       const columns = grouped(found.minutes, bucket / 60);
@@ -705,13 +823,13 @@ function withErrors(topic, part) {
   const section = h("section", { id: "errors", hidden: true },
     h("h2", {}, "By error ", note),
     h("table", {}, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "jobs"), h("th", {}, "error"),
-      h("th", {}, "last died"), h("th", {}, "example"))), tbody));
+      h("th", {}, "last died (", zoneName(), ")"), h("th", {}, "example"))), tbody));
   const make = () => h("tr", {}, h("td", { class: "num" }), h("td", { class: "reason" }), h("td", {}), h("td", { class: "id mono" }));
   const update = (row, group) => {
     const cells = row.cells;
     text(cells[0], count(group.count));
     text(cells[1], group.error || "(no error recorded)");
-    text(cells[2], `${when(group.last_at_ms)} (${relative(group.last_at_ms)})`);
+    text(cells[2], `${when(group.last_at_ms, { label: false })} (${relative(group.last_at_ms)})`);
     cells[3].replaceChildren(h("a", { href: href("topics", topic, "jobs", group.example_id) }, group.example_id));
   };
   part.node.prepend(section);
@@ -746,14 +864,16 @@ function jobView(topic, id) {
   const resultPart = h("section", { hidden: true }, h("h2", {}, "Result", resultCut), resultText);
   const attempts = h("tbody", {});
   const historyPart = h("section", { hidden: true }, h("h2", {}, "Attempts"),
-    h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started"),
-      h("th", {}, "ended"), h("th", { class: "num" }, "took"), h("th", {}, "outcome"), h("th", {}, "error"))), attempts));
+    h("table", { id: "history" }, h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "started (", zoneName(), ")"),
+      h("th", {}, "ended (", zoneName(), ")"), h("th", { class: "num" }, "took"), h("th", {}, "outcome"), h("th", {}, "error"))), attempts));
   const gone = h("p", { class: "empty", hidden: true }, `No job ${id} in ${topic}: done and forgotten, cancelled or purged.`);
   const delay = h("input", { type: "number", min: 0, step: "any", value: 60, ariaLabel: "delay in seconds" });
   const at = h("input", { type: "datetime-local", step: 1, ariaLabel: "run at" });
+  // Read as a wall-clock time in the zone the page shows, which it names: never silently the browser's.
   const reschedule = h("section", { hidden: true }, h("h2", {}, "Reschedule"), h("div", { class: "reschedule" },
     "run in", delay, "seconds", button("Reschedule", () => move({ delay: Number(delay.value) })),
-    h("span", {}, "·"), "run at", at, button("Reschedule", () => at.value && move({ run_at: new Date(at.value).toISOString() }))));
+    h("span", {}, "·"), h("span", { class: "nowrap" }, "run at ", at, " ", h("span", { class: "in-zone" }, "(", zoneName(), ")")),
+    button("Reschedule", () => at.value && move({ run_at: new Date(fromZone(at.value)).toISOString() }))));
   const replay = button("Replay", () => act(() => api("POST", `${topicPath(topic)}/dead/replay`, { body: { ids: [id] } }),
     (a) => (a.replayed ? `Replayed ${id}` : `${id} was not dead any more`)));
   const runNow = button("Run now", () => act(() => api("POST", `${jobPath(topic, id)}/run`), (a) => `${id} is due now (${when(a.run_at_ms)})`));
@@ -790,7 +910,7 @@ function jobView(topic, id) {
       for (const state of ["dead", "done"]) toggle(badge, state, job.state === state);
       text(rows.state, job.state);
       text(rows.key, job.key ?? "—");
-      text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)}) · ${job.run_at}`);
+      text(rows.run_at, `${when(job.run_at_ms)} (${relative(job.run_at_ms)})`);
       text(rows.attempts, job.retries === undefined ? count(job.attempts) : `${job.attempts} of ${job.retries + 1}`);
       text(rows.enqueued, job.enqueued_at_ms ? `${when(job.enqueued_at_ms)} (${relative(job.enqueued_at_ms)})` : "—");
       text(rows.started, job.started_at_ms ? when(job.started_at_ms) : "—");
@@ -799,7 +919,7 @@ function jobView(topic, id) {
       const history = job.history || [];
       historyPart.hidden = !history.length;
       attempts.replaceChildren(...history.map((a) => h("tr", { class: `outcome-${a.outcome}` },
-        h("td", { class: "num" }, a.attempt), h("td", {}, when(a.started_at_ms)), h("td", {}, when(a.ended_at_ms)),
+        h("td", { class: "num" }, a.attempt), h("td", {}, when(a.started_at_ms, { label: false })), h("td", {}, when(a.ended_at_ms, { label: false })),
         h("td", { class: "num" }, a.started_at_ms && a.ended_at_ms ? took(a.ended_at_ms - a.started_at_ms) : "—"),
         h("td", { class: "outcome" }, a.outcome.replace("_", " ")), h("td", { class: "error" }, a.error || ""))));
       errorPart.hidden = !job.last_error;
