@@ -35,6 +35,10 @@ from urllib.parse import urlsplit
 import redis
 from playwright.sync_api import Page, Request, sync_playwright
 
+from delayq.core.activity import Counts
+from delayq.core.lateness import bucket_of
+from delayq.store.keys import Keyspace
+
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = {
     "orders": {"target": "python:delayq.local:log_delivery"},
@@ -106,6 +110,21 @@ ORDER = {
     "items": [{"sku": "BOOK-1843", "qty": 1, "price": 42.0}, {"sku": "NOTE-7", "qty": 3, "price": 2.5}],
     "note": "<b>gift wrap</b>, please",
 }
+
+
+def past_hour(redis_url: str, namespace: str, rng: random.Random) -> None:
+    """An hour of orders' history before the stack started, as its consumers would have counted it
+    (core/activity.py's fields): the history tab has more to show than the seconds the stack ran."""
+    key = Keyspace(namespace, 1).for_topic("orders").activity("orders")
+    with redis.Redis.from_url(redis_url) as client:
+        minute = int(client.time()[0]) // 60
+        fields = {}
+        for back in range(1, 60):
+            done = max(0, round(rng.gauss(120 + 60 * (back % 17 < 4), 15)))
+            failed = rng.choice([0, 0, 0, 1, 2, 6]) + (25 if back == 23 else 0)
+            late = {bucket_of(rng.uniform(0.6, 3)): done - 2, bucket_of(rng.uniform(5, 40 if back != 23 else 900)): 2}
+            fields[str(minute - back)] = Counts(late, done=done, failed=failed, dead=int(back == 23) * 4).encode()
+        client.hset(key, mapping=fields)
 
 
 def flow(base: str, stop: threading.Event, rng: random.Random) -> None:
@@ -191,6 +210,7 @@ def photograph(base: str, guarded: str, out: Path, width: int) -> dict[str, int]
         shoot(page, f"{ui}#/topics/orders/jobs/order-4241", out / "ui-job-done.png", "#result")
         shoot_ticked(page, f"{ui}#/topics/webhooks/dead", out / "ui-topic-dead.png", 2)
         shoot(page, f"{ui}#/topics/orders/forecast", out / "ui-forecast.png", "svg.chart rect")
+        shoot(page, f"{ui}#/topics/orders/history", out / "ui-history.png", "#history-chart rect")
         # Redis away, as the page sees it: the API's 503 to every read of the topic
         unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
         reads = re.compile(r"/topics/orders(/jobs)?(\?|$)")
@@ -225,6 +245,7 @@ def main() -> None:
         wait_for_health(base)
         rng = random.Random(20)
         fill(base, rng)
+        past_hour(redis_url, namespace, rng)
         feeder = threading.Thread(target=flow, args=(base, stop, rng), daemon=True)
         feeder.start()
         time.sleep(6)  # the consumer delivers a while: lateness to show, dead letters made
