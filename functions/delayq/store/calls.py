@@ -512,10 +512,16 @@ def _inspected(reply: list[Any] | None) -> Inspected | None:
         return None
     state, meta, stored, history, dead_at = [*reply, None, None][:5]  # a receipt has no dead_at
     dead_at_ms = int(float(dead_at)) if dead_at is not None else None
-    if state == "done":  # what the bodies hash holds for it is its result
-        return Inspected(state, Meta.decode(meta), None, history, dead_at_ms, stored)
-    body = json.loads(stored) if stored is not None else None
-    return Inspected(state, Meta.decode(meta), body, history, dead_at_ms)
+    body, result = _stored(state == "done", stored)  # inspect.lua names the state
+    return Inspected(state, Meta.decode(meta), body, history, dead_at_ms, result)
+
+
+def _stored(done: bool, stored: str | None) -> tuple[Any, str | None]:
+    """(body, result) of what a job's entry in its topic's bodies hash holds: a job's body (JSON), or
+    for a receipt, which keeps no body, its result (as ``encode_result`` stored it)."""
+    if done:
+        return None, stored
+    return (json.loads(stored) if stored is not None else None), None
 
 
 class Rescheduled(NamedTuple):
@@ -676,10 +682,8 @@ def _listed(reply: list[Any]) -> list[Listed]:
             meta = Meta.decode(raw)
             # A score or a list position; in the fair set, 'f<turn>' (jobs_ready.lua).
             at: Place = _place(place, job_id)
-            if meta.state == DONE:  # what the bodies hash holds for a receipt is its result
-                jobs.append(Listed(job_id, at, meta, None, history, stored))
-            else:
-                jobs.append(Listed(job_id, at, meta, json.loads(stored) if stored is not None else None, history))
+            body, result = _stored(meta.state == DONE, stored)
+            jobs.append(Listed(job_id, at, meta, body, history, result))
     return jobs
 
 
