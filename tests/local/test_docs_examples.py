@@ -146,6 +146,9 @@ def check_shell(command: Command, ran: Ran) -> None:
         assert answer is not None, f"the doc shows JSON: {where}"
         missing = set(_SHOWN_KEY.findall(document)) - keys_of(answer)
         assert not missing, f"keys the doc shows are missing: {missing}: {where}"
+        if "..." not in document and "…" not in document:  # shown whole: no key left out either
+            unshown = keys_of(answer) - set(_SHOWN_KEY.findall(document))
+            assert not unshown, f"keys the answer has and the doc does not show: {unshown}: {where}"
     elif command.block.language == "console":
         first = ran.out.splitlines()[0] if ran.out.strip() else ""
         assert as_seen(first) == as_seen(shown.splitlines()[0]), f"not the doc's first line: {where}"
