@@ -106,14 +106,16 @@ def broken_rule(block: Block) -> str | None:
 class Command:
     """One command of a block as a reader types it (continuation lines joined, a trailing comment
     kept), with what the doc shows it answers: its comment and the comment lines after it (``sh``),
-    or the lines after it up to the next prompt (``console``); for Python, one top-level statement."""
+    or the lines after it up to the next prompt (``console``); for Python, one top-level statement.
+    ``line``: its first line in the page."""
 
     block: Block
+    line: int
     text: str
     shown: str = ""
 
     def __str__(self) -> str:
-        return f"{self.block.page}:{self.block.line}: {self.text}"
+        return f"{self.block.page}:{self.line}: {self.text}"
 
 
 def trailing_comment(line: str) -> str:
@@ -133,13 +135,18 @@ def trailing_comment(line: str) -> str:
 def shell_commands(block: Block) -> list[Command]:
     """The commands of a shell block: for ``console``, the lines after ``$ `` (the other lines are the
     output the doc shows); else every line that is not blank or a comment."""
-    lines = block.text.replace("\\\n", " ").splitlines()
+    logical: list[tuple[int, str]] = []  # (line in the page, the line with its continuations)
+    for number, line in enumerate(block.text.splitlines(), start=block.line + 1):
+        if logical and logical[-1][1].endswith("\\"):
+            logical[-1] = (logical[-1][0], logical[-1][1][:-1] + " " + line)
+        else:
+            logical.append((number, line))
     commands: list[Command] = []
-    for line in lines:
+    for number, line in logical:
         stripped = line.strip()
         if block.language == "console":
             if stripped.startswith("$ "):
-                commands.append(Command(block, stripped[2:]))
+                commands.append(Command(block, number, stripped[2:]))
             elif commands:
                 commands[-1].shown += stripped + "\n"
             continue
@@ -149,7 +156,7 @@ def shell_commands(block: Block) -> list[Command]:
             if commands:
                 commands[-1].shown += stripped[1:].strip() + "\n"
             continue
-        commands.append(Command(block, stripped, trailing_comment(stripped) + "\n"))
+        commands.append(Command(block, number, stripped, trailing_comment(stripped) + "\n"))
     return commands
 
 
@@ -200,6 +207,7 @@ class Terminal:
             "PATH": f"{venv / 'bin'}{os.pathsep}{self.env.get('PATH', os.defpath)}",
             "VIRTUAL_ENV": str(venv),
             "PYTHONUNBUFFERED": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",  # api.md's pip install finds the package there: no network
         }
 
     def shell(self, command: str, merged: bool = False, timeout: float = 120) -> Ran:
@@ -314,7 +322,8 @@ def python_statements(block: Block) -> list[Command]:
         decorators = getattr(node, "decorator_list", [])
         first = min([node.lineno] + [decorator.lineno for decorator in decorators])
         source = "\n".join(lines[first - 1 : node.end_lineno])
-        statements.append(Command(block, source, trailing_comment(lines[(node.end_lineno or first) - 1]) + "\n"))
+        comment = trailing_comment(lines[(node.end_lineno or first) - 1])
+        statements.append(Command(block, block.line + first, source, comment + "\n"))
     return statements
 
 
