@@ -7,6 +7,7 @@
 #   faketime                  skewed clocks, for the fault tier
 #   valkey-server             the Valkey run of `make test` (Valkey 8: bookworm-backports on Debian 12)
 #   chromium                  the browser tests
+#   curl, jq                  the docs' examples, run as written (tests/local/test_docs_examples.py)
 # As root with apt, it installs what is missing; otherwise it stops at once with one line naming the
 # missing packages and how to install them. Idempotent, and quick when all is there: no apt call then.
 #
@@ -24,7 +25,7 @@ backports=""
 
 # program:package, in the order they are installed.
 needed=(redis-server:redis-server redis-cli:redis-tools nutcracker:nutcracker faketime:faketime
-        valkey-server:valkey-server chromium:chromium)
+        valkey-server:valkey-server chromium:chromium curl:curl jq:jq)
 
 has() { PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null; }  # nutcracker lives in /usr/sbin
 

@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -495,6 +496,9 @@ def test_enqueue_creates_a_job_and_refuses_what_it_cannot(cli: Run, queue: Queue
     answer = json.loads(out)
     assert (code, queue.get("orders", answer["id"]).state) == (0, "ready")
     assert set(answer) == {"topic", "id", "run_at", "run_at_ms"}  # what POST /jobs answers
+    tomorrow = int(time.time()) + 86400
+    code, out, _ = cli("enqueue", "orders", "--run-at", f"{tomorrow}.5", "--json")  # epoch seconds, as the API's run_at
+    assert (code, json.loads(out)["run_at_ms"]) == (0, tomorrow * 1000 + 500)
     code, out, err = cli("enqueue", "orders", "--id", "e1")
     assert (code, out) == (2, "")
     assert "e1" in err

@@ -379,7 +379,8 @@ def _confirmed(question: str) -> bool:
 
 def enqueue(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     delay = None if args.delay is None and args.run_at is not None else (args.delay or 0)
-    scheduled = queue.enqueue(args.topic, _body(args.body), id=args.id, delay=delay, run_at=args.run_at, key=args.key)
+    run_at = _run_at(args.run_at)
+    scheduled = queue.enqueue(args.topic, _body(args.body), id=args.id, delay=delay, run_at=run_at, key=args.key)
     if printer.as_json:
         printer.json(scheduled.to_dict())
     else:
@@ -404,6 +405,13 @@ def unschedule(queue: Queue, args: argparse.Namespace, printer: Printer) -> int:
     else:
         printer.line(f"schedule {args.topic}/{args.name} deleted, its pending occurrence cancelled")
     return OK
+
+
+def _run_at(text: str | None) -> float | str | None:
+    """``--run-at`` as the API takes ``run_at``: a number is epoch seconds, anything else ISO-8601 text."""
+    if text is not None and text.replace(".", "", 1).isdigit():
+        return float(text)
+    return text
 
 
 def _body(text: str | None) -> Any:
@@ -643,8 +651,8 @@ COMMANDS: dict[str, Command] = {
                          "given) with its calendar and next run; with TOPIC and NAME, that schedule whole, with its "
                          "next five runs. GET /schedules, GET /schedules/{topic}/{name}."),
     "enqueue": Command(enqueue, "create a job", "Creates a job of the topic, due after --delay seconds (0: now) or at "
-                       "--run-at (ISO-8601 or epoch ms), its body the JSON of --body; refused as existing when --id "
-                       "is taken. POST /jobs."),
+                       "--run-at (ISO-8601 or epoch seconds), its body the JSON of --body; refused as existing when "
+                       "--id is taken. POST /jobs."),
     "schedule": Command(schedule, "create or replace a recurring schedule", "Writes the schedule NAME of the topic: "
                         "--cron (five fields, wall-clock times in --timezone) or --every seconds, each occurrence a "
                         "job of --body. PUT /schedules/{topic}/{name}."),
@@ -716,7 +724,7 @@ def _write_options(name: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--id", help="the job's id (default: a new one)")
         when = parser.add_mutually_exclusive_group()
         when.add_argument("--delay", type=float, help="seconds from now (default: 0, due now)")
-        when.add_argument("--run-at", help="when: ISO-8601 (2027-01-31T18:30:00Z) or epoch ms")
+        when.add_argument("--run-at", help="when: ISO-8601 (2027-01-31T18:30:00Z) or epoch seconds")
     else:
         parser.add_argument("name", metavar="NAME", help="the schedule's name within the topic")
     if name == "schedule":
