@@ -39,7 +39,7 @@ from shared.servers import PrivateRedis, spent
 from shared.venvs import plot_python
 from stack import HERE, TICK_S, Loops, answer, load, side_env
 
-from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
+from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.loops.consumer import ACTIVITY_CHUNK, LOOKS_PER_TICK
 
 PRODUCER_BATCH = 20

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from delayq import Queue
-from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
+from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.loop import Budget
 from delayq.loops.consumer import ACTIVITY_CHUNK, Consumer
 from delayq.loops.sweeper import Sweeper

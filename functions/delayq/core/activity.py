@@ -3,7 +3,7 @@ succeeded and failed, how many jobs went dead, and how late the starts were (``G
 /topics/{topic}/history``, the web view's chart, and the recent lateness of ``lateness.py``).
 
 Each consumer and sweeper counts what it sees in a ``Tally``, in memory (a dict update a job), and
-every ``lateness.FLUSH_S`` adds its counts to the topic's activity hash, in the minute that is current
+every ``FLUSH_S`` adds its counts to the topic's activity hash, in the minute that is current
 by Redis' clock when they arrive (``activity_add.lua``). So an event is filed at most that late, and
 what a process had counted when it was killed is lost: its activity is for watching, the receipts and
 dead letters are what is kept. Who counts what:
@@ -29,6 +29,7 @@ from .errors import InvalidField
 from .lateness import bucket_of, quantile_ms, shown_ms
 
 KEEP_MINUTES = 1440  # a day: what GET /topics/{topic}/history can show
+FLUSH_S = 5.0  # how often a consumer or sweeper adds its counts to Redis: minutes need no fresher figures
 DEFAULT_MINUTES = 60
 DONE, FAILED, DEAD = "d", "f", "x"  # a minute's counts, beside its lateness buckets (digits)
 

@@ -4,7 +4,7 @@ the queue: ``lateness`` in ``GET /topics`` and ``GET /topics/{topic}``, and the 
 
 Each consumer (a Lambda, a process, the local stack) counts its deliveries into log-scale buckets in
 memory, four a doubling (``bucket_of``: one bisection and a dict increment, under a lock, well under
-a microsecond a delivery), and every ``FLUSH_S`` adds its counts to the topic's activity in Redis, in
+a microsecond a delivery), and every ``activity.FLUSH_S`` adds its counts to the topic's activity in Redis, in
 the current minute by Redis time (``activity.py``: one call per partition for up to
 ``consumer.ACTIVITY_CHUNK`` topics, one such call joined to the round trip of each pass while more
 wait). A reader sums the buckets of the window's minutes (``lateness_read.lua``) and reads the
@@ -23,7 +23,6 @@ from typing import Any
 BUCKETS_PER_DOUBLING = 4  # bucket b >= 1 holds [2**((b-1)/4), 2**(b/4)) ms; bucket 0 holds under 1 ms
 MAX_BUCKET = 160  # 2**40 ms, 35 years: later than any job can be (its delay is at most 366 days)
 WINDOW_MINUTES = 5  # what "recent" means: the last five whole minutes and the current one
-FLUSH_S = 5.0  # how often a consumer or sweeper adds its counts to Redis: minutes need no fresher figures
 QUANTILES = (0.5, 0.99)
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.activity import Counts, Tally
 from delayq.core.errors import ConfigError, DelayqError
-from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.loop import Budget
 from delayq.core.settings import ENV
 from delayq.store import calls
@@ -283,7 +283,7 @@ class Consumer:
     # --------------------------------------------------------------------------------- activity
 
     def _activity_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
-        """Every ``lateness.FLUSH_S`` (or now, if ``due``): what was counted since the last record,
+        """Every ``activity.FLUSH_S`` (or now, if ``due``): what was counted since the last record,
         added to each topic's activity in Redis (``delayq.core.activity``), one call per partition for
         up to ``ACTIVITY_CHUNK`` topics. A pass sends one such call, so that thousands of topics spread
         their records over passes instead of holding one up; ``due`` sends them all. A topic whose

@@ -19,9 +19,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.activity import Tally
 from delayq.core.errors import RedisUnavailable
-from delayq.core.lateness import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from delayq.core.schedule import sleep_for
 from delayq.store import calls
@@ -277,7 +277,7 @@ class Sweeper:
         return swept
 
     def _record_activity(self, *, due: bool = False) -> None:
-        """Every ``lateness.FLUSH_S`` (or now, if ``due``): what was counted since, added to the topics'
+        """Every ``activity.FLUSH_S`` (or now, if ``due``): what was counted since, added to the topics'
         activity in Redis, a call per partition in one round trip. Counts whose call fails are lost, as
         a killed process's are (``delayq.core.activity``)."""
         now = time.monotonic()
