@@ -125,6 +125,14 @@ def delayq_ui(env: dict[str, str]) -> Iterator[Stack]:
         yield ui
 
 
+def confirm(tab: Watched, verb: str) -> None:
+    """Answers the view's confirmation (its own <dialog>) with ``verb``."""
+    dialog = tab.page.locator("dialog#confirm")
+    expect(dialog).to_be_visible()
+    dialog.get_by_role("button", name=verb).click()
+    expect(dialog).to_be_hidden()
+
+
 def create(stack: Stack, topic: str, job_id: str, *, delay: float = 3600, body: Any = None, **more: Any) -> None:
     answer = stack.request("POST", "/jobs", {"topic": topic, "id": job_id, "delay": delay, "body": body, **more})
     assert answer.status == 201, answer

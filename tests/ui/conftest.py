@@ -1,4 +1,5 @@
-"""Fixtures of the web view's tier: one headless chromium per module, a fresh tab per test."""
+"""Fixtures of the web view's tier: one headless chromium per module, a fresh tab per test, and a local
+stack per module as a user runs it (a module that needs another defines its own ``stack``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser
 
-from support.ui import Watched, chromium, watched
+from support.local import Stack
+from support.ui import Watched, chromium, shared_stack, watched
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with chromium() as launched:
         yield launched
+
+
+@pytest.fixture(scope="module")
+def stack(redis_url: str) -> Iterator[Stack]:
+    with shared_stack(redis_url) as running:
+        yield running
 
 
 @pytest.fixture

@@ -7,32 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import Request, expect
 
 from support.local import Stack, eventually
-from support.ui import BULK_CANCEL, LISTING, WAIT_MS, Watched, create, fresh_topic, shared_stack
+from support.ui import BULK_CANCEL, LISTING, WAIT_MS, Watched, confirm, create, fresh_topic
 from support.ui_targets import MARKUP_ERROR
 
 pytestmark = pytest.mark.timeout(240)
 XSS = "<img src=x onerror=alert(1)>"
-
-
-@pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[Stack]:
-    with shared_stack(redis_url) as running:
-        yield running
-
-
-def confirm(tab: Watched, verb: str) -> None:
-    """Answers the view's confirmation (its own <dialog>) with ``verb``."""
-    dialog = tab.page.locator("dialog#confirm")
-    expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name=verb).click()
-    expect(dialog).to_be_hidden()
 
 
 @LISTING

@@ -4,22 +4,15 @@ error (GET /topics/{topic}/dead/errors), in a real browser against the local sta
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
 from support.local import Stack, eventually
-from support.ui import Watched, create, fresh_topic, shared_stack
+from support.ui import Watched, create, fresh_topic
 from support.ui_targets import MARKUP_ERROR
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[Stack]:
-    with shared_stack(redis_url) as running:
-        yield running
 
 
 def test_a_topics_history_is_a_chart_of_what_happened(stack: Stack, tab: Watched) -> None:

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from delayq import Queue
 
 from support.local import Stack, local_stack
-from support.ui import TOPICS, Watched, create, fresh_topic, own_namespace, stack_env
+from support.ui import TOPICS, Watched, confirm, create, fresh_topic, own_namespace, stack_env
 
 pytestmark = pytest.mark.timeout(240)
 LIMITED = "limited"  # a topic whose keys have limits by default
@@ -45,13 +45,6 @@ def stack(running: tuple[Stack, Queue]) -> Stack:
 @pytest.fixture
 def queue(running: tuple[Stack, Queue]) -> Queue:
     return running[1]
-
-
-def confirm(tab: Watched, verb: str) -> None:
-    dialog = tab.page.locator("dialog#confirm")
-    expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name=verb).click()
-    expect(dialog).to_be_hidden()
 
 
 def test_a_topics_keys_with_their_counts_and_limits(stack: Stack, tab: Watched) -> None:

@@ -12,15 +12,9 @@ import pytest
 from playwright.sync_api import Locator, expect
 
 from support.local import Stack, eventually
-from support.ui import Watched, create, fresh_topic, shared_stack
+from support.ui import Watched, confirm, create, fresh_topic
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[Stack]:
-    with shared_stack(redis_url) as running:
-        yield running
 
 
 @pytest.fixture
@@ -28,13 +22,6 @@ def paused_fails(stack: Stack) -> Iterator[None]:
     """The failing topic paused once its jobs are dead, so that a replayed job stays ready to be seen."""
     yield
     assert stack.request("POST", "/topics/fails/resume").status == 200
-
-
-def confirm(tab: Watched, verb: str) -> None:
-    dialog = tab.page.locator("dialog#confirm")
-    expect(dialog).to_be_visible()
-    dialog.get_by_role("button", name=verb).click()
-    expect(dialog).to_be_hidden()
 
 
 def tick(tab: Watched, job_id: str) -> Locator:

@@ -14,18 +14,12 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from support.local import Stack
-from support.ui import Watched, create, fresh_topic, shared_stack, watched
+from support.ui import Watched, create, fresh_topic, watched
 
 pytestmark = pytest.mark.timeout(240)
 ZONE = "Asia/Kolkata"  # UTC+05:30 all year: no daylight saving to reckon with
 NAMES = ("Asia/Kolkata", "Asia/Calcutta")  # what a browser names it: Chromium's ICU keeps the old name
 KOLKATA = timedelta(hours=5, minutes=30)
-
-
-@pytest.fixture(scope="module")
-def stack(redis_url: str) -> Iterator[Stack]:
-    with shared_stack(redis_url) as running:
-        yield running
 
 
 @pytest.fixture
