@@ -221,7 +221,11 @@ def see_and_steer(queue: Queue) -> None:
     assert {job.id for job in delayed} == {"a", "gone", "later", "put", *MANY_IDS}
     assert {job.id for job in queue.jobs(TOPIC, "ready").jobs} == {"f1", "f2"}
     assert [topic.topic for topic in queue.topics().topics] == [TOPIC]
-    assert sum(bucket.count for bucket in queue.forecast(TOPIC, minutes=2, bucket=30).buckets) == MANY + 4
+    # Jobs already due at the forecast's now are in no bucket: on a loaded machine the batch's may be.
+    buckets = queue.forecast(TOPIC, minutes=2, bucket=30).buckets
+    ahead = {job.id for job in delayed if job.run_at_ms >= buckets[0].from_ms}
+    assert {"gone", "later"} <= ahead
+    assert sum(bucket.count for bucket in buckets) == len(ahead)
     queue.pause(TOPIC)
     assert queue.stats(TOPIC).paused
     for partition in queue.keys.partitions:
