@@ -123,7 +123,7 @@ def run_point(point: Point, side: Checkout, args: argparse.Namespace, workdir: P
 
 def seed_work_s(topics: int) -> float:
     """How long the seeds' delivery work may go on once the last seed started: their acks land, and so
-    does their activity, which the consumer adds to each topic's hash (3 commands a topic)
+    does their activity, which the consumer adds to the minute's hash of each partition
     at its first pass ``ACTIVITY_FLUSH_S`` after its last flush (within a tick), ``ACTIVITY_CHUNK``
     topics a pass while more wait, a pass at least every look (a tick / ``LOOKS_PER_TICK``), with half
     again as long for passes that come late. Once it is past, nothing is due and nothing is owed."""

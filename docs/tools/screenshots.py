@@ -37,6 +37,7 @@ from playwright.sync_api import Page, Request, sync_playwright
 
 from delayq.core.activity import Counts
 from delayq.core.lateness import bucket_of
+from delayq.store import calls
 from delayq.store.keys import Keyspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,16 +116,16 @@ ORDER = {
 def past_hour(redis_url: str, namespace: str, rng: random.Random) -> None:
     """An hour of orders' history before the stack started, as its consumers would have counted it
     (core/activity.py's fields): the history tab has more to show than the seconds the stack ran."""
-    key = Keyspace(namespace, 1).for_topic("orders").activity("orders")
+    partition = Keyspace(namespace, 1).for_topic("orders")
     with redis.Redis.from_url(redis_url) as client:
         minute = int(client.time()[0]) // 60
-        fields = {}
+        counted = {}
         for back in range(1, 60):
             done = max(0, round(rng.gauss(120 + 60 * (back % 17 < 4), 15)))
             failed = rng.choice([0, 0, 0, 1, 2, 6]) + (25 if back == 23 else 0)
             late = {bucket_of(rng.uniform(0.6, 3)): done - 2, bucket_of(rng.uniform(5, 40 if back != 23 else 900)): 2}
-            fields[str(minute - back)] = Counts(late, done=done, failed=failed, dead=int(back == 23) * 4).encode()
-        client.hset(key, mapping=fields)
+            counted[(minute - back, "orders")] = Counts(late, done=done, failed=failed, dead=int(back == 23) * 4)
+        calls.add_activity(partition, counted).run(client)
 
 
 def flow(base: str, stop: threading.Event, rng: random.Random) -> None:

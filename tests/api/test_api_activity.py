@@ -9,16 +9,16 @@ import pytest
 
 from delayq.core.activity import KEEP_MINUTES, Counts
 from delayq.core.lateness import bucket_of
-from delayq.store import calls
 from delayq.store.listing import ERROR_LINE_CHARS
 from delayq.surfaces.api import DeadErrorsOut, HistoryOut
 
 from support.api import Api, assert_model
+from support.scripts import add_activity_now
 
 
 def test_the_history_answers_every_minute_up_to_now(api: Api) -> None:
     counts = Counts({bucket_of(2): 9, bucket_of(40): 1}, done=8, failed=3, dead=1)
-    calls.add_activity(api.keys.for_topic("orders"), {"orders": counts}).run(api.r)
+    add_activity_now(api.r, api.keys, "orders", counts)
     reply = api.get("/topics/orders/history", query={"minutes": "3"})
     assert reply.status == 200, reply
     assert_model(HistoryOut, reply.json)

@@ -26,6 +26,7 @@ from delayq.store.calls import Ack, Failure
 from delayq.surfaces import answers
 
 from support.recorder import DEFAULT_TOPICS
+from support.scripts import add_activity_now
 
 Run = Callable[..., tuple[int, str, str]]
 ENTRY_POINTS = [[sys.executable, "-m", "delayq"], [str(Path(sys.executable).parent / "delayq")]]
@@ -351,7 +352,7 @@ def test_forecast_as_a_bar_chart(cli: Run, queue: Queue) -> None:
 
 def test_history_minute_by_minute(cli: Run, queue: Queue) -> None:
     counts = Counts({bucket_of(3): 4}, done=3, failed=2, dead=1)
-    calls.add_activity(queue.keys.for_topic("orders"), {"orders": counts}).run(queue.redis)
+    add_activity_now(queue.redis, queue.keys, "orders", counts)
     code, out, _ = cli("history", "orders", "--minutes", "3")
     rows = table(out)
     assert code == 0

@@ -729,7 +729,7 @@ def test_more_topics_due_than_free_workers_take_in_the_order_they_fell_due(make_
     assert consumer._backlogged == {id(consumer.lanes.topics["t0"].share)}
     # A look finds t4 (under *) and own ready: own's lane takes, t4 waits for a read.
     consumer.lanes.lanes[("own", 0)].next_check = float("inf")  # as once own's take found nothing more
-    consumer._server_clock = (0, now)
+    consumer.server_clock.saw(0, now)
     consumer._on_look(partition, ["t4", "own"], {}, now)
     assert ("t4", 0) not in consumer.lanes.lanes
     assert consumer.lanes.lanes[("own", 0)].next_check == now
@@ -772,7 +772,7 @@ def test_a_consumer_of_star_alone_looks_before_it_knows_any_topic(make_queue: Ma
     is found within a look, not a read)."""
     queue = make_queue(topics={"*": {"target": RECORDER}}, tick=0.1)
     consumer = Consumer(queue)
-    consumer._server_clock = (0, time.monotonic())
+    consumer.server_clock.saw(0)
     assert not consumer.lanes.shares
     assert len(consumer._look_calls(time.monotonic())) == len(queue.keys.partitions)
 
@@ -783,7 +783,7 @@ def test_a_look_due_soon_rides_early_in_a_round_trip_the_pass_makes_anyway(make_
     queue = make_queue(topics={"t": {"target": RECORDER}}, tick=1.0)
     consumer = Consumer(queue)
     now = time.monotonic()
-    consumer._server_clock = (0, now)
+    consumer.server_clock.saw(0, now)
     soon, later = now + 0.3 * consumer.look_every, now + 0.7 * consumer.look_every
     consumer._polls = [soon]
     assert consumer._look_calls(now) == []

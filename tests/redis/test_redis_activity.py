@@ -1,7 +1,7 @@
 """A topic's activity in Redis (activity_add.lua, activity_read.lua, lateness_read.lua; Queue.history
-and Queue.lateness): counts add up across processes, minute by minute by Redis' clock; the recent
-lateness reads the last minutes of the same hash; a day is kept, older minutes are forgotten, and the
-hash goes away once the topic is quiet."""
+and Queue.lateness): counts add up across processes, each in its own minute by Redis' clock, a hash
+per minute and partition with a field per topic; the recent lateness reads the last minutes; a minute
+is kept a day, then expires whole; a reader whose clock is off still reads Redis' minutes."""
 
 from __future__ import annotations
 
@@ -29,17 +29,17 @@ def this_minute(client: redis.Redis) -> int:
     return ms // 60_000
 
 
-def add(queue: Queue, topic: str, lateness: dict[int, int] | None = None, **ended: int) -> int:
+def add(queue: Queue, topic: str, lateness: dict[int, int] | None = None, *, minute: int, **ended: int) -> int:
     partition = queue.keys.for_topic(topic)
-    return calls.add_activity(partition, {topic: Counts(lateness or {}, **ended)}).run(queue.redis)
+    return calls.add_activity(partition, {(minute, topic): Counts(lateness or {}, **ended)}).run(queue.redis)
 
 
 def test_counts_of_several_consumers_add_up(queue: Queue) -> None:
     minute = this_minute(queue.redis)
     fast, slow = bucket_of(20), bucket_of(900)
-    add(queue, "orders", {fast: 98})
-    add(queue, "orders", {fast: 1, slow: 1}, done=97, failed=3, dead=1)
-    add(queue, "payments", {slow: 3})
+    add(queue, "orders", {fast: 98}, minute=minute)
+    add(queue, "orders", {fast: 1, slow: 1}, done=97, failed=3, dead=1, minute=minute)
+    add(queue, "payments", {slow: 3}, minute=minute)
     lateness = queue.lateness(["orders", "payments", "reminders"])
     assert lateness["orders"].deliveries == 100
     assert lateness["orders"].p50_ms == bucket_ms(fast)
@@ -61,23 +61,37 @@ def test_counts_of_several_consumers_add_up(queue: Queue) -> None:
     }
 
 
-def test_one_call_adds_to_each_of_its_topics(queue: Queue, redis_client: redis.Redis) -> None:
+def test_one_call_adds_each_topic_to_its_minute(queue: Queue, redis_client: redis.Redis) -> None:
+    """A call carries counts of several minutes (a flush across a minute's end): each goes to its own
+    minute's hash, one field per topic, added to what other processes wrote there."""
+    minute = this_minute(redis_client)
     fast, slow = bucket_of(3), bucket_of(700)
     partition = queue.keys.partitions[0]
-    counted = {"orders": Counts({fast: 4}), "payments": Counts({slow: 2, fast: 1}), "reminders": Counts(dead=1)}
-    add(queue, "payments", {fast: 5})  # already holds some this minute: the call adds to them
-    assert calls.add_activity(partition, counted).run(queue.redis) == 0
+    counted = {
+        (minute, "orders"): Counts({fast: 4}),
+        (minute, "payments"): Counts({slow: 2, fast: 1}),
+        (minute - 1, "payments"): Counts({fast: 6}, done=6),
+        (minute, "reminders"): Counts(dead=1),
+    }
+    add(queue, "payments", {fast: 5}, minute=minute)  # already holds some this minute: the call adds to them
+    call = calls.add_activity(partition, counted)
+    assert list(call.keys) == [partition.activity(minute), partition.activity(minute - 1)]
+    assert call.run(queue.redis) == 4
     lateness = queue.lateness(["orders", "payments", "reminders"])
-    assert [lateness[t].deliveries for t in ("orders", "payments", "reminders")] == [4, 8, 0]
+    assert [lateness[t].deliveries for t in ("orders", "payments", "reminders")] == [4, 14, 0]
     assert lateness["payments"].p99_ms == bucket_ms(slow)
+    assert [m.counts.done for m in queue.history("payments", 2)] == [6, 0]
     assert queue.history("reminders", 1)[0].counts.dead == 1
-    assert all(redis_client.pttl(partition.activity(topic)) > 0 for topic in counted)
+    assert redis_client.hkeys(partition.activity(minute)) == ["payments", "orders", "reminders"]
+    for at in (minute, minute - 1):  # each minute's hash goes a day after that minute ends
+        assert redis_client.pexpiretime(partition.activity(at)) == (at + 1 + KEEP_MINUTES) * 60_000
 
 
 def test_the_history_lists_every_minute_oldest_first(queue: Queue, redis_client: redis.Redis) -> None:
-    key = queue.keys.for_topic("orders").activity("orders")
+    partition = queue.keys.for_topic("orders")
     minute = this_minute(redis_client)
-    redis_client.hset(key, mapping={str(minute - 2): f"d=4,f=1,{bucket_of(10)}=5", str(minute): "x=2,f=2"})
+    redis_client.hset(partition.activity(minute - 2), "orders", f"d=4,f=1,{bucket_of(10)}=5")
+    redis_client.hset(partition.activity(minute), mapping={"orders": "x=2,f=2", "payments": "d=50"})
 
     found = queue.history("orders", 4)
     assert [m.from_ms for m in found] == [(minute - 3 + i) * 60_000 for i in range(4)]
@@ -108,35 +122,54 @@ def test_the_history_of_a_topic_nothing_covers_is_not_found(make_queue) -> None:
     assert [m.counts.started for m in queue.history("orders", 2)] == [0, 0]  # configured: zeros
 
 
-def test_minutes_older_than_a_day_are_forgotten(queue: Queue, redis_client: redis.Redis) -> None:
-    key = queue.keys.for_topic("orders").activity("orders")
+def test_a_minute_is_kept_a_day_then_goes_whole(queue: Queue, redis_client: redis.Redis) -> None:
+    partition = queue.keys.for_topic("orders")
     minute = this_minute(redis_client)
-    stale = minute - KEEP_MINUTES - 1
     recent = minute - WINDOW_MINUTES - 1  # outside the recent lateness, inside the history
-    redis_client.hset(key, mapping={str(stale): f"{bucket_of(5000)}=50", "kept": str(stale)})
-    redis_client.hset(key, str(recent), f"{bucket_of(10)}=7")
-    redis_client.hset(key, str(minute - 1), f"{bucket_of(10)}=5")
-
+    add(queue, "orders", {bucket_of(10): 7}, minute=recent)
+    add(queue, "orders", {bucket_of(10): 5}, minute=minute - 1)
     assert queue.lateness(["orders"])["orders"].deliveries == 5  # the recent lateness: the last minutes only
-    assert add(queue, "orders", {bucket_of(10): 5}) == 1  # the writer forgets the minute older than a day
-    assert not redis_client.hexists(key, str(stale))
-    assert redis_client.hget(key, str(recent)) == f"{bucket_of(10)}=7"
-    assert redis_client.hget(key, "kept") == str(minute - KEEP_MINUTES)
-    assert queue.lateness(["orders"])["orders"].deliveries == 10
-    assert sum(m.counts.started for m in queue.history("orders", KEEP_MINUTES)) == 17
-    assert 0 < redis_client.pttl(key) <= (KEEP_MINUTES + 1) * 60_000
+    assert sum(m.counts.started for m in queue.history("orders", KEEP_MINUTES)) == 12
+
+    # A minute a day old (a process that counted it, then lost Redis that long) is past keeping: gone.
+    stale = minute - KEEP_MINUTES - 1
+    assert add(queue, "orders", {bucket_of(5000): 50}, minute=stale) == 1
+    assert not redis_client.exists(partition.activity(stale))
+    assert sum(m.counts.started for m in queue.history("orders", KEEP_MINUTES)) == 12
+    # The oldest minute the history shows expires as it leaves it.
+    oldest = minute - KEEP_MINUTES + 1
+    add(queue, "orders", {bucket_of(10): 1}, minute=oldest)
+    assert 0 < redis_client.pttl(partition.activity(oldest)) <= 2 * 60_000
+    assert sum(m.counts.started for m in queue.history("orders", KEEP_MINUTES)) == 13
+
+
+def test_a_reader_whose_clock_is_off_reads_redis_minutes(queue: Queue, redis_client: redis.Redis) -> None:
+    """The minutes' keys are named by the reader: one whose clock is hours off learns Redis' time from
+    its first read and reads again around it, with the same answer as a reader on time."""
+    minute = this_minute(redis_client)
+    add(queue, "orders", {bucket_of(10): 3}, done=3, minute=minute)
+    add(queue, "orders", {bucket_of(10): 2}, minute=minute - 2)
+    expected = [m.to_dict() for m in queue.history("orders", 5)]
+    for off_ms in (-3 * 3_600_000, 3 * 3_600_000, -90_000):
+        queue._redis_clock.saw(server_ms(redis_client) + off_ms)
+        assert [m.to_dict() for m in queue.history("orders", 5)] == expected
+        queue._redis_clock.saw(server_ms(redis_client) + off_ms)
+        assert queue.lateness(["orders"])["orders"].deliveries == 5
 
 
 def test_topics_spread_over_partitions_and_read_in_one_call_each(make_queue) -> None:
     queue = make_queue(partitions=4)
+    minute = this_minute(queue.redis)
     topics = [f"t{n}" for n in range(12)]
     assert len({queue.keys.for_topic(topic).index for topic in topics}) > 1
-    counted = {topic: Counts({bucket_of(10 * (n + 1)): n + 1}, done=n) for n, topic in enumerate(topics)}
+    counted = {(minute, topic): Counts({bucket_of(10 * (n + 1)): n + 1}, done=n) for n, topic in enumerate(topics)}
+    written = 0
     for partition, call in calls.add_activities(queue.keys, counted):
-        assert {queue.keys.for_topic(topic) for topic in topics if partition.activity(topic) in call.keys} == {
-            partition
-        }
-        call.run(queue.redis)
+        assert list(call.keys) == [partition.activity(minute)]
+        written += call.run(queue.redis)
+    assert written == len(topics)
+    for topic in topics:  # each in the partition that keeps its activity
+        assert queue.redis.hexists(queue.keys.for_topic(topic).activity(minute), topic)
     lateness = queue.lateness(topics)
     assert [lateness[topic].deliveries for topic in topics] == list(range(1, 13))
     assert [queue.history(topic, 1)[0].counts.done for topic in topics] == list(range(12))

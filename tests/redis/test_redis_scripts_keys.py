@@ -25,7 +25,7 @@ from delayq.store.connection import redis_errors
 from delayq.store.keys import SCHEDULE_KEYS, TOPIC_INDEX_KEYS, TOPIC_KEYS, Keyspace
 from delayq.store.scripts import Call, Script, all_scripts
 
-from support.scripts import Lua, Rules
+from support.scripts import Lua, Rules, server_ms
 
 Runner = Callable[[Call[Any]], Any]
 
@@ -149,9 +149,12 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
     assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
-    assert restricted(calls.add_activity(p, {"orders": Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)})) == 0
-    assert restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5)) == [{3: 2, 40: 1}, {}]
-    assert restricted(calls.read_activity(p, "orders", 3))[-1].counts == Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)
+    now = server_ms(redis_client)
+    counts = Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)
+    assert restricted(calls.add_activity(p, {(now // 60_000, "orders"): counts})) == 1
+    lateness = restricted(calls.read_lateness(p, ["orders", "reminders"], window_minutes=5, around_ms=now))
+    assert lateness.read == [{3: 2, 40: 1}, {}]
+    assert counts in [m.counts for m in restricted(calls.read_activity(p, "orders", 3, around_ms=now)).read]
     assert restricted(calls.dead_errors(p, "orders", 0, 10)).dead == 0
 
     # a schedule: written with a claimed outbox (due at once: a claim of 0 ms), read, listed, found due,

@@ -70,7 +70,8 @@ def test_sweep_renews_the_lock(lua: Lua) -> None:
 def test_sweep_with_no_topics_renews_the_lock(lua: Lua) -> None:
     hold(lua, ttl_ms=1000)
     swept = calls.sweep(lua.p, [], token=TOKEN, ttl_ms=20_000, limit=100).run(lua.r)
-    assert swept == Swept(held=True, next_in_ms=None, indexed=False, due=[], per_topic=[])
+    assert swept == Swept(held=True, next_in_ms=None, indexed=False, due=[], per_topic=[], now_ms=swept.now_ms)
+    assert swept.now_ms > 0
     assert lua.r.pttl(lua.p.lock) > 19_000
 
 

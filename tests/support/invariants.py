@@ -286,12 +286,18 @@ class _Examination:
         for p in self.keyspace.partitions:
             self.partition(p, {topic: parts for (index, topic), parts in sorted(by_topic.items()) if index == p.index})
 
-    def is_activity(self, key: str) -> bool:
-        """Whether ``key`` is a topic's activity hash, in the partition that keeps it."""
+    def activity_key(self, key: str, kind: str, content: Any) -> bool:
+        """Checks ``key`` if it is a partition's minute of activity (telemetry, not a job's state): a hash
+        of the topics that partition keeps the activity of. Whether it is."""
         for p in self.keyspace.partitions:
-            if key.startswith(p.prefix) and key.endswith(":activity"):
-                topic = key[len(p.prefix) : -len(":activity")]
-                return TOPIC_NAME.fullmatch(topic) is not None and self.keyspace.for_topic(topic) == p
+            if key.startswith(p.activity_prefix) and key[len(p.activity_prefix) :].isdigit():
+                if kind != "hash":
+                    self.found.append(f"{key} is a {kind}, not a hash")
+                    return True
+                strays = [t for t in content if not TOPIC_NAME.fullmatch(t) or self.keyspace.for_topic(t) != p]
+                if strays:
+                    self.found.append(f"{key} holds topics another partition keeps, or no topic: {strays}")
+                return True
         return False
 
     def namespace_key(self, key: str, kind: str, content: Any) -> bool:
@@ -320,9 +326,7 @@ class _Examination:
                 elif name == "_seq" and not str(content).isdigit():
                     self.found.append(f"{key} is not a counter: {content!r}")
                 continue
-            if self.is_activity(key):  # a topic's activity: telemetry, not a job's state
-                if kind != "hash":
-                    self.found.append(f"{key} is a {kind}, not a hash")
+            if self.activity_key(key, kind, content):
                 continue
             where = topic_of_key(key, self.keyspace)
             if where is None:

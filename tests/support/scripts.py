@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from delayq.core.activity import Counts
 from delayq.core.callbacks import Record
 from delayq.core.job import Attempt, DeadJob, Meta, TopicStats, history_of, last_error_of
 from delayq.store import calls
@@ -336,3 +337,9 @@ def kill_job(client: redis.Redis, queue: Any, topic: str, job_id: str, error: st
     """Leases a ready job and fails it with no retries left: it is dead."""
     lease = lease_job(client, queue, topic, job_id)
     assert lua_for(client, queue, topic, job_id).fail(topic, job_id, lease.token, error, retries=0) == (0, 1)
+
+
+def add_activity_now(client: redis.Redis, keys: Keyspace, topic: str, counts: Counts) -> int:
+    """Adds ``counts`` to ``topic``'s activity in Redis' current minute (as a consumer's flush does)."""
+    minute = server_ms(client) // 60_000
+    return calls.add_activity(keys.for_topic(topic), {(minute, topic): counts}).run(client)

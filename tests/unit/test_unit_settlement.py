@@ -20,7 +20,7 @@ def settlement() -> tuple[Settlement, Pending, Counter[str]]:
     counts: Counter[str] = Counter()
     errors: list[str] = []
     made = Settlement(
-        threading.Lock(), counts, Telemetry.disabled(), lambda what, *_: errors.append(what), tally=Tally()
+        threading.Lock(), counts, Telemetry.disabled(), lambda what, *_: errors.append(what), tally=Tally(lambda: 0.0)
     )
     return made, made.lane(Keyspace("ns", 1).partitions[0], "orders", CONFIG), counts
 

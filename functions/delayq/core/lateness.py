@@ -4,10 +4,10 @@ the queue: ``lateness`` in ``GET /topics`` and ``GET /topics/{topic}``, and the 
 
 Each consumer (a Lambda, a process, the local stack) counts its deliveries into log-scale buckets in
 memory, four a doubling (``bucket_of``: one bisection and a dict increment, under a lock, well under
-a microsecond a delivery), and every ``activity.FLUSH_S`` adds its counts to the topic's activity in Redis, in
-the current minute by Redis time (``activity.py``: one call per partition for up to
-``consumer.ACTIVITY_CHUNK`` topics, one such call joined to the round trip of each pass while more
-wait). A reader sums the buckets of the window's minutes (``lateness_read.lua``) and reads the
+a microsecond a delivery), and every ``activity.FLUSH_S`` adds its counts to the topics' activity in
+Redis, each start in its minute by Redis' clock (``activity.py``: one call per partition for up to
+``consumer.ACTIVITY_CHUNK`` topics' minutes, one such call joined to the round trip of each pass while
+more wait). A reader sums the buckets of the window's minutes (``lateness_read.lua``) and reads the
 percentiles off them: each is the geometric middle of its bucket, within 9% of the true value. A
 minute holds at most ``MAX_BUCKET + 1`` buckets (usually a few dozen).
 """

@@ -26,7 +26,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
-from delayq.core.activity import Counts, Tally
+from delayq.core.activity import Counted, Counts, Tally
+from delayq.core.clock import ServerClock
 from delayq.core.errors import ConfigError, DelayqError
 from delayq.core.loop import Budget
 from delayq.core.settings import ENV
@@ -49,7 +50,7 @@ log = logging.getLogger("delayq.consume")
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
 TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
-ACTIVITY_CHUNK = 50  # topics whose activity one call adds (one call a pass while more wait: ~1 ms of Redis)
+ACTIVITY_CHUNK = 50  # topics' minutes of activity one call adds (one call a pass while more wait: ~1 ms of Redis)
 LANES_PER_CALL = 64  # lanes (takes and riding acks) one take call carries, at most: bounded work per call
 PLAN_TOPICS = 256  # topics named per partition by one read of its topic index (the first to have work)
 PLAN_MARGIN_MS = 100  # a read of the topic index looks this much beyond the next tick
@@ -111,10 +112,10 @@ class Consumer:
         self._plans = [0.0] * len(namespace.keys)  # per partition: when to read its topic index next
         self._full_reads: set[int] = set()  # partitions whose last read named PLAN_TOPICS topics
         self._backlogged: set[int] = set()  # shares (by id) that had more topics due than free workers
-        self.tally = Tally()  # the topics' activity counted here, not yet taken to be sent
-        self._unrecorded: dict[str, Counts] = {}  # taken from the tally, not yet sent
+        self._unrecorded: dict[Counted, Counts] = {}  # taken from the tally, not yet sent
         self._polls = [0.0] * len(namespace.keys)  # per partition: when to look at it next, between reads
-        self._server_clock: tuple[int, float] | None = None  # Redis' ms at a monotonic time, from a reply
+        self.server_clock = ServerClock()  # Redis' time, from the replies
+        self.tally = Tally(self.server_clock.ms)  # the topics' activity counted here, not yet taken to be sent
         self._lock = threading.Lock()
         self.outages = Outages(namespace, tick=self.tick, name="consume")
         self._settlement = Settlement(
@@ -214,7 +215,7 @@ class Consumer:
             # A resting partition is read and looked at once its rest ends (``outages``), not before.
             rests = [self.outages.until(partition) for partition in self.namespace.keys.partitions]
             waits += [max(at, rest) - now for at, rest in zip(self._plans, rests, strict=True)]
-            if self._server_clock is not None:
+            if self.server_clock.known:
                 waits += [max(at, rest) - now for at, rest in zip(self._polls, rests, strict=True)]
             waits.append(budget.left(now))
         return max(0.0, min(waits))
@@ -285,19 +286,20 @@ class Consumer:
     def _activity_records(self, now: float, *, due: bool = False) -> list[tuple[Partition, Call[int]]]:
         """Every ``activity.FLUSH_S`` (or now, if ``due``): what was counted since the last record,
         added to each topic's activity in Redis (``delayq.core.activity``), one call per partition for
-        up to ``ACTIVITY_CHUNK`` topics. A pass sends one such call, so that thousands of topics spread
+        up to ``ACTIVITY_CHUNK`` topics' minutes. A pass sends one such call, so that thousands of topics spread
         their records over passes instead of holding one up; ``due`` sends them all. A topic whose
         partition rests (``outages``) waits for it."""
         if due or now - self._activity_recorded >= ACTIVITY_FLUSH_S:
             self._activity_recorded = now
-            for name, counts in self.tally.take().items():
-                self._unrecorded.setdefault(name, Counts()).add(counts)
+            for counted, counts in self.tally.take().items():
+                self._unrecorded.setdefault(counted, Counts()).add(counts)
         records: list[tuple[Partition, Call[int]]] = []
-        names = iter(list(self._unrecorded))
+        waiting = iter(list(self._unrecorded))
         if self.outages:
-            names = (name for name in names if not self.outages.resting(self.namespace.keys.for_topic(name), now))
+            keys = self.namespace.keys
+            waiting = (counted for counted in waiting if not self.outages.resting(keys.for_topic(counted[1]), now))
         while due or not records:
-            chunk = {name: self._unrecorded.pop(name) for name in islice(names, ACTIVITY_CHUNK)}
+            chunk = {counted: self._unrecorded.pop(counted) for counted in islice(waiting, ACTIVITY_CHUNK)}
             if not chunk:
                 break
             records += calls.add_activities(self.namespace.keys, chunk)
@@ -345,10 +347,9 @@ class Consumer:
         share has more topics due than free workers: what a look would find waits anyway). When the
         pass goes to Redis anyway (``riding``), a look due within ``LOOK_EARLY`` of a look's interval
         comes now: in steady traffic the looks ride with the takes instead of waking Redis alone."""
-        if self._server_clock is None or (self._backlogged and len(self._backlogged) == len(self.lanes.shares)):
+        if not self.server_clock.known or (self._backlogged and len(self._backlogged) == len(self.lanes.shares)):
             return []
-        server_ms, at = self._server_clock
-        until_ms = server_ms + int((now - at + self.look_every) * 1000) + 1
+        until_ms = int(self.server_clock.ms(now) + self.look_every * 1000) + 1
         due_by = now + (self.look_every * LOOK_EARLY if riding else 0)
         looks = []
         for partition in self.namespace.keys.partitions:
@@ -367,7 +368,7 @@ class Consumer:
             if self.outages.resting(partition, now):  # read again once its rest ends
                 self._plans[partition.index] = self.outages.until(partition)
             return
-        self._server_clock = (reply.now_ms, now)
+        self.server_clock.saw(reply.now_ms, now)
         self._due(partition, reply.due, now)
         if len(reply.due) >= PLAN_TOPICS:  # more may have work: read again once most of these have taken
             self._full_reads.add(partition.index)
@@ -382,10 +383,9 @@ class Consumer:
         if isinstance(delayed, Exception):
             self._redis_error("looking at the topic index", partition, None, delayed)
             return
-        if self._server_clock is None:
+        if not self.server_clock.known:
             return
-        server_ms, at = self._server_clock
-        server_now = server_ms + (now - at) * 1000
+        server_now = self.server_clock.ms(now)
         due = {name: max(0, int(run_at - server_now)) for name, run_at in delayed.items()} | dict.fromkeys(ready, 0)
         if self._backlogged:  # a backlogged share's topics wait for a read, behind those due before
             due = {name: in_ms for name, in_ms in due.items() if not self._in_backlog(name)}
@@ -578,7 +578,7 @@ class Consumer:
                 with self._lock:
                     lane.pending.undo_later([take.take_id])
             return
-        self._server_clock = (reply.now_ms, now)
+        self.server_clock.saw(reply.now_ms, now)
         if reply.paused:  # nothing taken: look again in a tick (a pause lasts minutes, not milliseconds)
             lane.next_check = lane.held_until = now + self.tick
             return

@@ -189,7 +189,7 @@ class Deliveries:
         unless its timeout came first (then True: a late result, dropped). ``result``: a success's, as
         its receipt keeps it (``encode_result``)."""
         job, started = delivery.job, started_at_ms(delivery.job, lateness_ms)
-        self.tally.started(job.topic, lateness_ms)
+        self.tally.started(job.topic, lateness_ms, started)
         with self.lock:
             self._not_running(delivery)
             late = delivery.settled

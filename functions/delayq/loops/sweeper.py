@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from delayq.core.activity import FLUSH_S as ACTIVITY_FLUSH_S
 from delayq.core.activity import Tally
+from delayq.core.clock import ServerClock
 from delayq.core.errors import RedisUnavailable
 from delayq.core.loop import FINISH_BEFORE_DEADLINE_S, STOP_BEFORE_DEADLINE_S, Budget
 from delayq.core.schedule import sleep_for
@@ -80,7 +81,8 @@ class Sweeper:
         self.outages = Outages(namespace, tick=self.tick, name="sweep")
         # recurring schedules' occurrences, each pass
         self.scheduler = Scheduler(namespace, counts=self.counts, outages=self.outages)
-        self.tally = Tally()  # the topics' activity: leases taken back, jobs gone dead
+        self.server_clock = ServerClock()  # Redis' time, from the sweeps' replies
+        self.tally = Tally(self.server_clock.ms)  # the topics' activity: leases taken back, jobs gone dead
         self._activity_recorded = time.monotonic()
 
     def run(self, budget: Budget) -> dict[str, Any]:
@@ -263,6 +265,7 @@ class Sweeper:
             swept = call.run(self.namespace.redis)
         if not swept.held:
             raise _LockLost
+        self.server_clock.saw(swept.now_ms)
         telemetry = self.namespace.telemetry
         for topic, (moved, retried, dead, dead_ids) in zip(topics, swept.per_topic, strict=True):
             self.counts.update(moved=moved, retried=retried, dead=dead)

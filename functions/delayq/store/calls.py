@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from delayq.core.activity import KEEP_MINUTES, Counts, Minute, minutes_of
+from delayq.core.activity import KEEP_MINUTES, Counted, Counts, minute_of, minutes_of
 from delayq.core.errors import Code
 from delayq.core.flows import UNLIMITED, Shares
 from delayq.core.job import DONE, DeadJob, Job, Meta, TopicStats, history_of, last_error_of
@@ -381,6 +381,7 @@ class Swept:
     due: list[str]
     per_topic: list[SweptTopic]
     outbox: int = 0  # records in the partition's outbox: callback jobs to make (``callbacks``)
+    now_ms: int = 0  # Redis' time
 
 
 def sweep(
@@ -408,16 +409,16 @@ def sweep(
 
 
 def _swept(reply: list[Any], groups: int) -> Swept:
-    code, next_in_ms, indexed, outbox, due = (int(value) for value in reply[:5])
-    names = [str(name) for name in reply[5 : 5 + due]]
-    counts = [int(value) for value in reply[5 + due : 5 + due + 3 * groups]]
-    dead_ids = iter(reply[5 + due + 3 * groups :])
+    code, next_in_ms, indexed, outbox, now_ms, due = (int(value) for value in reply[:6])
+    names = [str(name) for name in reply[6 : 6 + due]]
+    counts = [int(value) for value in reply[6 + due : 6 + due + 3 * groups]]
+    dead_ids = iter(reply[6 + due + 3 * groups :])
     per_topic = []
     for i in range(0, len(counts), 3):
         moved, retried, dead = counts[i : i + 3]
         per_topic.append(SweptTopic(moved, retried, dead, tuple(next(dead_ids) for _ in range(dead))))
     held = code != Code.LOCK_LOST
-    return Swept(held, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic, outbox)
+    return Swept(held, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic, outbox, now_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -795,39 +796,81 @@ def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
 # ------------------------------------------------------------------------------------ activity
 
 
-def add_activity(partition: Partition, counted: Mapping[str, Counts]) -> Call[int]:
-    """Adds each topic's counts to its activity in the current minute, all kept in ``partition``
-    (``Keyspace.for_topic``), in one call; how many old minutes it forgot."""
-    keys = [partition.activity(topic) for topic in counted]
-    return Call(Scripts.activity_add, keys, [KEEP_MINUTES, *(counts.encode() for counts in counted.values())], int)
+def add_activity(partition: Partition, counted: Mapping[Counted, Counts]) -> Call[int]:
+    """Adds each topic's counts to its activity in their minute, all kept in ``partition``
+    (``Keyspace.for_topic``), in one call; how many topics' minutes it wrote."""
+    by_minute: dict[int, list[Arg]] = {}
+    for (minute, topic), counts in counted.items():
+        by_minute.setdefault(minute, []).extend((topic, counts.encode()))
+    args: list[Arg] = [KEEP_MINUTES]
+    for minute, pairs in by_minute.items():
+        args += [minute, len(pairs) // 2, *pairs]
+    return Call(Scripts.activity_add, [partition.activity(minute) for minute in by_minute], args, int)
 
 
-def add_activities(keyspace: Keyspace, counted: Mapping[str, Counts]) -> list[tuple[Partition, Call[int]]]:
+def add_activities(keyspace: Keyspace, counted: Mapping[Counted, Counts]) -> list[tuple[Partition, Call[int]]]:
     """``add_activity`` for topics of any partitions: a call per partition that keeps some."""
-    by_partition: dict[Partition, dict[str, Counts]] = {}
-    for topic, counts in counted.items():
-        by_partition.setdefault(keyspace.for_topic(topic), {})[topic] = counts
+    by_partition: dict[Partition, dict[Counted, Counts]] = {}
+    for key, counts in counted.items():
+        by_partition.setdefault(keyspace.for_topic(key[1]), {})[key] = counts
     return [(partition, add_activity(partition, part)) for partition, part in by_partition.items()]
 
 
-def read_activity(partition: Partition, topic: str, minutes: int) -> Call[list[Minute]]:
-    """``topic``'s last ``minutes`` minutes of activity, the current one last (kept in ``partition``)."""
-    return Call(Scripts.activity_read, [partition.activity(topic)], [minutes], _activity_read)
+class Window(NamedTuple):
+    """The minutes' keys a read of activity is given: those around the current minute by the reader's
+    estimate of Redis' clock, ``MINUTES_SLACK`` more on each side, so that an estimate that is off by
+    less than that still covers the minutes wanted (Redis' own time picks them)."""
+
+    first: int  # the minute of the first key
+    keys: list[str]
 
 
-def _activity_read(reply: list[Any]) -> list[Minute]:
-    return minutes_of(int(reply[0]), [None if text is None else str(text) for text in reply[1:]])
+MINUTES_SLACK = 1
 
 
-def read_lateness(partition: Partition, topics: Sequence[str], *, window_minutes: int) -> Call[list[dict[int, int]]]:
+def _window(partition: Partition, minutes: int, around_ms: float) -> Window:
+    current = minute_of(around_ms)
+    first = current - minutes + 1 - MINUTES_SLACK
+    return Window(first, [partition.activity(m) for m in range(first, current + MINUTES_SLACK + 1)])
+
+
+class Activity(NamedTuple):
+    """A read of activity: Redis' time, and what was read; None when the keys given did not cover the
+    minutes wanted by that time (read again around it)."""
+
+    now_ms: int
+    read: Any
+
+
+def read_activity(partition: Partition, topic: str, minutes: int, *, around_ms: float) -> Call[Activity]:
+    """``topic``'s last ``minutes`` minutes of activity, the current one last (kept in ``partition``), as
+    ``Minute`` s; ``around_ms``: Redis' time as the reader knows it."""
+    window = _window(partition, minutes, around_ms)
+    return Call(Scripts.activity_read, window.keys, [window.first, minutes, topic], _activity_read)
+
+
+def _activity_read(reply: list[Any]) -> Activity:
+    now_ms = int(reply[0])
+    if len(reply) == 1:
+        return Activity(now_ms, None)
+    return Activity(now_ms, minutes_of(now_ms, [None if text is None else str(text) for text in reply[1:]]))
+
+
+def read_lateness(
+    partition: Partition, topics: Sequence[str], *, window_minutes: int, around_ms: float
+) -> Call[Activity]:
     """The recent lateness of ``topics`` (their activity all kept in ``partition``), each as bucket ->
-    deliveries."""
-    keys = [partition.activity(topic) for topic in topics]
-    return Call(Scripts.lateness_read, keys, [window_minutes], _lateness_read)
+    deliveries, over the current minute and ``window_minutes`` before it; ``around_ms``: Redis' time as
+    the reader knows it."""
+    window = _window(partition, window_minutes + 1, around_ms)
+    return Call(Scripts.lateness_read, window.keys, [window.first, window_minutes, *topics], _lateness_read)
 
 
-def _lateness_read(reply: list[list[int]]) -> list[dict[int, int]]:
-    return [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply]
+def _lateness_read(reply: list[Any]) -> Activity:
+    now_ms = int(reply[0])
+    if len(reply) == 1:
+        return Activity(now_ms, None)
+    return Activity(now_ms, [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply[1:]])
 
 
 # ------------------------------------------------------------------------------------ schedules

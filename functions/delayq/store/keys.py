@@ -143,10 +143,14 @@ class Partition:
         ``TOPIC_INDEX_KEYS`` order (``lua/includes/topic_keys.lua`` reads them so)."""
         return [*self.topic_keys(topic), *(self.prefix + kind for kind in TOPIC_INDEX_KEYS)]
 
-    def activity(self, topic: str) -> str:
-        """The hash of ``topic``'s activity, minute by minute (in the partition ``Keyspace.for_topic``
-        names): ``delayq.core.activity``."""
-        return f"{self.prefix}{topic}:activity"
+    @property
+    def activity_prefix(self) -> str:
+        return self.prefix + "_activity:"
+
+    def activity(self, minute: int) -> str:
+        """The hash of one minute's activity (since the epoch) of the topics whose activity this partition
+        keeps (``Keyspace.for_topic``), a field per topic: ``delayq.core.activity``."""
+        return f"{self.activity_prefix}{minute}"
 
 
 class Keyspace:

@@ -18,7 +18,8 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from delayq.core.activity import DEFAULT_MINUTES as DEFAULT_HISTORY_MINUTES
-from delayq.core.activity import Minute, check_minutes
+from delayq.core.activity import Minute, check_minutes, minutes_of
+from delayq.core.clock import ServerClock
 from delayq.core.errors import (
     Code,
     DelayqError,
@@ -91,6 +92,7 @@ WRITE_CHUNK = 1000  # jobs per enqueue call: bounded work per Lua call
 STREAM_CHUNK = 250  # jobs enqueue_many validates and sends at a time, while Redis writes the chunk before
 STATS_CALLS = 256  # stats calls per round trip of a page of topics (each small)
 LATENESS_READS = 100  # topics per call of lateness_read.lua
+ACTIVITY_READ_TRIES = 3  # reads of activity around Redis' time: the first may miss it (this machine's clock)
 
 
 @dataclass(slots=True)
@@ -488,14 +490,35 @@ class Queue(Namespace):
         ]
         if not chunks:
             return {}
-        reads = [calls.read_lateness(p, names, window_minutes=LATENESS_WINDOW_MINUTES) for p, names in chunks]
-        with redis_errors(self.server):
-            replies: list[list[dict[int, int]]] = run_many(self.redis, reads)
+        replies = self._read_activity(
+            lambda around_ms: [
+                calls.read_lateness(p, names, window_minutes=LATENESS_WINDOW_MINUTES, around_ms=around_ms)
+                for p, names in chunks
+            ]
+        )
         return {
             topic: Lateness.of(counts)
             for (_, names), reply in zip(chunks, replies, strict=True)
-            for topic, counts in zip(names, reply, strict=True)
+            for topic, counts in zip(names, reply or [{}] * len(names), strict=True)
         }
+
+    @cached_property
+    def _redis_clock(self) -> ServerClock:
+        """Redis' time as this queue's reads of activity last saw it: which minutes' keys they name."""
+        return ServerClock()
+
+    def _read_activity(self, reads: Callable[[float], list[Call[calls.Activity]]]) -> list[Any]:
+        """What ``reads`` made around Redis' time (as last seen) read; made again around the time Redis
+        answered while a read's keys missed the minutes it wanted (this machine's clock is off, the
+        first time; a minute turned since). What still missed after a few tries reads as None."""
+        replies: list[calls.Activity] = []
+        with redis_errors(self.server):
+            for _ in range(ACTIVITY_READ_TRIES):
+                replies = run_many(self.redis, reads(self._redis_clock.ms()))
+                self._redis_clock.saw(max(reply.now_ms for reply in replies))
+                if all(reply.read is not None for reply in replies):
+                    break
+        return [reply.read for reply in replies]
 
     def topics(self, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> TopicPage:
         """Every configured topic and every topic holding jobs, by name, with its stats, a page at a
@@ -627,8 +650,10 @@ class Queue(Namespace):
         oldest first, the current minute (by Redis' clock) last; empty minutes with zeros."""
         check_topic(topic)
         check_minutes(minutes)
-        with redis_errors(self.server):
-            found = calls.read_activity(self.keys.for_topic(topic), topic, minutes).run(self.redis)
+        partition = self.keys.for_topic(topic)
+        (read,) = self._read_activity(lambda at_ms: [calls.read_activity(partition, topic, minutes, around_ms=at_ms)])
+        # None: every read missed its minutes (Redis' clock jumped between them): nothing to show
+        found: list[Minute] = read if read is not None else minutes_of(int(self._redis_clock.ms()), [None] * minutes)
         if not any(minute.counts for minute in found):
             self.check_known(topic)
         return found

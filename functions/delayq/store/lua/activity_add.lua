@@ -1,64 +1,53 @@
 --[[
-activity_add: adds one process's counts of some topics (activity.py) to each one's activity, in the
-current minute by Redis time; forgets the minutes older than it keeps, and the whole hash once
-the topic has been quiet that long.
+activity_add: adds one process's counts to the topics' activity (activity.py), each in the minute it
+was counted in. A minute's hash (a field per topic) expires whole once it is older than what is kept,
+so nothing is forgotten field by field.
 
-The hash holds one field per minute, "<minute>" -> "name=count,name=count..." (activity.Counts), and
-"kept" -> the first minute it may still hold. Only commands delayq's ACL already allows (no HINCRBY,
-no HKEYS): the minutes to forget are named from "kept" on; at most keep + 2 of them, once a minute.
-
-KEYS[1..n]     the topics' activity hashes (keys.py), all of one partition
-ARGV[1]        how many whole minutes before the current one are kept
-ARGV[2..n+1]   each topic's counts, in the order of KEYS: "name=count,name=count..."
-Returns the number of minutes forgotten, all topics together.
+KEYS[1..n]  the minutes' activity hashes (keys.py Partition.activity), all of one partition
+ARGV[1]     how many whole minutes before the current one are kept
+then per key, in the order of KEYS: its minute, how many topics follow, then per topic its name and
+            its counts, "name=count,name=count..."
+Returns the number of topics' minutes written.
 ]]
--- @include time
 
 local keep = tonumber(ARGV[1])
-local minute = math.floor(now_ms() / 60000)
-local first = minute - keep
-local forgotten = 0
+local written = 0
 
-local function add_counts(key, added)
+-- `stored` and `added` ("name=count,...") summed, the names in the order they first come.
+local function merged(stored, added)
   local counts, order = {}, {}
-  local function add(name, n)
-    if counts[name] == nil then
-      counts[name] = 0
-      order[#order + 1] = name
+  for _, text in ipairs({stored or '', added}) do
+    for name, n in string.gmatch(text, '(%w+)=(%d+)') do
+      if counts[name] == nil then
+        counts[name] = 0
+        order[#order + 1] = name
+      end
+      counts[name] = counts[name] + tonumber(n)
     end
-    counts[name] = counts[name] + n
-  end
-  local stored = redis.call('HMGET', key, minute, 'kept')
-  for name, n in string.gmatch(stored[1] or '', '(%w+)=(%d+)') do
-    add(name, tonumber(n))
-  end
-  for name, n in string.gmatch(added, '(%w+)=(%d+)') do
-    add(name, tonumber(n))
   end
   local parts = {}
   for i, name in ipairs(order) do
     parts[i] = name .. '=' .. counts[name]
   end
-  local merged = table.concat(parts, ',')
+  return table.concat(parts, ',')
+end
 
-  local kept = tonumber(stored[2])
-  if kept == nil or kept < first then
-    local gone = {}
-    -- Older fields than first - keep - 2 cannot be left: the hash expires keep minutes after its last write.
-    for at = math.max(kept or first, first - keep - 2), first - 1 do
-      gone[#gone + 1] = at
-    end
-    if #gone > 0 then
-      forgotten = forgotten + redis.call('HDEL', key, unpack(gone))
-    end
-    redis.call('HSET', key, minute, merged, 'kept', first)
-  else
-    redis.call('HSET', key, minute, merged)
+local a = 2
+for _, key in ipairs(KEYS) do
+  local minute, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local topics = {}
+  for i = 1, n do
+    topics[i] = ARGV[a + 2 * i]
   end
-  redis.call('PEXPIRE', key, (keep + 1) * 60000)
+  local stored = redis.call('HMGET', key, unpack(topics))
+  local fields = {}
+  for i = 1, n do
+    fields[#fields + 1] = topics[i]
+    fields[#fields + 1] = merged(stored[i], ARGV[a + 2 * i + 1])
+  end
+  redis.call('HSET', key, unpack(fields))
+  redis.call('PEXPIREAT', key, (minute + 1 + keep) * 60000)
+  written = written + n
+  a = a + 2 + 2 * n
 end
-
-for i = 1, #KEYS do
-  add_counts(KEYS[i], ARGV[i + 1])
-end
-return forgotten
+return written

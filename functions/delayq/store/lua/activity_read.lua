@@ -2,21 +2,24 @@
 activity_read: the last minutes of one topic's activity (activity.py), the current minute by Redis time
 last; a minute without a field is nil.
 
-KEYS[1]  the topic's activity hash (keys.py)
-ARGV[1]  how many minutes, the current one included
-Returns Redis' time in ms, then the minutes' fields, oldest first.
+KEYS[1..n]  consecutive minutes' activity hashes of one partition (keys.py Partition.activity), around
+            the current minute as the caller knows it
+ARGV[1]     the minute of KEYS[1]
+ARGV[2]     how many minutes, the current one included
+ARGV[3]     the topic
+Returns Redis' time in ms, then the minutes' fields, oldest first; Redis' time alone if KEYS do not
+cover those minutes (the caller's estimate was off: it reads again around the time returned).
 ]]
 -- @include time
 
 local now = now_ms()
-local minute = math.floor(now / 60000)
-local minutes = {}
-for at = minute - tonumber(ARGV[1]) + 1, minute do
-  minutes[#minutes + 1] = at
+local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
+local first = last - tonumber(ARGV[2]) + 1
+if first < 1 or last > #KEYS then
+  return { now }
 end
-local fields = redis.call('HMGET', KEYS[1], unpack(minutes))
 local out = { now }
-for i = 1, #minutes do
-  out[i + 1] = fields[i]
+for i = first, last do
+  out[#out + 1] = redis.call('HGET', KEYS[i], ARGV[3])
 end
 return out

@@ -1,38 +1,52 @@
 --[[
-lateness_read: the recent lateness of topics whose activity hashes are in this partition (see
+lateness_read: the recent lateness of topics whose activity is kept in this partition (see
 lateness.py): per topic, its deliveries per bucket, summed over the minutes of the window (by Redis
 time), so that a topic quiet for part of the window shows only what is left in it.
 
-KEYS     the topics' activity hashes (keys.py)
-ARGV[1]  the window, in whole minutes before the current one
-Returns per key, in order, a flat list: bucket, deliveries, bucket, deliveries ...
+KEYS[1..n]  consecutive minutes' activity hashes of one partition (keys.py Partition.activity), around
+            the current minute as the caller knows it
+ARGV[1]     the minute of KEYS[1]
+ARGV[2]     the window, in whole minutes before the current one
+ARGV[3..]   the topics
+Returns Redis' time in ms, then per topic, in order, a flat list: bucket, deliveries, bucket,
+deliveries ...; Redis' time alone if KEYS do not cover the window (as activity_read.lua).
 ]]
 -- @include time
 
-local minute = math.floor(now_ms() / 60000)
-local minutes = {}
-for at = minute - tonumber(ARGV[1]), minute do
-  minutes[#minutes + 1] = at
+local now = now_ms()
+local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
+local first = last - tonumber(ARGV[2])
+if first < 1 or last > #KEYS then
+  return { now }
 end
-local out = {}
-for k, key in ipairs(KEYS) do
-  local sums, order = {}, {}
-  for _, counts in ipairs(redis.call('HMGET', key, unpack(minutes))) do
+local topics = {}
+for i = 3, #ARGV do
+  topics[#topics + 1] = ARGV[i]
+end
+local sums, order = {}, {}
+for t = 1, #topics do
+  sums[t], order[t] = {}, {}
+end
+for k = first, last do
+  for t, counts in ipairs(redis.call('HMGET', KEYS[k], unpack(topics))) do
     if counts then
       for bucket, n in string.gmatch(counts, '(%d+)=(%d+)') do
-        if sums[bucket] == nil then
-          sums[bucket] = 0
-          order[#order + 1] = bucket
+        if sums[t][bucket] == nil then
+          sums[t][bucket] = 0
+          order[t][#order[t] + 1] = bucket
         end
-        sums[bucket] = sums[bucket] + tonumber(n)
+        sums[t][bucket] = sums[t][bucket] + tonumber(n)
       end
     end
   end
+end
+local out = { now }
+for t = 1, #topics do
   local flat = {}
-  for _, bucket in ipairs(order) do
+  for _, bucket in ipairs(order[t]) do
     flat[#flat + 1] = tonumber(bucket)
-    flat[#flat + 1] = sums[bucket]
+    flat[#flat + 1] = sums[t][bucket]
   end
-  out[k] = flat
+  out[t + 1] = flat
 end
 return out

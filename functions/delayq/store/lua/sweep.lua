@@ -28,7 +28,7 @@ ARGV[6]      '1': the topics given end a walk of all of _topics, set the _indexe
 then 3 values per topic group: the topic's retries, its backoff (comma-separated ms), its on_dead
             ('' none): a job whose expired lease was its last attempt leaves a record in the outbox
             for that topic (includes/callbacks.lua)
-Returns {code, next_in_ms, indexed, outbox, due, then `due` topic names, then 3 values per topic
+Returns {code, next_in_ms, indexed, outbox, now_ms, due, then `due` topic names, then 3 values per topic
          group: moved, retried, dead, then the ids of the dead, group after group}
   code        3 ok; -5 the lock does not hold this token, nothing was done
   next_in_ms  ms until the index next has work for the sweep, -1 if none
@@ -36,6 +36,7 @@ Returns {code, next_in_ms, indexed, outbox, due, then `due` topic names, then 3 
               by an older version, or a new namespace), ending with ARGV[6]
   outbox      records in the outbox: callback jobs for the sweeper to make (next_in_ms is at most 0
               while there are)
+  now_ms      Redis' time (0 with code -5)
   due         topics with work for the sweep now, at most ARGV[5]: the next call's
   moved       jobs moved to the ready list; retried, dead: expired leases taken back as such
 ]]
@@ -49,7 +50,7 @@ local LEASE_EXPIRED = 'lease expired: no answer from the consumer within the tim
 local FIRST_GROUP = 8
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {-5, -1, 0, 0, 0}
+  return {-5, -1, 0, 0, 0, 0}
 end
 local O = outbox_of(KEYS[6], KEYS[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -127,7 +128,7 @@ local indexed = 0
 if redis.call('GET', KEYS[5]) then
   indexed = 1
 end
-local out = {3, next_in, indexed, outbox, #due}
+local out = {3, next_in, indexed, outbox, now, #due}
 for _, topic in ipairs(due) do
   out[#out + 1] = topic
 end
