@@ -1,17 +1,24 @@
 """Receipts in the loops: a job the consumer delivers becomes ``done``, with when its handler started
-by Redis' clock; the cap holds; receipts expire without traffic, forgotten by the sweep in bounded
-passes."""
+by Redis' clock; large results are acknowledged once each, in calls of bounded size; the cap holds;
+receipts expire without traffic, forgotten by the sweep in bounded passes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import pytest
 import redis
 
 from delayq import Queue
+from delayq.core.job import RESULT_MAX_BYTES, encode_result
+from delayq.loops import consumer as consumer_module
 from delayq.loops.consumer import Consumer
+from delayq.loops.settlement import SETTLE_BYTES
 from delayq.loops.sweeper import Sweeper
 from delayq.store import calls
+from delayq.store.scripts import Call, run_many
 
 from support import loop_targets
 from support.loops import running, state, wait_until
@@ -42,6 +49,35 @@ def test_a_delivered_job_becomes_done_with_its_start_by_redis_time(make_queue: M
     assert done.started_at_ms <= done.done_at_ms
     assert queue.stats("life").done == 1
     assert [job.id for job in queue.jobs("life", "done").jobs] == ["job-1"]
+
+
+def test_jobs_with_64_kib_results_are_acknowledged_once_each_in_calls_of_at_most_settle_bytes(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topics = ["big-a", "big-b", "big-c"]  # one partition: their acks ride in each other's take calls
+    target = "python:support.loop_targets:answers"
+    queue = make_queue(topics={topic: {"target": target, "concurrency": 16} for topic in topics}, tick=0.1)
+    jobs = [(topic, f"{topic}-{n}") for topic in topics for n in range(60)]
+    queue.enqueue_many({"topic": topic, "id": job_id, "body": {"answer_kib": 64}, "delay": 0} for topic, job_id in jobs)
+    sent: list[list[str]] = []  # per call the consumer sent: the results it carried
+
+    def recorded(client: Any, sends: Sequence[Call[Any]], **options: Any) -> list[Any]:
+        for call in sends:  # a result is the only argument over a KiB
+            sent.append([arg for arg in call.args if isinstance(arg, str) and len(arg) > 1024])
+        return run_many(client, sends, **options)
+
+    monkeypatch.setattr(consumer_module, "run_many", recorded)
+    with running(Consumer(queue)) as consumer:
+        assert wait_until(lambda: consumer.counts["acked"] >= len(jobs), timeout=30)
+    assert consumer.counts["acked"] == len(jobs)
+    assert Counter(call.job.id for call in loop_targets.of()) == Counter(job_id for _, job_id in jobs)
+    results = {job_id: job_id.ljust(RESULT_MAX_BYTES, ".") for _, job_id in jobs}
+    for topic, job_id in jobs:
+        done = queue.get(topic, job_id)
+        assert (done.state, done.result, done.result_truncated) == ("done", results[job_id], False)
+    carried = [result for call in sent for result in call]
+    assert Counter(carried) == Counter(encode_result(result) for result in results.values())  # each sent once
+    assert max(sum(len(result) for result in call) for call in sent) <= SETTLE_BYTES
 
 
 def test_the_consumer_keeps_at_most_keep_done_max_receipts(make_queue: MakeQueue) -> None:

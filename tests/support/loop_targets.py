@@ -14,7 +14,7 @@ Targets:
   ``permanent``     always fails with ``PermanentFailure``
   ``unreadable``    records the job, then fails with an exception whose message cannot be read
   ``answers``       records the job, returns ``body["answer"]`` (``body["answer_mb"]``: that many MB
-                    of text)
+                    of text; ``body["answer_kib"]``: that many KiB of text, its id first)
 """
 
 from __future__ import annotations
@@ -163,4 +163,6 @@ def answers(job: Job) -> Any:
     _record(job)
     if "answer_mb" in job.body:
         return "r" * (job.body["answer_mb"] << 20)
+    if "answer_kib" in job.body:
+        return job.id.ljust(job.body["answer_kib"] << 10, ".")
     return job.body.get("answer")

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import Any
 
@@ -41,7 +41,7 @@ from delayq.store.scripts import Call, run_many
 from .deliveries import Deliveries, Delivery
 from .lanes import TAKE_AHEAD_MS, Lane, Lanes, Topic, first_due
 from .outages import Outages
-from .settlement import Pending, Settlement
+from .settlement import AckRoom, Pending, Settlement
 from .workers import SPREAD_S
 
 log = logging.getLogger("delayq.consume")
@@ -65,14 +65,15 @@ __all__ = ["LEASE_GRACE_MS", "TAKE_AHEAD_MS", "Consumer"]
 
 @dataclass(slots=True)
 class Take:
-    """A lane's take in a pass, with the lane's acks that ride with it. ``early``: the lane is not due
-    yet, its jobs fall due within its take ahead; it takes what the due lanes leave of the workers."""
+    """A lane's take in a pass, with the lane's acks that ride with it (given once its call is known:
+    ``Consumer._calls_of``). ``early``: the lane is not due yet, its jobs fall due within its take
+    ahead; it takes what the due lanes leave of the workers."""
 
     lane: Lane
     count: int
     take_id: str
-    acks: list[Ack]
     early: bool = False
+    acks: list[Ack] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -510,9 +511,10 @@ class Consumer:
     def _calls_of(
         self, partition: Partition, takes: list[Take], allowed: Counter[int], longest_ms: int
     ) -> list[TakeCall]:
-        """The calls of a partition's takes, ``LANES_PER_CALL`` lanes each, the acks of its other lanes
-        riding in the room left. The lanes of a share take from one pool: what its due lanes were
-        given, and in the last call what ``allowed`` gives its early ones."""
+        """The calls of a partition's takes, ``LANES_PER_CALL`` lanes each, with their lanes' acks and
+        then its other lanes' riding in the room left, in lanes and in bytes (an ``AckRoom`` a call).
+        The lanes of a share take from one pool: what its due lanes were given, and in the last call
+        what ``allowed`` gives its early ones."""
         taking = {take.lane.pending for take in takes}
         sent = []
         for start in range(0, len(takes), LANES_PER_CALL):
@@ -523,7 +525,10 @@ class Consumer:
             if start + LANES_PER_CALL >= len(takes):
                 budgets.update(allowed)
             pools = {key: n for n, key in enumerate(budgets, 1)}
-            acking = self._settlement.ride_along(partition, taking, LANES_PER_CALL - len(chunk))
+            room = AckRoom()
+            for take in chunk:
+                take.acks = self._settlement.ride(take.lane.pending, room)
+            acking = self._settlement.ride_along(partition, taking, LANES_PER_CALL - len(chunk), room)
             parts = [self._part(take, pools[id(take.lane.topic.share)]) for take in chunk]
             parts += [calls.lane_acks(partition, pending.topic, pending.rules, acks) for pending, acks in acking]
             call = calls.takes(
@@ -533,9 +538,9 @@ class Consumer:
         return sent
 
     def _take(self, lane: Lane, count: int, *, early: bool = False) -> Take:
-        """A take of up to ``count`` jobs from ``lane``, with the lane's acks riding along."""
+        """A take of up to ``count`` jobs from ``lane`` (its acks join it in ``_calls_of``)."""
         take_id = "t" + secrets.token_hex(8)  # never a number: those are the counter's tokens
-        return Take(lane, count, take_id, self._settlement.ride(lane.pending), early)
+        return Take(lane, count, take_id, early)
 
     def _part(self, take: Take, pool: int) -> LaneTake:
         """The take's part of its call, its jobs out of ``pool``."""

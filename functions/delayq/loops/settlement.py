@@ -4,11 +4,13 @@ lost.
 Per lane (one topic in one partition), ``Pending`` gathers what finished since the last pass: the
 acks of jobs whose handler succeeded, the failed attempts, and the ids of takes whose reply never
 came. Each pass takes them off (``Settlement.calls``) and sends them with its takes, one Lua call
-each (``calls.ack``, ``calls.fail``, ``calls.untake``), at most ``SETTLE_CHUNK`` jobs per call.
-Acks may ride with the lane's next take instead, in the same Lua call (``Settlement.ride``), or with
-a take of another lane of the partition (``Settlement.ride_along``): while jobs keep falling due, a
-delivery then costs one call, not two, however many topics they are spread over. The loop says which acks may wait for
-that (``hold``), never longer than ``ACK_RIDE_S``.
+each (``calls.ack``, ``calls.fail``, ``calls.untake``), at most ``SETTLE_CHUNK`` jobs per call, and
+acks while their results stay within ``SETTLE_BYTES`` (``AckRoom``; the first always goes). Acks may
+ride with the lane's next take instead, in the same Lua call (``Settlement.ride``), or with a take of
+another lane of the partition (``Settlement.ride_along``): while jobs keep falling due, a delivery
+then costs one call, not two, however many topics they are spread over. The lanes whose acks ride in
+one take call share its ``AckRoom``; acks that do not fit wait for the next call, in order. The loop
+says which acks may wait for that (``hold``), never longer than ``ACK_RIDE_S``.
 
 A call that fails keeps its items for the next pass, before what came since. Nothing is lost if Redis
 stays away: a lease that is never settled expires and the sweeper retries its job; only the count of
@@ -22,8 +24,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from delayq.core.activity import Tally
@@ -36,10 +39,49 @@ from delayq.store.scripts import Call
 log = logging.getLogger("delayq.consume")
 
 SETTLE_CHUNK = 1000  # acks or failed attempts per Lua call: bounded work per call
+SETTLE_BYTES = 1 << 20  # acks' results per Lua call (64 KiB each): Redis blocks while it reads and copies a call
 ACK_RIDE_S = 0.06  # how long an ack may wait for a take of its partition (every TAKE_AHEAD_MS or so) to ride with
 MAX_UNTAKES = 256  # per lane: take ids kept for undoing while Redis stays away (the oldest are dropped)
 
 ACK, FAIL, UNTAKE = "ack", "fail", "untake"
+
+
+def _result_bytes(ack: Ack) -> int:
+    """The bytes of an ack's result as Redis gets it (UTF-8)."""
+    return len(ack.result) if ack.result.isascii() else len(ack.result.encode())
+
+
+class AckRoom:
+    """What one Lua call can still carry of acks: ``SETTLE_BYTES`` of their results, shared by the
+    lanes whose acks ride in the call. The first ack always fits, so that each call moves one on."""
+
+    __slots__ = ("carried", "left")
+
+    def __init__(self) -> None:
+        self.left = SETTLE_BYTES
+        self.carried = 0  # acks
+
+    def fit(self, acks: Iterable[Ack]) -> int:
+        """How many of ``acks``, the first in order and at most ``SETTLE_CHUNK``, the call can still
+        carry; counted as carried."""
+        fitted = 0
+        for ack in islice(acks, SETTLE_CHUNK):
+            size = _result_bytes(ack)
+            if size > self.left and self.carried:
+                break
+            self.left -= size
+            self.carried += 1
+            fitted += 1
+        return fitted
+
+
+def _ack_calls(acks: list[Ack]) -> Iterator[list[Ack]]:
+    """``acks`` in order, cut into the acks of one call each (an ``AckRoom`` each)."""
+    start = 0
+    while start < len(acks):
+        end = start + AckRoom().fit(acks[start : start + SETTLE_CHUNK])
+        yield acks[start:end]
+        start = end
 
 
 @dataclass(eq=False)
@@ -60,10 +102,17 @@ class Pending:
             self.acks_since = time.monotonic()
         self.acks.append(ack)
 
-    def take_acks(self) -> list[Ack]:
-        """The first ``SETTLE_CHUNK`` acks waiting, taken off to ride in a take call."""
-        acks, self.acks = self.acks[:SETTLE_CHUNK], self.acks[SETTLE_CHUNK:]
+    def take_acks(self, room: AckRoom) -> list[Ack]:
+        """The first acks waiting that fit in ``room`` (at most ``SETTLE_CHUNK``), taken off to ride in
+        a take call; the rest wait, in order."""
+        fitted = room.fit(self.acks)
+        acks, self.acks = self.acks[:fitted], self.acks[fitted:]
         return acks
+
+    def fills_a_call(self) -> bool:
+        """Whether the acks waiting fill a call of their own (``SETTLE_CHUNK`` of them, or
+        ``SETTLE_BYTES`` of results): those never wait for a take, that would carry only part."""
+        return len(self.acks) >= SETTLE_CHUNK or sum(_result_bytes(ack) for ack in self.acks) >= SETTLE_BYTES
 
     def send_acks_by(self) -> float:
         """When the acks waiting must go, with a take or alone (inf: none waits)."""
@@ -141,29 +190,35 @@ class Settlement:
                 default=float("inf"),
             )
 
-    def ride(self, pending: Pending) -> list[Ack]:
-        """The lane's acks, taken off to ride with its take (at most ``SETTLE_CHUNK``)."""
+    def ride(self, pending: Pending, room: AckRoom) -> list[Ack]:
+        """The lane's acks that fit in ``room``, the room of its take's call, taken off to ride with
+        its take (at most ``SETTLE_CHUNK``)."""
         with self._lock:
-            return pending.take_acks()
+            return pending.take_acks(room)
 
-    def ride_along(self, partition: Partition, taking: set[Pending], limit: int) -> list[tuple[Pending, list[Ack]]]:
-        """The acks of up to ``limit`` lanes of ``partition`` but those ``taking``, taken off to ride
-        in a take call of the partition (at most ``SETTLE_CHUNK`` a lane)."""
+    def ride_along(
+        self, partition: Partition, taking: set[Pending], limit: int, room: AckRoom
+    ) -> list[tuple[Pending, list[Ack]]]:
+        """The acks of up to ``limit`` lanes of ``partition`` but those ``taking``, as many as fit in
+        ``room`` (what the call's takes left), taken off to ride in a take call of the partition (at
+        most ``SETTLE_CHUNK`` a lane)."""
         riders: list[tuple[Pending, list[Ack]]] = []
         if limit <= 0:
             return riders
         with self._lock:
             for pending in self._pending:
                 if pending.acks and pending.partition == partition and pending not in taking:
-                    riders.append((pending, pending.take_acks()))
-                    if len(riders) == limit:
-                        break
+                    acks = pending.take_acks(room)
+                    if acks:
+                        riders.append((pending, acks))
+                        if len(riders) == limit:
+                            break
         return riders
 
     def calls(self, now: float, hold: Callable[[Pending], bool] | None = None) -> list[Settle]:
         """The calls for everything pending, taken off the lanes: undo first, then acks, then fails;
-        the acks of lanes that ``hold`` says may wait for a take stay, and so does everything of a
-        partition that rests (``Outages``)."""
+        the acks of lanes that ``hold`` says may wait for a take stay (unless they fill a call), and so
+        does everything of a partition that rests (``Outages``)."""
         settle: list[Settle] = []
         with self._lock:
             for pending in self._pending:
@@ -174,11 +229,10 @@ class Settlement:
                     untakes, pending.untakes = pending.untakes, []
                     settle.append(Settle(pending, UNTAKE, untakes, calls.untake(partition, topic, untakes)))
                 acks: list[Ack] = []
-                if pending.acks and not (hold and len(pending.acks) < SETTLE_CHUNK and hold(pending)):
+                if pending.acks and not (hold and not pending.fills_a_call() and hold(pending)):
                     acks, pending.acks = pending.acks, []
                 fails, pending.fails = pending.fails, []
-                for start in range(0, len(acks), SETTLE_CHUNK):
-                    done = acks[start : start + SETTLE_CHUNK]
+                for done in _ack_calls(acks):
                     settle.append(Settle(pending, ACK, done, calls.ack(partition, topic, pending.rules, done)))
                 for start in range(0, len(fails), SETTLE_CHUNK):
                     failed = fails[start : start + SETTLE_CHUNK]
