@@ -816,6 +816,9 @@ def add_activities(keyspace: Keyspace, counted: Mapping[Counted, Counts]) -> lis
     return [(partition, add_activity(partition, part)) for partition, part in by_partition.items()]
 
 
+MINUTES_SLACK = 1  # minutes' keys a read of activity is given beyond those it wants, on each side
+
+
 class Window(NamedTuple):
     """The minutes' keys a read of activity is given: those around the current minute by the reader's
     estimate of Redis' clock, ``MINUTES_SLACK`` more on each side, so that an estimate that is off by
@@ -823,9 +826,6 @@ class Window(NamedTuple):
 
     first: int  # the minute of the first key
     keys: list[str]
-
-
-MINUTES_SLACK = 1
 
 
 def _window(partition: Partition, minutes: int, around_ms: float) -> Window:
@@ -850,10 +850,10 @@ def read_activity(partition: Partition, topic: str, minutes: int, *, around_ms: 
 
 
 def _activity_read(reply: list[Any]) -> Activity:
-    now_ms = int(reply[0])
-    if len(reply) == 1:
+    now_ms, covered = int(reply[0]), reply[1] == 1
+    if not covered:
         return Activity(now_ms, None)
-    return Activity(now_ms, minutes_of(now_ms, [None if text is None else str(text) for text in reply[1:]]))
+    return Activity(now_ms, minutes_of(now_ms, [None if text is None else str(text) for text in reply[2:]]))
 
 
 def read_lateness(
@@ -867,10 +867,10 @@ def read_lateness(
 
 
 def _lateness_read(reply: list[Any]) -> Activity:
-    now_ms = int(reply[0])
-    if len(reply) == 1:
+    now_ms, covered = int(reply[0]), reply[1] == 1
+    if not covered:
         return Activity(now_ms, None)
-    return Activity(now_ms, [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply[1:]])
+    return Activity(now_ms, [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply[2:]])
 
 
 # ------------------------------------------------------------------------------------ schedules

@@ -7,8 +7,8 @@ KEYS[1..n]  consecutive minutes' activity hashes of one partition (keys.py Parti
 ARGV[1]     the minute of KEYS[1]
 ARGV[2]     how many minutes, the current one included
 ARGV[3]     the topic
-Returns Redis' time in ms, then the minutes' fields, oldest first; Redis' time alone if KEYS do not
-cover those minutes (the caller's estimate was off: it reads again around the time returned).
+Returns Redis' time in ms, 1, then the minutes' fields, oldest first; or Redis' time and 0 if KEYS do
+not cover those minutes (the caller's estimate was off: it reads again around the time returned).
 ]]
 -- @include time
 
@@ -16,9 +16,9 @@ local now = now_ms()
 local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
 local first = last - tonumber(ARGV[2]) + 1
 if first < 1 or last > #KEYS then
-  return { now }
+  return { now, 0 }
 end
-local out = { now }
+local out = { now, 1 }
 for i = first, last do
   out[#out + 1] = redis.call('HGET', KEYS[i], ARGV[3])
 end

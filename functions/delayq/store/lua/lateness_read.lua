@@ -8,8 +8,8 @@ KEYS[1..n]  consecutive minutes' activity hashes of one partition (keys.py Parti
 ARGV[1]     the minute of KEYS[1]
 ARGV[2]     the window, in whole minutes before the current one
 ARGV[3..]   the topics
-Returns Redis' time in ms, then per topic, in order, a flat list: bucket, deliveries, bucket,
-deliveries ...; Redis' time alone if KEYS do not cover the window (as activity_read.lua).
+Returns Redis' time in ms, 1, then per topic, in order, a flat list: bucket, deliveries, bucket,
+deliveries ...; or Redis' time and 0 if KEYS do not cover the window (as activity_read.lua).
 ]]
 -- @include time
 
@@ -17,7 +17,7 @@ local now = now_ms()
 local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
 local first = last - tonumber(ARGV[2])
 if first < 1 or last > #KEYS then
-  return { now }
+  return { now, 0 }
 end
 local topics = {}
 for i = 3, #ARGV do
@@ -40,13 +40,13 @@ for k = first, last do
     end
   end
 end
-local out = { now }
+local out = { now, 1 }
 for t = 1, #topics do
   local flat = {}
   for _, bucket in ipairs(order[t]) do
     flat[#flat + 1] = tonumber(bucket)
     flat[#flat + 1] = sums[t][bucket]
   end
-  out[t + 1] = flat
+  out[t + 2] = flat
 end
 return out
