@@ -351,10 +351,12 @@ end
 
 local replies = {}
 local a = 4 + #pools
+index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
 for g = 1, (#KEYS - FIRST_GROUP + 1) / KEY_GROUP_SIZE do
   local last = a + LANE_ARGS - 1 + tonumber(ARGV[a + LANE_ARGS - 1])
   replies[g] = take_lane(topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE), a, last)
   a = last + 1
 end
+index_flush()
 outbox_flush(O)
 return replies

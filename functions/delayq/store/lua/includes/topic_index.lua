@@ -12,6 +12,85 @@
 
 -- @include time
 
+-- A call of many topics (take.lua: a lane per topic) batches the index writes that answer nothing
+-- (index_batch): each is kept, one per index and topic, and all are made at the call's end
+-- (index_flush), one ZADD, ZADD LT and ZREM per index for all its topics instead of one command per
+-- topic and write. A second write of a topic combines with the first (an exact score or a removal
+-- wins, LT keeps the lower); a write that must answer (index_delayed) first makes what waits for its
+-- topic, and a removal of the topic (forget_topic_if_empty) drops it, so each index ends as it would
+-- have without the batch. The ready index is never batched. Outside a batch, each write is made at
+-- once.
+local batch = nil  -- index key -> topic -> {kind ('set', 'lt' or 'rem'), score}
+
+local function index_batch()
+  batch = {}
+end
+
+local function write_now(index, name, kind, score)
+  if kind == 'rem' then
+    redis.call('ZREM', index, name)
+  elseif kind == 'lt' then
+    redis.call('ZADD', index, 'LT', score, name)
+  else
+    redis.call('ZADD', index, score, name)
+  end
+end
+
+local function index_write(index, name, kind, score)
+  if batch == nil then
+    write_now(index, name, kind, score)
+    return
+  end
+  local waiting = batch[index]
+  if waiting == nil then
+    waiting = {}
+    batch[index] = waiting
+  end
+  local before = waiting[name]
+  if kind == 'lt' and before then  -- after a removal, an LT adds; after a score, it keeps the lower
+    if before[1] == 'rem' then
+      kind = 'set'
+    else
+      kind, score = before[1], math.min(before[2], score)
+    end
+  end
+  waiting[name] = {kind, score}
+end
+
+-- Makes now what waits in the batch for the topic `name` in `index`.
+local function index_settle(index, name)
+  local waiting = batch and batch[index]
+  if waiting and waiting[name] then
+    write_now(index, name, waiting[name][1], waiting[name][2])
+    waiting[name] = nil
+  end
+end
+
+-- Makes the batch's writes, a command per index and kind, and ends the batch.
+local function index_flush()
+  for index, waiting in pairs(batch or {}) do
+    local scored, lower, gone = {}, {}, {}
+    for name, write in pairs(waiting) do
+      if write[1] == 'rem' then
+        gone[#gone + 1] = name
+      else
+        local into = write[1] == 'set' and scored or lower
+        into[#into + 1], into[#into + 2] = write[2], name
+      end
+    end
+    if #scored > 0 then
+      redis.call('ZADD', index, unpack(scored))
+    end
+    if #lower > 0 then
+      redis.call('ZADD', index, 'LT', unpack(lower))
+    end
+    if #gone > 0 then
+      redis.call('ZREM', index, unpack(gone))
+    end
+  end
+  batch = nil
+end
+
 -- The score of the first member of a sorted set, or nil.
 local function first_score(key)
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -24,17 +103,18 @@ end
 -- A job of the topic falls due at `at` (ms): the index says so unless it knows an earlier one.
 -- True if the topic was not in it.
 local function index_delayed(K, at)
+  index_settle(K.delayed_index, K.name)
   return redis.call('ZADD', K.delayed_index, 'LT', at, K.name) == 1
 end
 
 -- A job of the topic is leased until `at` (ms).
 local function index_leased(K, at)
-  redis.call('ZADD', K.leased_index, 'LT', at, K.name)
+  index_write(K.leased_index, K.name, 'lt', at)
 end
 
 -- A receipt of the topic expires at `at` (ms).
 local function index_receipts(K, at)
-  redis.call('ZADD', K.receipts_index, 'LT', at, K.name)
+  index_write(K.receipts_index, K.name, 'lt', at)
 end
 
 -- The topic's ready list holds jobs (since `now`, if it was empty). True if the topic was not in it.
@@ -47,9 +127,9 @@ end
 local function index_exact(K, index, key)
   local at = first_score(key)
   if at then
-    redis.call('ZADD', index, at, K.name)
+    index_write(index, K.name, 'set', at)
   else
-    redis.call('ZREM', index, K.name)
+    index_write(index, K.name, 'rem')
   end
   return at
 end
@@ -76,6 +156,9 @@ local function forget_topic_if_empty(K)
   end
   redis.call('SREM', K.topics, K.name)
   for _, index in ipairs({K.delayed_index, K.leased_index, K.ready_index, K.receipts_index}) do
+    if batch and batch[index] then
+      batch[index][K.name] = nil  -- the removal below is what it comes to
+    end
     redis.call('ZREM', index, K.name)  -- early entries: a topic in the index is in _topics (create.lua)
   end
   local now, now_us = now_ms_us()
