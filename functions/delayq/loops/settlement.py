@@ -111,8 +111,11 @@ class Pending:
 
     def fills_a_call(self) -> bool:
         """Whether the acks waiting fill a call of their own (``SETTLE_CHUNK`` of them, or
-        ``SETTLE_BYTES`` of results): those never wait for a take, that would carry only part."""
-        return len(self.acks) >= SETTLE_CHUNK or sum(_result_bytes(ack) for ack in self.acks) >= SETTLE_BYTES
+        ``SETTLE_BYTES`` of results, as an ``AckRoom`` counts them): those never wait for a take, that
+        would carry only part."""
+        room = AckRoom()
+        fitted = room.fit(self.acks)
+        return fitted == SETTLE_CHUNK or fitted < len(self.acks) or room.left <= 0
 
     def send_acks_by(self) -> float:
         """When the acks waiting must go, with a take or alone (inf: none waits)."""

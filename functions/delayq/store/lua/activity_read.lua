@@ -11,11 +11,11 @@ Returns Redis' time in ms, 1, then the minutes' fields, oldest first; or Redis' 
 not cover those minutes (the caller's estimate was off: it reads again around the time returned).
 ]]
 -- @include time
+-- @include minutes
 
 local now = now_ms()
-local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
-local first = last - tonumber(ARGV[2]) + 1
-if first < 1 or last > #KEYS then
+local first, last = wanted_minutes(now, tonumber(ARGV[1]), tonumber(ARGV[2]))
+if not first then
   return { now, 0 }
 end
 local out = { now, 1 }

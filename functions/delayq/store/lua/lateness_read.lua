@@ -12,11 +12,11 @@ Returns Redis' time in ms, 1, then per topic, in order, a flat list: bucket, del
 deliveries ...; or Redis' time and 0 if KEYS do not cover the window (as activity_read.lua).
 ]]
 -- @include time
+-- @include minutes
 
 local now = now_ms()
-local last = math.floor(now / 60000) - tonumber(ARGV[1]) + 1  -- the current minute's key
-local first = last - tonumber(ARGV[2])
-if first < 1 or last > #KEYS then
+local first, last = wanted_minutes(now, tonumber(ARGV[1]), tonumber(ARGV[2]) + 1)  -- the window and now's
+if not first then
   return { now, 0 }
 end
 local topics = {}
