@@ -19,6 +19,7 @@ from delayq.core.job import RESULT_MAX_BYTES
 from delayq.core.loop import Budget
 from delayq.core.observability import Telemetry
 from delayq.loops import consumer as consumer_module
+from delayq.loops import lanes as lanes_module
 from delayq.loops import workers as workers_module
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
@@ -446,9 +447,9 @@ def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
     batches: list[tuple[int, int]] = []  # per batch handed to the workers: its deliveries, the threads it started
     submit = workers_module.Workers.submit
 
-    def counted_submit(workers: Any, deliveries: list[Any]) -> None:
+    def counted_submit(workers: Any, deliveries: list[Any], *, threads: int = 1) -> None:
         before = len(workers._threads)
-        submit(workers, deliveries)
+        submit(workers, deliveries, threads=threads)
         batches.append((len(deliveries), len(workers._threads) - before))
 
     monkeypatch.setattr(workers_module.Workers, "submit", counted_submit)
@@ -462,6 +463,30 @@ def test_quick_handlers_are_run_in_turn_by_the_threads_awake(
     assert max(size for size, _ in batches) == 50  # the first batch fills the 50 free workers ...
     assert [started for _, started in batches if started > 1] == []  # ... and each batch woke one thread at most
     assert 1 <= len(workers) <= len(batches)
+
+
+def test_jobs_taken_ahead_go_first_each_with_a_thread_of_its_own(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job taken ahead holds the thread that takes it until its run-at: such jobs go first in their
+    batch, a thread woken for each at once, and the due ones after them on one thread more, not run
+    in turn behind them (nor waiting for ``spread``)."""
+    monkeypatch.setattr(lanes_module, "TAKE_AHEAD_MS", 5000)  # a second's margin on a loaded machine
+    batches: list[tuple[list[str], list[bool], int]] = []  # per batch: its ids, which are not due, threads woken
+    submit = workers_module.Workers.submit
+
+    def recorded(workers: Any, deliveries: list[Any], *, threads: int = 1) -> None:
+        now = time.monotonic()
+        batches.append(([d.job.id for d in deliveries], [d.start_at > now for d in deliveries], threads))
+        submit(workers, deliveries, threads=threads)
+
+    monkeypatch.setattr(workers_module.Workers, "submit", recorded)
+    queue = make_queue(topics={"t": {"target": "python:support.loop_targets:counted", "concurrency": 8}}, tick=0.1)
+    jobs = [("due", 0.0), ("later1", 1.0), ("later2", 1.5)]
+    queue.enqueue_many([{"topic": "t", "id": job_id, "delay": delay} for job_id, delay in jobs])
+    with running(Consumer(queue)):
+        assert wait_until(lambda: len(loop_targets.of()) == 3, timeout=10)
+    assert batches == [(["later1", "later2", "due"], [True, True, False], 3)]
 
 
 def test_free_workers_are_shared_among_partitions(make_queue: MakeQueue) -> None:
@@ -912,11 +937,12 @@ def test_a_full_take_ahead_waits_for_its_last_job_before_taking_again(
     assert len(replies) <= 5, replies  # taking again whenever a worker frees up: a dozen takes or more
 
 
-def test_a_topic_with_most_of_its_workers_busy_takes_nothing_ahead(
+def test_a_topic_with_most_of_its_workers_busy_takes_one_window_ahead(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its workers are for the jobs due: with three of four held by handlers, its takes reach no
-    further than now; with them free again, ``TAKE_AHEAD_MS`` ahead."""
+    further than one ``TAKE_WINDOW_S`` (what its next take would find late); with them free again,
+    ``TAKE_AHEAD_MS`` ahead."""
     aheads: list[int] = []
     take = calls_module.lane_take
     monkeypatch.setattr(
@@ -936,4 +962,4 @@ def test_a_topic_with_most_of_its_workers_busy_takes_nothing_ahead(
         loop_targets.release("due")
         assert wait_until(lambda: state(queue, "t", "due") == "done")
     assert busy
-    assert set(busy) == {0}, busy
+    assert set(busy) == {round(lanes_module.TAKE_WINDOW_S * 1000)}, busy

@@ -168,3 +168,49 @@ def test_due_jobs_that_all_fit_in_a_take_skip_the_fair_set(queue: Queue, redis_c
     assert sorted(job.id for job in lua.take(TOPIC, count=3).jobs) == ["j0", "j1", "j2"]
     assert redis_client.exists(lua.k(TOPIC).fair, lua.k(TOPIC).turns) == 0
     check_redis(redis_client, queue.settings.namespace)
+
+
+def test_a_key_with_no_turn_waiting_has_its_next_jobs_taken_ahead_of_a_backlog(
+    queue: Queue, redis_client: redis.Redis
+) -> None:
+    """Behind a backlog's turns, a key with no job waiting has the next turn: its jobs falling due
+    within the take ahead are taken first, each to start at its run-at, of the first half a take's
+    count to fall due; a key with turns waiting keeps its jobs' order and waits."""
+    _backlog(queue, "noisy", 20, "a")
+    soon = {"b1": ("quiet", 5), "n1": ("noisy", 5.5), "b2": ("quiet", 6), "b3": ("quiet", 6.5)}
+    for job_id, (key, delay) in soon.items():
+        queue.enqueue(TOPIC, {}, id=job_id, key=key, delay=delay)
+    lua = _lua(queue, redis_client)
+    taken = lua.take(TOPIC, count=6, ahead_ms=10_000)  # of the first 3 falling due, those of "quiet"
+    assert taken.ids == ["b1", "b2", "a00000", "a00001", "a00002", "a00003"]
+    run_at = {job.id: job.run_at_ms for job in taken.jobs}
+    assert taken.starts_ms[:2] == [run_at["b1"], run_at["b2"]]  # each starts at its run-at, never early
+    assert all(start <= taken.now_ms for start in taken.starts_ms[2:])
+    assert taken.next_in_ms == 0  # due jobs wait their turns still: the consumer takes again
+    assert queue.get(TOPIC, "n1").state == "delayed"
+    assert queue.get(TOPIC, "b3").state == "delayed"
+    check_redis(redis_client, queue.settings.namespace)
+
+
+def test_keyless_jobs_are_taken_ahead_only_while_none_is_ready(queue: Queue, redis_client: redis.Redis) -> None:
+    _backlog(queue, "noisy", 20, "a")
+    _backlog(queue, None, 3, "p")  # keyless jobs ready: the keyless take their turn
+    queue.enqueue(TOPIC, {}, id="plain-soon", delay=5)
+    queue.enqueue(TOPIC, {}, id="keyed-soon", key="quiet", delay=5.5)
+    lua = _lua(queue, redis_client)
+    taken = lua.take(TOPIC, count=4, ahead_ms=10_000)
+    assert taken.ids[0] == "keyed-soon"
+    assert "plain-soon" not in taken.ids
+    assert queue.get(TOPIC, "plain-soon").state == "delayed"
+    check_redis(redis_client, queue.settings.namespace)
+
+
+def test_without_a_take_ahead_nothing_is_taken_before_its_turn(queue: Queue, redis_client: redis.Redis) -> None:
+    _backlog(queue, "noisy", 20, "a")
+    queue.enqueue(TOPIC, {}, id="b1", key="quiet", delay=0.5)
+    lua = _lua(queue, redis_client)
+    taken = lua.take(TOPIC, count=4)
+    assert taken.ids == ["a00000", "a00001", "a00002", "a00003"]
+    assert taken.next_in_ms is not None
+    assert taken.next_in_ms > 0
+    assert queue.get(TOPIC, "b1").state == "delayed"

@@ -39,7 +39,7 @@ from delayq.store.namespace import Namespace
 from delayq.store.scripts import Call, run_many
 
 from .deliveries import Deliveries, Delivery
-from .lanes import TAKE_AHEAD_MS, Lane, Lanes, Topic, first_due
+from .lanes import TAKE_AHEAD_MS, TAKE_WINDOW_S, Lane, Lanes, Topic, first_due
 from .outages import Outages
 from .settlement import AckRoom, Pending, Settlement
 from .workers import SPREAD_S
@@ -49,7 +49,6 @@ log = logging.getLogger("delayq.consume")
 # Tuning of the loop (the pool's SPREAD_S is in workers.py, settlement's chunks in settlement.py).
 LEASE_GRACE_MS = 2000  # a lease outlives the timeout by this much, so the consumer's verdict comes first
 SETTLE_WINDOW_S = 0.001  # after a handler finishes, how long the loop may wait for the others before its pass
-TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 ACTIVITY_CHUNK = 50  # topics' minutes of activity one call adds (one call a pass while more wait: ~1 ms of Redis)
 LANES_PER_CALL = 64  # lanes (takes and riding acks) one take call carries, at most: bounded work per call
 PLAN_TOPICS = 256  # topics named per partition by one read of its topic index (the first to have work)
@@ -611,9 +610,11 @@ class Consumer:
         ]
         if len(reply.jobs) + len(reply.dead) >= take.count and not take.early:
             # A full batch: more may be due, so take again as soon as workers are free; but if it was
-            # taken ahead, nothing more is due before its last job starts. (An early lane took one job
-            # of its delayed set, and ``next_in_ms`` says when its next falls due.)
-            lane.next_check = max([now, *(delivery.start_at for delivery in deliveries)])
+            # taken ahead, nothing more is due before its last job starts, unless the take says jobs
+            # due wait their turn still (``next_in_ms`` 0). (An early lane took one job of its
+            # delayed set, and ``next_in_ms`` says when its next falls due.)
+            starts = [] if reply.next_in_ms == 0 else [delivery.start_at for delivery in deliveries]
+            lane.next_check = max([now, *starts])
         elif reply.next_in_ms is not None and reply.next_in_ms < self.tick * 1000:
             # Jobs falling due in a steady stream are taken a window at a time, not one wake each.
             lane.next_check = now + max(reply.next_in_ms / 1000, TAKE_WINDOW_S)

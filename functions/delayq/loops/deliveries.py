@@ -91,8 +91,13 @@ class Deliveries:
         self._reported.set()
 
     def start(self, topic: Topic, deliveries: list[Delivery]) -> None:
-        """Hands ``deliveries``, all of one lane, to the workers; each has its timeout from its start."""
+        """Hands ``deliveries``, all of one lane, to the workers; each has its timeout from its start.
+        Those taken ahead go first, each with a thread of its own, which waits for its start: they are
+        not run in turn behind the others, and the others not behind them."""
         now = time.monotonic()
+        waiting = [delivery for delivery in deliveries if delivery.start_at > now]
+        if waiting:
+            deliveries = waiting + [delivery for delivery in deliveries if delivery.start_at <= now]
         with self.lock:
             for delivery in deliveries:
                 delivery.deadline = max(now, delivery.start_at) + delivery.timeout_s
@@ -101,7 +106,7 @@ class Deliveries:
             deliveries[0].lane.running += len(deliveries)
             self.running.update(deliveries)
             self.idle.clear()
-        self.workers.submit(deliveries)
+        self.workers.submit(deliveries, threads=len(waiting) + (len(deliveries) > len(waiting)))
 
     def deadlines(self) -> list[float]:
         """When each delivery not yet judged times out."""

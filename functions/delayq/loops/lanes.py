@@ -21,6 +21,7 @@ from .settlement import Pending, Settlement
 log = logging.getLogger("delayq.consume")
 
 TAKE_AHEAD_MS = 40  # a take brings the jobs due within this, each started at its run-at (Topic.ahead_ms)
+TAKE_WINDOW_S = 0.005  # a lane takes at most once per window while its jobs keep falling due
 
 
 @dataclass(eq=False)
@@ -50,11 +51,14 @@ class Topic:
     @property
     def ahead_ms(self) -> int:
         """How far ahead its takes reach: ``TAKE_AHEAD_MS`` while at most half its workers are busy, else
-        0 (a busy topic's workers are for the jobs due, not for waiting on the next ones); 0 for a topic
-        with a rate or limits per key, whose takes count starts as they are taken (take.lua)."""
+        one ``TAKE_WINDOW_S`` (a busy topic's workers are for the jobs due, not for waiting on the next
+        ones, but for those its next take would find late); 0 for a topic with a rate or limits per
+        key, whose takes count starts as they are taken (take.lua)."""
         if self.rate is not None or self.key_limits != UNLIMITED:
             return 0
-        return TAKE_AHEAD_MS if 2 * self.free >= min(self.config.concurrency, self.share.size) else 0
+        if 2 * self.free >= min(self.config.concurrency, self.share.size):
+            return TAKE_AHEAD_MS
+        return round(TAKE_WINDOW_S * 1000)
 
 
 @dataclass(eq=False)

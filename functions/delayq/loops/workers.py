@@ -3,7 +3,8 @@
 The consumer keeps one for its process, sized by its topics' concurrency, and hands it deliveries;
 the pool knows nothing of jobs. Threads are started as they are needed, never more than ``size``.
 
-A thread that finishes an item takes the next one waiting itself, and a batch wakes one thread:
+A thread that finishes an item takes the next one waiting itself, and a batch wakes one thread
+(and one for each item its owner knows will hold its thread waiting, put first in the batch):
 quick items are run one after another by the thread already awake, with no context switch and
 hand-over of the GIL per item (those cost more than a quick handler, and every blocking call a
 handler makes, even a write to a file, would hand the GIL to another thread that wants it). The
@@ -51,12 +52,14 @@ class Workers(Generic[T]):
         """Whether items wait for a thread (read without the lock: a hint for the owner's sleep)."""
         return bool(self._queued)
 
-    def submit(self, items: list[T]) -> None:
+    def submit(self, items: list[T], *, threads: int = 1) -> None:
+        """Queues ``items`` and wakes ``threads`` threads for them (items that will wait, a thread each:
+        the thread that takes one is held by it)."""
         with self._ready:
             if not self._queued:
                 self._moved = time.monotonic()
             self._queued.extend(items)
-            self._wake(1)
+            self._wake(threads)
 
     def spread(self, now: float) -> None:
         """If items have waited ``SPREAD_S`` with none taken up (the threads awake are all busy with

@@ -9,7 +9,10 @@ keys, first moves its due jobs (up to MOVE_DUE) to the ready list or the fair se
 order, the keys in rotation (take_fair in includes/queue.lua). When that holds fewer than `count`,
 due jobs straight from the delayed set, so a consumer that wakes when a job falls due finds it
 without waiting for the sweeper. With its `ahead`, it also takes the jobs that fall due within that
-many ms (the take ahead): a steady stream of jobs is taken a few at a time, not one call each. A job
+many ms (the take ahead): a steady stream of jobs is taken a few at a time, not one call each. Behind
+the turns of a backlog, the jobs falling due within it of keys with no job waiting (theirs is the
+next turn) are taken first (take_soon, at most half the take): a key's trickle is started at its
+run-at, not a take's interval late, however long another key's backlog. A job
 taken ahead is leased from its run-at (its lease ends at run-at + its timeout + grace, as if taken
 then), and the consumer starts it only once Redis' clock, as this reply gives it plus the time
 passed since, reaches its run-at: never early. A topic with a rate takes nothing ahead (its bucket
@@ -64,7 +67,8 @@ Returns a reply per lane, in their order, each
          id, body, attempt, run_at_ms, enqueued_at_ms, lease_token, timeout_ms, key ('' for none),
          start_ms (when it may start: now, its run-at if taken ahead, its key's slot if paced),
          then the ids of the dead}
-  next_in_ms  ms until the topic's next delayed job falls due, -1 if none; -2: the topic is paused
+  next_in_ms  ms until the topic's next delayed job falls due, -1 if none; 0 also when a full take
+              took jobs ahead of due ones waiting their turns; -2: the topic is paused
               (pause.lua), nothing was taken, and the reply ends after `held`. When the rate cut
               the take short, at most the ms until the bucket holds a start again
   dead        how many jobs went to the dead letters for a timeout longer than ARGV[2]; their ids
@@ -186,7 +190,15 @@ local function take_lane(K, a, last)
     end
   end
 
+  local soon = 0  -- jobs taken ahead of the turns
   if count > 0 and (waiting_turns or limits) then
+    if horizon > now then
+      -- A key with no job waiting has the next turn: its jobs falling due within the take ahead are
+      -- taken now, as a topic without keys takes them, rather than a take's interval late behind the
+      -- turns of a backlog. At most half the take: the workers they hold wait for their run-at.
+      ids = take_soon(K, now, horizon, math.ceil(count / 2))
+      soon = #ids
+    end
     take_in_turn({})  -- jobs with keys are waiting their turn: those falling due join them first
   elseif count > 0 then
     ids = take_ready(K, count)
@@ -318,10 +330,13 @@ local function take_lane(K, a, last)
   end
 
   local next_at
-  if from_delayed > 0 or moved > 0 then
+  if from_delayed > 0 or moved > 0 or soon > 0 then
     next_at = index_delayed_exact(K)
   else
     next_at = first_score(K.delayed)
+  end
+  if soon > 0 and #ids >= count then
+    next_at = now  -- jobs due may wait their turns still: the consumer takes again once it has workers
   end
   if limits then  -- a key parked until a time: its jobs are due again then
     local woken = first_score(K.wake)

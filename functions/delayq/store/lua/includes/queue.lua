@@ -323,6 +323,39 @@ local function take_due(K, now, limit)
   return ids
 end
 
+-- Takes out of the delayed set up to `limit` jobs falling due by `horizon` (not yet due) whose turn
+-- would be the next: those of keys with no job waiting its turn (the keyless, while none is in the
+-- ready list). Earliest first; the index's entry is then early, as after take_due.
+local function take_soon(K, now, horizon, limit)
+  local soon = redis.call('ZRANGEBYSCORE', K.delayed, '(' .. now, horizon, 'LIMIT', 0, limit)
+  if #soon == 0 then
+    return soon
+  end
+  local keys, distinct, seen = keys_of(K, soon), {}, {}
+  for _, key in ipairs(keys) do
+    if key ~= '' and not seen[key] then
+      seen[key] = true
+      distinct[#distinct + 1] = key
+    end
+  end
+  local waiting = {[''] = redis.call('LLEN', K.ready) > 0}
+  if #distinct > 0 then
+    for i, at in ipairs(redis.call('HMGET', K.turns, unpack(distinct))) do
+      waiting[distinct[i]] = at ~= false
+    end
+  end
+  local ids = {}
+  for i, id in ipairs(soon) do
+    if not waiting[keys[i]] then
+      ids[#ids + 1] = id
+    end
+  end
+  if #ids > 0 then
+    redis.call('ZREM', K.delayed, unpack(ids))
+  end
+  return ids
+end
+
 -- Moves up to `limit` due jobs from the delayed set to the tail of the ready list; returns how many.
 local function promote(K, now, limit)
   if limit <= 0 then
