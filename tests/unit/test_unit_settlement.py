@@ -180,6 +180,24 @@ def test_the_riders_of_a_take_call_share_one_room_and_the_rest_wait_in_order() -
     assert counts["acked"] == 10
 
 
+def test_the_riders_of_a_take_call_carry_a_chunk_of_acks_in_all() -> None:
+    """Acks without results are bounded by their count across the lanes of a call, not per lane:
+    64 lanes of 1,000 acks each would make a call of several MB."""
+    made, taking, _ = settlement()
+    partition = taking.partition
+    others = [made.lane(partition, f"other{n}", CONFIG) for n in range(3)]
+    for lane in (taking, *others):
+        for i in range(SETTLE_CHUNK // 2 + 1):
+            lane.ack(Ack(f"{lane.topic}-{i}", "t1", 5))
+    room = AckRoom()
+    rode = made.ride(taking, room)
+    along = made.ride_along(partition, {taking}, 63, room)
+    assert len(rode) == SETTLE_CHUNK // 2 + 1
+    assert [lane for lane, _ in along] == others[:1]  # the chunk is full: the others wait, none rides empty
+    assert len(rode) + len(along[0][1]) == SETTLE_CHUNK
+    assert [len(lane.acks) for lane in others] == [2, SETTLE_CHUNK // 2 + 1, SETTLE_CHUNK // 2 + 1]
+
+
 def test_acks_that_fill_a_call_by_their_results_never_wait() -> None:
     made, pending, _ = settlement()
     few = big_acks("f", 15)  # 15 x (64 KiB + 1): under SETTLE_BYTES

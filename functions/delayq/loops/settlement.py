@@ -52,8 +52,9 @@ def _result_bytes(ack: Ack) -> int:
 
 
 class AckRoom:
-    """What one Lua call can still carry of acks: ``SETTLE_BYTES`` of their results, shared by the
-    lanes whose acks ride in the call. The first ack always fits, so that each call moves one on."""
+    """What one Lua call can still carry of acks: ``SETTLE_CHUNK`` of them and ``SETTLE_BYTES`` of
+    their results, shared by the lanes whose acks ride in the call. The first ack always fits, so that
+    each call moves one on."""
 
     __slots__ = ("carried", "left")
 
@@ -62,10 +63,9 @@ class AckRoom:
         self.carried = 0  # acks
 
     def fit(self, acks: Iterable[Ack]) -> int:
-        """How many of ``acks``, the first in order and at most ``SETTLE_CHUNK``, the call can still
-        carry; counted as carried."""
+        """How many of ``acks``, the first in order, the call can still carry; counted as carried."""
         fitted = 0
-        for ack in islice(acks, SETTLE_CHUNK):
+        for ack in islice(acks, SETTLE_CHUNK - self.carried):
             size = _result_bytes(ack)
             if size > self.left and self.carried:
                 break
