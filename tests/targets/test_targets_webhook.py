@@ -36,6 +36,7 @@ from delayq import Job, PermanentFailure, Queue, RetryAfter, Settings, TopicConf
 from delayq.core.errors import ConfigError
 from delayq.core.job import RESULT_MAX_BYTES, Meta, decode_result, encode_result
 from delayq.core.settings import WEBHOOK_MIN_BACKOFF_S
+from delayq.loops import workers as workers_module
 from delayq.loops.consumer import Consumer
 from delayq.targets import payload, resolve_target, webhook
 from delayq.targets.webhook import (
@@ -995,6 +996,20 @@ def test_the_host_header_and_display_of_an_idn_and_an_ipv6_url() -> None:
 
 def _hooks(url: str, **config: Any) -> dict[str, Any]:
     return {"hooks": {"target": url, "allow_http": True, "allow_private": True, "timeout": 2, **config}}
+
+
+def test_a_batch_of_webhook_deliveries_goes_out_at_once(
+    make_queue: MakeQueue, server: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A webhook waits on the network: each delivery of a batch gets a thread at once, rather than one
+    thread sending them in turn until ``spread`` (here an hour away) adds threads."""
+    monkeypatch.setattr(workers_module, "SPREAD_S", 3600.0)
+    queue = make_queue(topics=_hooks(server.url("/hold"), timeout=3, retries=0, concurrency=4), tick=0.1)
+    queue.enqueue_many([{"topic": "hooks", "id": f"held{n}", "body": {}} for n in range(3)])
+    with running(Consumer(queue)):
+        # In turn, the second would go once the first timed out, 3 s on.
+        assert wait_until(lambda: len(server.requests()) == 3, timeout=2)
+        assert wait_until(lambda: all(state(queue, "hooks", f"held{n}") == "dead" for n in range(3)), timeout=10)
 
 
 def test_consumer_delivers_to_the_webhook_exactly_once(make_queue: MakeQueue, server: LocalServer) -> None:

@@ -93,7 +93,8 @@ class Deliveries:
     def start(self, topic: Topic, deliveries: list[Delivery]) -> None:
         """Hands ``deliveries``, all of one lane, to the workers; each has its timeout from its start.
         Those taken ahead go first, each with a thread of its own, which waits for its start: they are
-        not run in turn behind the others, and the others not behind them."""
+        not run in turn behind the others, and the others not behind them. A topic whose target waits
+        on the network gives each a thread at once: one would only wait behind another's answer."""
         now = time.monotonic()
         waiting = [delivery for delivery in deliveries if delivery.start_at > now]
         if waiting:
@@ -106,7 +107,8 @@ class Deliveries:
             deliveries[0].lane.running += len(deliveries)
             self.running.update(deliveries)
             self.idle.clear()
-        self.workers.submit(deliveries, threads=len(waiting) + (len(deliveries) > len(waiting)))
+        threads = len(deliveries) if topic.waits else len(waiting) + (len(deliveries) > len(waiting))
+        self.workers.submit(deliveries, threads=threads)
 
     def deadlines(self) -> list[float]:
         """When each delivery not yet judged times out."""

@@ -14,7 +14,7 @@ from delayq.core.errors import ConfigError
 from delayq.core.flows import UNLIMITED, Shares
 from delayq.core.settings import WILDCARD, Settings, TopicConfig
 from delayq.store.keys import Partition
-from delayq.targets import Target, failing_target, resolve_target
+from delayq.targets import Target, failing_target, resolve_target, waits_on_network
 
 from .settlement import Pending, Settlement
 
@@ -43,6 +43,7 @@ class Topic:
     lanes: int = 0  # its lanes (one per partition where it has work)
     rate: tuple[int, int] | None = None  # each partition's share of the rate limit (TopicConfig.rate_share)
     key_limits: Shares = UNLIMITED  # each partition's share (KeyLimits.shares)
+    waits: bool = False  # its target waits on the network: a batch's deliveries each get a thread at once
 
     @property
     def free(self) -> int:
@@ -140,6 +141,7 @@ class Lanes:
         topic = Topic(name, config, target, self._share(name, config))
         topic.rate = config.rate_share(self._partitions)
         topic.key_limits = config.key_limits.shares(self._partitions)
+        topic.waits = waits_on_network(config.target)
         self.topics[name] = topic
         self._check_timeout(topic)
         return topic

@@ -4,7 +4,7 @@ The consumer keeps one for its process, sized by its topics' concurrency, and ha
 the pool knows nothing of jobs. Threads are started as they are needed, never more than ``size``.
 
 A thread that finishes an item takes the next one waiting itself, and a batch wakes one thread
-(and one for each item its owner knows will hold its thread waiting, put first in the batch):
+(or one for each item its owner knows will hold its thread waiting: a job taken ahead, a webhook):
 quick items are run one after another by the thread already awake, with no context switch and
 hand-over of the GIL per item (those cost more than a quick handler, and every blocking call a
 handler makes, even a write to a file, would hand the GIL to another thread that wants it). The

@@ -13,11 +13,13 @@ from .python import python_target
 from .target import Target
 from .webhook import webhook_target
 
+PYTHON = "python:"  # a target that is a function of this process: python:module:function
+
 
 def resolve_target(config: TopicConfig, settings: Settings) -> Target:
     """The target a topic's config names. Raises ``ConfigError`` when it cannot be used."""
     spec = config.target
-    if spec.startswith("python:"):
+    if spec.startswith(PYTHON):
         return python_target(spec)
     if spec.startswith("arn:aws:lambda:"):
         return lambda_target(spec)
@@ -35,6 +37,12 @@ def resolve_target(config: TopicConfig, settings: Settings) -> Target:
     )
 
 
+def waits_on_network(spec: str) -> bool:
+    """Whether the target ``spec`` names spends a delivery waiting on the network: every kind but a
+    Python function, which may as well compute."""
+    return not spec.startswith(PYTHON)
+
+
 def failing_target(reason: str) -> Target:
     """A target that cannot be loaded: every delivery fails with ``reason``, so its jobs retry and
     end as dead letters that say why, instead of vanishing."""
@@ -45,4 +53,4 @@ def failing_target(reason: str) -> Target:
     return deliver
 
 
-__all__ = ["Target", "failing_target", "payload", "resolve_target"]
+__all__ = ["Target", "failing_target", "payload", "resolve_target", "waits_on_network"]
