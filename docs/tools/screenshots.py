@@ -46,6 +46,7 @@ TOPICS = {
     "emails": {"target": "python:delayq.local:log_delivery"},
     "invoices": {"target": "python:delayq.local:log_delivery"},
     "webhooks": {"target": "python:delayq.local:fail_delivery", "retries": 1, "backoff": [1]},
+    "notices": {"target": "python:delayq.local:log_delivery", "key_concurrency": 2, "key_rate": 5},
     "*": {"target": "python:delayq.local:log_delivery"},
 }
 VIEW = {"width": 1280, "height": 760}
@@ -103,6 +104,15 @@ def fill(base: str, rng: random.Random) -> None:
             {"topic": "webhooks", "id": f"hook-{n}", "delay": 0, "body": {"event": "paid", "n": n}},
         )
     call(base, "POST", "/topics/invoices/pause")
+    tenants = ["acme", "globex", "initech", "umbrella", "wayne", "stark"]
+    notices = [
+        {"topic": "notices", "key": f"tenant-{tenant}", "delay": rng.uniform(30, 3600), "body": {"n": n}}
+        for n, tenant in enumerate(rng.choices(tenants, weights=[9, 5, 3, 2, 1, 1], k=120))
+    ]
+    notices += [{"topic": "notices", "key": "tenant-initech", "delay": 0, "body": {"n": n}} for n in range(4)]
+    call(base, "PUT", "/topics/notices/keys/tenant-initech", {"paused": True})
+    call(base, "PUT", "/topics/notices/keys/tenant-globex", {"concurrency": 1, "rate": 2})
+    call(base, "POST", "/jobs/batch", {"jobs": notices})
 
 
 ORDER = {
@@ -212,6 +222,7 @@ def photograph(base: str, guarded: str, out: Path, width: int) -> dict[str, int]
         shoot_ticked(page, f"{ui}#/topics/webhooks/dead", out / "ui-topic-dead.png", 2)
         shoot(page, f"{ui}#/topics/orders/forecast", out / "ui-forecast.png", "svg.chart rect")
         shoot(page, f"{ui}#/topics/orders/history", out / "ui-history.png", "#history-chart rect")
+        shoot(page, f"{ui}#/topics/notices/keys", out / "ui-keys.png", "#keys tbody tr")
         # Redis away, as the page sees it: the API's 503 to every read of the topic
         unavailable = json.dumps({"status": 503, "error": "unavailable", "message": "Redis does not answer"})
         reads = re.compile(r"/topics/orders(/jobs)?(\?|$)")
