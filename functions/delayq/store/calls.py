@@ -12,7 +12,7 @@ holds its jobs' tokens and timeouts in lists beside the jobs (``leases`` pairs t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -849,11 +849,15 @@ def read_activity(partition: Partition, topic: str, minutes: int, *, around_ms: 
     return Call(Scripts.activity_read, window.keys, [window.first, minutes, topic], _activity_read)
 
 
-def _activity_read(reply: list[Any]) -> Activity:
+def _activity(reply: list[Any], read: Callable[[int, list[Any]], Any]) -> Activity:
+    """A reply of activity_read.lua or lateness_read.lua: Redis' time, whether its keys covered the
+    minutes wanted, then what ``read`` makes of the rest (given Redis' time)."""
     now_ms, covered = int(reply[0]), reply[1] == 1
-    if not covered:
-        return Activity(now_ms, None)
-    return Activity(now_ms, minutes_of(now_ms, [None if text is None else str(text) for text in reply[2:]]))
+    return Activity(now_ms, read(now_ms, reply[2:]) if covered else None)
+
+
+def _activity_read(reply: list[Any]) -> Activity:
+    return _activity(reply, lambda now_ms, fields: minutes_of(now_ms, [None if f is None else str(f) for f in fields]))
 
 
 def read_lateness(
@@ -867,10 +871,7 @@ def read_lateness(
 
 
 def _lateness_read(reply: list[Any]) -> Activity:
-    now_ms, covered = int(reply[0]), reply[1] == 1
-    if not covered:
-        return Activity(now_ms, None)
-    return Activity(now_ms, [{int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in reply[2:]])
+    return _activity(reply, lambda _, flats: [{int(f[i]): int(f[i + 1]) for i in range(0, len(f), 2)} for f in flats])
 
 
 # ------------------------------------------------------------------------------------ schedules

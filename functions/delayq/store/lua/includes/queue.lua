@@ -27,17 +27,21 @@
 
 local HOLE = ''  -- no job id is empty
 
--- The flow key of each of `ids` ('' for none), from their metas; nil when the topic never had a
--- job with a key (none of them has one).
-local function keys_of(K, ids)
-  if not redis.call('HGET', K.control, 'keyed') then
-    return nil
-  end
+-- The flow key of each of `ids` ('' for none), from their metas.
+local function meta_keys(K, ids)
   local keys = {}
   for i, raw in ipairs(redis.call('HMGET', K.meta, unpack(ids))) do
     keys[i] = raw and meta_key(raw) or ''
   end
   return keys
+end
+
+-- meta_keys, or nil when the topic never had a job with a key (none of them has one).
+local function keys_of(K, ids)
+  if not redis.call('HGET', K.control, 'keyed') then
+    return nil
+  end
+  return meta_keys(K, ids)
 end
 
 -- Adds `ids` with their `keys` to the fair set, each the next turn of its key; at the head (`head`:
@@ -325,20 +329,25 @@ end
 
 -- Takes out of the delayed set up to `limit` jobs falling due by `horizon` (not yet due) whose turn
 -- would be the next: those of keys with no job waiting its turn (the keyless, while none is in the
--- ready list). Earliest first; the index's entry is then early, as after take_due.
+-- ready list). Earliest first; the index's entry is then early, as after take_due. For a topic with
+-- keys (take.lua knows it has some).
 local function take_soon(K, now, horizon, limit)
   local soon = redis.call('ZRANGEBYSCORE', K.delayed, '(' .. now, horizon, 'LIMIT', 0, limit)
   if #soon == 0 then
     return soon
   end
-  local keys, distinct, seen = keys_of(K, soon), {}, {}
+  local keys, distinct, seen = meta_keys(K, soon), {}, {}
+  local waiting = {}
   for _, key in ipairs(keys) do
-    if key ~= '' and not seen[key] then
+    if key == '' then
+      if waiting[''] == nil then
+        waiting[''] = redis.call('LLEN', K.ready) > 0
+      end
+    elseif not seen[key] then
       seen[key] = true
       distinct[#distinct + 1] = key
     end
   end
-  local waiting = {[''] = redis.call('LLEN', K.ready) > 0}
   if #distinct > 0 then
     for i, at in ipairs(redis.call('HMGET', K.turns, unpack(distinct))) do
       waiting[distinct[i]] = at ~= false
