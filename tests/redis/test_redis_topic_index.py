@@ -3,7 +3,10 @@ delayed set, ready list or leased set keeps it, so that it never hides work."""
 
 from __future__ import annotations
 
+import math
 import time
+
+from delayq.store import calls
 
 from support.scripts import Lua, server_ms
 
@@ -56,13 +59,48 @@ def test_take_of_due_jobs_sets_the_index_to_the_next_run_at(lua: Lua) -> None:
     assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "next")
 
 
+def test_a_take_of_many_due_jobs_reads_on_and_sets_the_index_to_the_first_left(lua: Lua) -> None:
+    """The take reads the delayed set's head a few at a time (queue.lua pop_due): past its first read
+    it reads on, takes the due in run-at order, and the index gets the first job it left."""
+    for n in range(30):
+        lua.enqueue(T, f"due-{n:02}", value=60_000)
+        lua.make_due(T, f"due-{n:02}", ago_ms=100 - n)
+    lua.enqueue(T, "later", value=90_000)
+    taken = lua.take(T, count=25)
+    assert taken.ids == [f"due-{n:02}" for n in range(25)]
+    assert taken.next_in_ms == 0  # five due still
+    assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "due-25")
+    taken = lua.take(T, count=25)
+    assert taken.ids == [f"due-{n:02}" for n in range(25, 30)]
+    later = lua.r.zscore(lua.k(T).delayed, "later")
+    assert scores(lua, lua.p.delayed_index)[T] == later
+    assert lua.r.zcard(lua.k(T).delayed) == 1
+    assert 85_000 < taken.next_in_ms <= 90_000
+
+
+def test_a_job_put_back_by_the_take_is_the_index_entry_when_first(lua: Lua) -> None:
+    """A job taken ahead whose timeout the consumer cannot finish goes back to the delayed set: the
+    index learns it, though the take had read the set's head before."""
+    lua.enqueue(T, "soon", value=60_000, timeout="50000")
+    lua.enqueue(T, "later", value=90_000)
+    lua.make_due(T, "soon", ago_ms=-300)  # due in 0.3 s: within the take ahead
+    soon_at = lua.r.zscore(lua.k(T).delayed, "soon")
+    lane = calls.lane_take(lua.p, T, count=5, timeout_ms=1000, grace_ms=0, ahead_ms=1000)
+    (taken,) = calls.takes(lua.p, [lane], longest_ms=10_000).run(lua.r)
+    assert taken.ids == []
+    assert lua.r.zscore(lua.k(T).delayed, "soon") == soon_at
+    assert scores(lua, lua.p.delayed_index)[T] == soon_at
+    assert taken.next_in_ms is not None
+    assert 0 < taken.next_in_ms <= 300
+
+
 def test_cancel_and_reschedule_keep_the_index(lua: Lua) -> None:
     lua.enqueue(T, "a", value=30_000)
     lua.enqueue(T, "b", value=60_000)
     lua.cancel(T, "a")
     assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "b")
     lua.reschedule(T, "b", "d", 0)  # due now: ready
-    assert T not in scores(lua, lua.p.delayed_index)
+    assert scores(lua, lua.p.delayed_index)[T] == math.inf  # none delayed; still a known topic
     assert T in scores(lua, lua.p.ready_index)
 
 
@@ -139,3 +177,35 @@ def test_a_second_job_of_an_indexed_topic_writes_no_topic_set(lua: Lua) -> None:
     lua.enqueue(T, "b", value=30_000)
     lua.enqueue("now", "b", value=0)
     assert lua.r.smembers(lua.p.topics) == set()
+
+
+def test_a_topic_whose_delayed_set_empties_stays_known_and_its_next_job_writes_no_topic_set(lua: Lua) -> None:
+    """Jobs alone in their topic: the take that empties the delayed set leaves the topic in the index,
+    never due, so its next job (the receipt of the first kept) finds it there."""
+    lua.enqueue(T, "a", value=60_000)
+    lua.make_due(T, "a")
+    lease = lua.take(T).leases[0]
+    assert lua.r.zscore(lua.p.delayed_index, T) == math.inf
+    assert lua.ack(T, "a", lease.token, keep_ms=60_000) == 1
+    assert lua.r.zscore(lua.p.delayed_index, T) == math.inf
+    lua.r.srem(lua.p.topics, T)  # were the next enqueue to add it again, it would be back
+    lua.enqueue(T, "b", value=30_000)
+    assert lua.r.smembers(lua.p.topics) == set()
+    assert lua.r.zscore(lua.p.delayed_index, T) == lua.r.zscore(lua.k(T).delayed, "b")
+    lua.r.sadd(lua.p.topics, T)
+    lua.r.set(lua.p.lock, "me", px=10_000)
+    assert lua.cancel(T, "b") > 0
+    assert lua.r.zscore(lua.p.delayed_index, T) == math.inf
+    swept = lua.sweep([T], "me")
+    assert swept.next_in_ms is not None
+    assert 0 < swept.next_in_ms <= 60_000
+
+
+def test_a_forgotten_topic_holds_no_entry_in_any_index(lua: Lua) -> None:
+    lua.enqueue(T, "a", value=60_000)
+    lua.make_due(T, "a")
+    lease = lua.take(T).leases[0]
+    assert lua.ack(T, "a", lease.token) == 1  # no receipt kept: the topic holds nothing
+    assert T not in lua.r.smembers(lua.p.topics)
+    for index in (lua.p.delayed_index, lua.p.leased_index, lua.p.ready_index, lua.p.receipts_index):
+        assert lua.r.zscore(index, T) is None, index

@@ -87,8 +87,10 @@ for g = 1, groups do
     end
     budget = budget - #expired
   end
-  index_delayed_exact(K)
-  index_leased_exact(K)
+  local delayed_at, leased_at = index_delayed_exact(K), index_leased_exact(K)
+  if not delayed_at and not leased_at then
+    forget_topic_if_empty(K)  -- a topic the index named that holds nothing more leaves it
+  end
   counts[#counts + 1], counts[#counts + 2], counts[#counts + 3] = moved, retried, dead
 end
 if ARGV[6] == '1' then
@@ -111,7 +113,7 @@ end
 local next_at = nil
 for _, pick in ipairs({{KEYS[2], lag}, {KEYS[3], 0}, {KEYS[4], 0}}) do
   local at = first_score(pick[1])
-  if at and (next_at == nil or at + pick[2] < next_at) then
+  if at and at ~= math.huge and (next_at == nil or at + pick[2] < next_at) then
     next_at = at + pick[2]
   end
 end

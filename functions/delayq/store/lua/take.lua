@@ -100,7 +100,8 @@ for i = 1, tonumber(ARGV[3]) do
 end
 
 -- One lane: the topic of key group K, its arguments from ARGV[a], its acks up to ARGV[last].
-local function take_lane(K, a, last)
+-- `listed`: whether its topic is in the ready index (nil: not asked, its ready list is read).
+local function take_lane(K, a, last, listed)
   local count = tonumber(ARGV[a])
   local pool = tonumber(ARGV[a + 1])
   local keep_ms = tonumber(ARGV[a + 7])
@@ -201,7 +202,9 @@ local function take_lane(K, a, last)
     end
     take_in_turn({})  -- jobs with keys are waiting their turn: those falling due join them first
   elseif count > 0 then
-    ids = take_ready(K, count)
+    if listed ~= false then
+      ids = take_ready(K, count)
+    end
     if keyed and #ids < count then
       -- Due jobs the sweeper has not moved: all taken now if they fit; else a burst, taken in turn.
       local due = take_due(K, now, count - #ids + 1)
@@ -215,14 +218,25 @@ local function take_lane(K, a, last)
       end
     end
   end
-  local from_delayed = 0
+  -- The delayed set's first run-at, once known: when read with the jobs taken from it, and the
+  -- earliest of those put back (`delayed_known` then).
+  local from_delayed, delayed_known, delayed_first = 0, false, nil
+  local function delay_back(id, run_at)
+    delay(K, id, run_at)
+    if delayed_known and (not delayed_first or run_at < delayed_first) then
+      delayed_first = run_at
+    end
+  end
   if #ids < count and not limits then
     -- The ready list is short: due jobs the sweeper has not moved yet are taken straight from the
     -- delayed set, earliest first, after the ready ones (they fell due later).
-    for _, id in ipairs(take_due(K, horizon, count - #ids)) do
+    local due
+    due, delayed_first = pop_due(K, horizon, count - #ids)
+    delayed_known = true
+    for _, id in ipairs(due) do
       ids[#ids + 1] = id
-      from_delayed = from_delayed + 1
     end
+    from_delayed = #due
   end
   if #ids > 0 then
     -- Each lease's token: the take's id, else the next number of the partition's counter.
@@ -253,7 +267,7 @@ local function take_lane(K, a, last)
         -- When its attempt starts: now, its run-at if taken ahead, or its key's slot (flow.lua)
         local from = math.max(now, due_at, limits and limits.starts[id] or now)
         if due_at > horizon then
-          delay(K, id, due_at)
+          delay_back(id, due_at)
         elseif run_limit >= 0 and timeout > run_limit then
           -- No run of this consumer could ever take it: a permanent failure, not a job put back forever.
           dead[#dead + 1] = id
@@ -269,7 +283,7 @@ local function take_lane(K, a, last)
           end
         elseif longest >= 0 and timeout + from - now > longest then
           if due_at > now then
-            delay(K, id, due_at)
+            delay_back(id, due_at)
           else
             put_back[#put_back + 1] = id
             put_back_keys[#put_back_keys + 1] = key
@@ -330,7 +344,12 @@ local function take_lane(K, a, last)
   end
 
   local next_at
-  if from_delayed > 0 or moved > 0 or soon > 0 then
+  if delayed_known then
+    next_at = delayed_first
+    if from_delayed > 0 or moved > 0 or soon > 0 then
+      index_delayed_at(K, next_at)
+    end
+  elseif from_delayed > 0 or moved > 0 or soon > 0 then
     next_at = index_delayed_exact(K)
   else
     next_at = first_score(K.delayed)
@@ -364,13 +383,32 @@ local function take_lane(K, a, last)
   return out
 end
 
-local replies = {}
+local lanes, taking = {}, {}
 local a = 4 + #pools
-index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
 for g = 1, (#KEYS - FIRST_GROUP + 1) / KEY_GROUP_SIZE do
   local last = a + LANE_ARGS - 1 + tonumber(ARGV[a + LANE_ARGS - 1])
-  replies[g] = take_lane(topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE), a, last)
+  lanes[g] = {K = topic_keys(FIRST_GROUP + (g - 1) * KEY_GROUP_SIZE), a = a, last = last}
+  if tonumber(ARGV[a]) > 0 then
+    taking[#taking + 1] = lanes[g]
+  end
   a = last + 1
+end
+-- Which of the taking lanes' topics have ready jobs: with several, one read of the ready index for
+-- all instead of a read of each one's ready list (jobs alone in their topics come from the delayed
+-- set, their ready lists empty).
+if #taking > 1 then
+  local names = {}
+  for i, lane in ipairs(taking) do
+    names[i] = lane.K.name
+  end
+  for i, since in ipairs(redis.call('ZMSCORE', taking[1].K.ready_index, unpack(names))) do
+    taking[i].listed = since ~= false
+  end
+end
+local replies = {}
+index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
+for g, lane in ipairs(lanes) do
+  replies[g] = take_lane(lane.K, lane.a, lane.last, lane.listed)
 end
 index_flush()
 outbox_flush(O)

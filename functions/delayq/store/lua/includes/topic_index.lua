@@ -8,7 +8,9 @@
 -- A topic's score is never later than its first job's: an addition lowers it (ZADD LT), and a
 -- removal may leave it early until the next sweep or take of the topic sets it from the topic's own
 -- keys (index_*_exact), which costs one look at the topic, never a missed job. A topic that holds
--- nothing there is absent.
+-- nothing there is absent; but a known topic whose delayed set empties stays in _delayed, scored
+-- +inf (never due), until it is forgotten (forget_topic_if_empty): its next job then finds it there
+-- and need not add it to _topics again (create.lua), the common case of jobs alone in their topics.
 
 -- @include time
 
@@ -29,6 +31,8 @@ end
 local function write_now(index, name, kind, score)
   if kind == 'rem' then
     redis.call('ZREM', index, name)
+  elseif kind == 'never' then
+    redis.call('ZADD', index, 'XX', 'inf', name)  -- only a topic there: one absent is not known
   elseif kind == 'lt' then
     redis.call('ZADD', index, 'LT', score, name)
   else
@@ -48,7 +52,7 @@ local function index_write(index, name, kind, score)
   end
   local before = waiting[name]
   if kind == 'lt' and before then  -- after a removal, an LT adds; after a score, it keeps the lower
-    if before[1] == 'rem' then
+    if before[1] == 'rem' or before[1] == 'never' then
       kind = 'set'
     else
       kind, score = before[1], math.min(before[2], score)
@@ -69,10 +73,12 @@ end
 -- Makes the batch's writes, a command per index and kind, and ends the batch.
 local function index_flush()
   for index, waiting in pairs(batch or {}) do
-    local scored, lower, gone = {}, {}, {}
+    local scored, lower, gone, never = {}, {}, {}, {}
     for name, write in pairs(waiting) do
       if write[1] == 'rem' then
         gone[#gone + 1] = name
+      elseif write[1] == 'never' then
+        never[#never + 1], never[#never + 2] = 'inf', name
       else
         local into = write[1] == 'set' and scored or lower
         into[#into + 1], into[#into + 2] = write[2], name
@@ -86,6 +92,9 @@ local function index_flush()
     end
     if #gone > 0 then
       redis.call('ZREM', index, unpack(gone))
+    end
+    if #never > 0 then
+      redis.call('ZADD', index, 'XX', unpack(never))
     end
   end
   batch = nil
@@ -122,16 +131,25 @@ local function index_ready(K, now)
   return redis.call('ZADD', K.ready_index, 'NX', now, K.name) == 1
 end
 
--- Sets `index`'s score of the topic to the first score of its sorted set `key`; returns that score,
--- or nil (and the topic leaves the index) if the set is empty.
-local function index_exact(K, index, key)
-  local at = first_score(key)
+-- Sets `index`'s score of the topic to `at`, the first score of its sorted set; nil: the set is
+-- empty, and the topic leaves the index (the delayed index: scored never, see above).
+local function index_at(K, index, at)
   if at then
     index_write(index, K.name, 'set', at)
   else
-    index_write(index, K.name, 'rem')
+    index_write(index, K.name, index == K.delayed_index and 'never' or 'rem')
   end
+end
+
+-- index_at with the first score of the sorted set `key`, read; returns it.
+local function index_exact(K, index, key)
+  local at = first_score(key)
+  index_at(K, index, at)
   return at
+end
+
+local function index_delayed_at(K, at)
+  index_at(K, K.delayed_index, at)
 end
 
 local function index_delayed_exact(K)
