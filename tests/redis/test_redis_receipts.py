@@ -35,11 +35,10 @@ def receipts(lua: Lua, topic: str = T) -> list[str]:
 
 
 def old_receipts(lua: Lua, ids: list[str], done_at_ms: int) -> None:
-    """Receipts of jobs done at ``done_at_ms``, made as the ack makes them (done list, meta, tail)."""
+    """Receipts of jobs done at ``done_at_ms``, made as the ack makes them (done list, meta)."""
     k = lua.k(T)
     lua.r.rpush(k.done, *ids)
     lua.r.hset(k.meta, mapping={job_id: f"d|1|1|1|1:{done_at_ms}|||" for job_id in ids})
-    lua.r.hincrby(k.control, "done_tail", len(ids))
 
 
 # ------------------------------------------------------------------------------------- ack
@@ -211,8 +210,10 @@ def test_receipts_are_listed_newest_first_by_position(lua: Lua) -> None:
     assert not page.more
     assert lua.forget([T], keep_ms=HOUR_MS, keep_max=2) == (2, False)  # a and b; the hole goes too
     assert lua.jobs_done(T, 5, before=3) == ([], False)
-    assert [job.id for job in lua.jobs_done(T, 5).jobs] == ["e", "d"]
+    assert [(job.id, job.place) for job in lua.jobs_done(T, 5).jobs] == [("e", 4), ("d", 3)]  # they stay put
     assert lua.r.lrange(lua.k(T).done, 0, -1) == ["d", "e"]
+    finish(lua, "f")
+    assert [(job.id, job.place) for job in lua.jobs_done(T, 5).jobs] == [("f", 5), ("e", 4), ("d", 3)]
 
 
 def test_a_receipt_forgotten_early_leaves_a_hole_that_is_not_counted(lua: Lua) -> None:
@@ -225,6 +226,7 @@ def test_a_receipt_forgotten_early_leaves_a_hole_that_is_not_counted(lua: Lua) -
     assert lua.r.hget(lua.k(T).control, "done_holes") == "1"
     assert lua.stats(T).done == 1
     assert receipts(lua) == ["c"]
+    assert [(job.id, job.place) for job in lua.jobs_done(T, 5).jobs] == [("c", 2)]  # where it was
 
 
 # ------------------------------------------------------------------------------------- results

@@ -209,3 +209,14 @@ def test_a_forgotten_topic_holds_no_entry_in_any_index(lua: Lua) -> None:
     assert T not in lua.r.smembers(lua.p.topics)
     for index in (lua.p.delayed_index, lua.p.leased_index, lua.p.ready_index, lua.p.receipts_index):
         assert lua.r.zscore(index, T) is None, index
+
+
+def test_a_topic_made_known_by_a_job_due_now_is_known_to_the_delayed_index(lua: Lua) -> None:
+    """Its next delayed job finds it there, never due, and writes no topic set."""
+    lua.enqueue(T, "now", value=0)
+    assert lua.r.smembers(lua.p.topics) == {T}
+    assert lua.r.zscore(lua.p.delayed_index, T) == math.inf
+    lua.r.srem(lua.p.topics, T)  # were the next enqueue to add it again, it would be back
+    lua.enqueue(T, "later", value=30_000)
+    assert lua.r.smembers(lua.p.topics) == set()
+    assert lua.r.zscore(lua.p.delayed_index, T) == lua.r.zscore(lua.k(T).delayed, "later")

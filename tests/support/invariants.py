@@ -18,7 +18,7 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 - the topic index never hides work: a topic with delayed jobs is in ``_delayed`` no later than its
   first run-at, one with leased jobs in ``_leases`` no later than its first lease deadline, one with
   ready jobs in ``_ready``, one with receipts in ``_receipts`` (it may name topics that have none: the
-  next sweep or take corrects that);
+  next sweep or take corrects that); and every topic it names is in ``_topics``;
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
 - the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep no body
@@ -72,7 +72,7 @@ META = re.compile(
 KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash", "flows": "hash",
          "busy": "hash", "pace": "zset", "held": "zset", "parked": "zset", "wake": "zset"}  # fmt: skip
-CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_tail", "done_holes", "untaken", "turn", "keyed", "fair",
+CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_head", "done_holes", "untaken", "turn", "keyed", "fair",
                   "flows", "held", "busy", "parked"}  # fmt: skip
 RECEIPT_LEASE = re.compile(r"\d+:\d+")  # a receipt's 'started_at:done_at'
 # A job's history (history.lua): 1 to 10 failed attempts, 'attempt|started|ended|outcome|error' each
@@ -385,8 +385,11 @@ class _Examination:
         and ready jobs are there, no later than they are."""
         parts = ("delayed", "leased", "ready", "done")
         indexes = (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index)
+        listed = set(self.snap.get(p.topics, ("set", []))[1])
         for index_key, part in zip(indexes, parts, strict=True):
             scores = {name: score for name, score in self.snap.get(index_key, ("zset", []))[1]}
+            # An enqueue writes no _topics for a topic the index names already (create.lua)
+            self.found += [f"{index_key}: {name!r} is not in {p.topics}" for name in sorted(scores.keys() - listed)]
             for topic, parts in topics.items():
                 content = parts.get(part)
                 if part == "ready":

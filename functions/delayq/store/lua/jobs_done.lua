@@ -18,7 +18,7 @@ Returns {more, then 5 values per job: id, position, meta, result (as the bodies 
 local K = topic_keys(1)
 local limit = tonumber(ARGV[1])
 local length = redis.call('LLEN', K.done)
-local head = (tonumber(redis.call('HGET', K.control, 'done_tail')) or 0) - length
+local head = tonumber(redis.call('HGET', K.control, 'done_head')) or 0
 local stop = length  -- the page ends before this index
 if ARGV[2] ~= '' then
   stop = math.min(length, math.max(0, tonumber(ARGV[2]) - head))

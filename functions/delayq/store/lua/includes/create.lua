@@ -38,8 +38,9 @@ local function place(K, delayed, first, ready, now, ready_keys, keyed)
     redis.call('ZADD', K.delayed, unpack(delayed))
     new_in_index = index_delayed(K, first)
   end
-  if #ready > 0 then
-    new_in_index = push_ready(K, ready, now, ready_keys) or new_in_index
+  if #ready > 0 and push_ready(K, ready, now, ready_keys) then
+    -- New to the ready index: known to the delayed index too, so that its next delayed job finds it
+    new_in_index = index_known(K) or new_in_index
   end
   if new_in_index then
     redis.call('SADD', K.topics, K.name)

@@ -10,15 +10,15 @@
 -- skiplist for every insert and every removal (the hot path's cost, measured in bench/probes/receipts_cost.py).
 -- A receipt forgotten before its turn (cancelled, or replaced by a PUT) leaves a hole ('') instead
 -- of being removed, as in the ready list (queue.lua), so that positions hold: a receipt's position,
--- done_tail - LLEN + its index (control 'done_tail' counts the ids ever pushed), never changes, and
--- a listing's cursor can be one (jobs_done.lua). Control 'done_holes' counts the holes.
+-- done_head + its index (control 'done_head' counts the entries ever removed from the head), never
+-- changes, and a listing's cursor can be one (jobs_done.lua). Counted at the head, where receipts
+-- leave in chunks, rather than at the tail, where each ack pushes: the ack writes no counter.
+-- Control 'done_holes' counts the holes.
 -- @include meta
 
 -- The receipts of `ids`, made: pushed at the tail of the done list. Returns the list's length.
 local function push_receipts(K, ids)
-  local length = redis.call('RPUSH', K.done, unpack(ids))
-  redis.call('HINCRBY', K.control, 'done_tail', #ids)
-  return length
+  return redis.call('RPUSH', K.done, unpack(ids))
 end
 
 -- A receipt forgotten before its turn: popped when it is the head, else left as a hole. The caller
@@ -27,6 +27,7 @@ local function remove_receipt(K, id)
   local at = redis.call('LPOS', K.done, id)
   if at == 0 then
     redis.call('LPOP', K.done)
+    redis.call('HINCRBY', K.control, 'done_head', 1)
   elseif at then
     redis.call('LSET', K.done, at, '')
     redis.call('HINCRBY', K.control, 'done_holes', 1)
@@ -109,6 +110,7 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, 
   end
   if cut > 0 then
     redis.call('LTRIM', K.done, cut, -1)
+    redis.call('HINCRBY', K.control, 'done_head', cut)
   end
   if dropped > 0 then
     redis.call('HINCRBY', K.control, 'done_holes', -dropped)

@@ -126,6 +126,13 @@ local function index_receipts(K, at)
   index_write(K.receipts_index, K.name, 'lt', at)
 end
 
+-- The topic is known to the delayed index: scored never (+inf) if it was not there. True if it was
+-- not: a topic new to the index (create.lua adds it to _topics then).
+local function index_known(K)
+  index_settle(K.delayed_index, K.name)
+  return redis.call('ZADD', K.delayed_index, 'NX', 'inf', K.name) == 1
+end
+
 -- The topic's ready list holds jobs (since `now`, if it was empty). True if the topic was not in it.
 local function index_ready(K, now)
   return redis.call('ZADD', K.ready_index, 'NX', now, K.name) == 1
