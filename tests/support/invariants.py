@@ -385,11 +385,11 @@ class _Examination:
         and ready jobs are there, no later than they are."""
         parts = ("delayed", "leased", "ready", "done")
         indexes = (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index)
-        listed = set(self.snap.get(p.topics, ("set", []))[1])
+        known = set(self.snap.get(p.topics, ("set", []))[1])
         for index_key, part in zip(indexes, parts, strict=True):
             scores = {name: score for name, score in self.snap.get(index_key, ("zset", []))[1]}
             # An enqueue writes no _topics for a topic the index names already (create.lua)
-            self.found += [f"{index_key}: {name!r} is not in {p.topics}" for name in sorted(scores.keys() - listed)]
+            self.found += [f"{index_key}: {name!r} is not in {p.topics}" for name in sorted(scores.keys() - known)]
             for topic, parts in topics.items():
                 content = parts.get(part)
                 if part == "ready":
