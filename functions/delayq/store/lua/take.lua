@@ -344,12 +344,13 @@ local function take_lane(K, a, last, listed)
   end
 
   local next_at
+  local delayed_changed = from_delayed > 0 or moved > 0 or soon > 0  -- the index's entry may be early
   if delayed_known then
     next_at = delayed_first
-    if from_delayed > 0 or moved > 0 or soon > 0 then
+    if delayed_changed then
       index_delayed_at(K, next_at)
     end
-  elseif from_delayed > 0 or moved > 0 or soon > 0 then
+  elseif delayed_changed then
     next_at = index_delayed_exact(K)
   else
     next_at = first_score(K.delayed)
