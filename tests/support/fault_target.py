@@ -5,9 +5,10 @@ Every delivery appends JSON lines to the file named by ``DELAYQ_FAULT_LOG``: one
 Each line is one ``write`` on a descriptor opened with ``O_APPEND``, so the lines of concurrent
 threads and processes never interleave and a process killed with SIGKILL leaves whole lines only.
 
-Each line carries the Redis server's time (``redis_ms``), read with ``TIME`` on a client of its own
-(``DELAYQ_FAULT_REDIS_URL``, default ``DELAYQ_REDIS_URL``): the process may run under faketime, and
-"early" means early by Redis' clock, the only clock delayq decides with. When Redis does not answer
+Each line carries the job's flow key (``key``, null without one) and the Redis server's time
+(``redis_ms``), read with ``TIME`` on a client of its own (``DELAYQ_FAULT_REDIS_URL``, default
+``DELAYQ_REDIS_URL``): the process may run under faketime, and "early" means early by Redis' clock,
+the only clock delayq decides with. When Redis does not answer
 (an outage), the time is the process clock plus the last offset measured (``"clock": "offset"``).
 ``wall_ms`` is the process's own clock, to show how far it is off.
 
@@ -84,6 +85,7 @@ def _record(event: str, job: Job, **extra: Any) -> None:
             "ev": event,
             "topic": job.topic,
             "id": job.id,
+            "key": job.key,
             "attempt": job.attempt,
             "run_at_ms": job.run_at_ms,
             "redis_ms": round(now, 3),
