@@ -13,12 +13,14 @@ early or leaked; and whether each callback job (``payments``' ``on_done`` and ``
 One private redis-server (``shared.servers``); on it, namespace ``soak`` with ``--partitions``
 partitions, two ``python -m delayq consume`` and two ``python -m delayq sweep`` processes (tick 1 s), and
 a producer in this process: one ``Queue.enqueue`` per job at ``--rate``, each job due 1-5 s later, in one
-of seven topics (``orders``, ``reminders``, ``payments``, ``slow``, and ``tenant-a``, ``-b``, ``-c`` that
-only ``*`` covers). Every topic's target is ``python:soak_target:deliver``, which notes each attempt's
-start. Once the producer stops, the run waits until no job is delayed, ready or reserved, stops the loops
-(SIGTERM), checks the namespace (the tests' invariant, ``tests/support/invariants.py``) and every job's
-final state. Writes ``.bench/results/soak-<date>-<machine>.{json,md}`` (the figures and the report:
-``report.py``); the raw records stay under ``.bench/runs``.
+of eight topics (``orders``, ``reminders``, ``payments``, ``slow``, ``accounts`` whose jobs carry one of
+40 flow keys, one job of a key at a time, and ``tenant-a``, ``-b``, ``-c`` that only ``*`` covers).
+Every topic's target is ``python:soak_target:deliver``, which notes each attempt's start. Once the
+producer stops, the run waits until no job is delayed, ready or reserved, stops the loops (SIGTERM),
+checks the namespace (the tests' invariant, ``tests/support/invariants.py``, each key's count of
+running jobs among it) and every job's final state. Writes
+``.bench/results/soak-<date>-<machine>.{json,md}`` (the figures and the report: ``report.py``); the
+raw records stay under ``.bench/runs``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,12 @@ from support.invariants import check, problems, read_atomic, unsettled
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "soak"
 TARGET = "python:soak_target:deliver"  # soak_target.py, here
-MIX = {"orders": 30, "reminders": 20, "payments": 15, "slow": 5, "tenant-a": 10, "tenant-b": 10, "tenant-c": 10}
+MIX = {
+    "orders": 30, "reminders": 20, "payments": 15, "slow": 5, "accounts": 15,
+    "tenant-a": 10, "tenant-b": 10, "tenant-c": 10,
+}  # fmt: skip
+ACCOUNTS = 40  # flow keys of ``accounts``, one job of a key at a time (key_concurrency 1)
+ACCOUNT_WORK_S = 0.02  # how long an ``accounts`` handler works: long enough for its key's next to wait
 CALLBACKS = {"payments": {"on_done": "payments-done", "on_dead": "payments-dead"}, "slow": {"on_done": "slow-done"}}
 FAIL_ONCE = 0.05  # payments jobs that fail their first attempt, then succeed
 FAIL_ALWAYS = 0.02  # payments jobs that fail every attempt: dead letters (replayed, they die again)
@@ -74,7 +81,7 @@ NOTEWORTHY_LOG = re.compile(r"WARNING|ERROR|CRITICAL|Traceback")
 
 
 def topics_config(keep_done_max: int) -> dict[str, Any]:
-    """DELAYQ_TOPICS: four configured topics and ``*``; each keeps up to ``keep_done_max`` receipts
+    """DELAYQ_TOPICS: five configured topics and ``*``; each keeps up to ``keep_done_max`` receipts
     (default 10,000 per topic and partition) so that every success still has its receipt at the end."""
     common = {"target": TARGET, "keep_done_max": keep_done_max}
     callback_topics = {target: common for callbacks in CALLBACKS.values() for target in callbacks.values()}
@@ -83,6 +90,7 @@ def topics_config(keep_done_max: int) -> dict[str, Any]:
         "reminders": common,
         "payments": common | {"retries": 2, "backoff": [1, 2]} | CALLBACKS["payments"],
         "slow": common | {"timeout": 1, "retries": 1, "backoff": [1]} | CALLBACKS["slow"],
+        "accounts": common | {"key_concurrency": 1},
         "*": common,
     } | callback_topics
 
@@ -232,7 +240,7 @@ class Soak:
     def create(self, i: int) -> None:
         topic = self.rng.choices(list(MIX), weights=list(MIX.values()))[0]
         body: dict[str, Any] = {"n": i}
-        failing = 0
+        failing, key = 0, None
         if topic == "payments":
             draw = self.rng.random()
             if draw < FAIL_ONCE + FAIL_ALWAYS:
@@ -240,10 +248,12 @@ class Soak:
         elif topic == "slow" and self.rng.random() < SLEEPERS:
             body |= {"sleep": SLEEP_S, "sleep_attempts": SLEEP_ATTEMPTS}
             failing = SLEEP_ATTEMPTS
+        elif topic == "accounts":
+            body["sleep"], key = ACCOUNT_WORK_S, f"account-{self.rng.randrange(ACCOUNTS)}"
         delay = round(self.rng.uniform(self.args.min_delay, self.args.max_delay), 3)
         job_id = f"j{i}"
         try:
-            scheduled = self.queue.enqueue(topic, body, id=job_id, delay=delay)
+            scheduled = self.queue.enqueue(topic, body, id=job_id, delay=delay, key=key)
         except DelayqError as exc:
             self.refused_creates += 1
             if self.refused_creates == 1:
