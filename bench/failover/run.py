@@ -124,6 +124,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--after", type=float, default=30, help="s of traffic after it (30)")
     parser.add_argument("--idle", type=float, default=5, help="s of the idle window before the traffic (5)")
     parser.add_argument("--rate", type=float, default=200, help="jobs/s (200)")
+    parser.add_argument(
+        "--keys", type=int, default=0, help="jobs carry one of this many flow keys, each held to 2 at once (0: none)"
+    )
     parser.add_argument("--drain-timeout", type=float, default=30, help="s to wait for the last deliveries (30)")
     parser.add_argument("--compare", type=Path, action="append", default=[], help="another checkout to measure")
     parser.add_argument("--out", type=Path, help="the rows as JSON there (default: .bench/results/failover-*.json)")
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
                             idle_s=args.idle,
                             rate=args.rate,
                             drain_timeout_s=args.drain_timeout,
+                            keys=args.keys,
                         )
                     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                         log(f"failed: {exc}")

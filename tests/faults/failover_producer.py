@@ -5,7 +5,8 @@ one warm Lambda container serves them, at a steady pace.
     python failover_producer.py --rate 200 --seconds 50 --out requests.jsonl
 
 The environment names Redis and the queue (``DELAYQ_*``). Job ``n`` is due to be sent at ``start + n /
-rate``, with the id ``<prefix>-<n>`` and a delay uniform in ``--min-delay`` to ``--max-delay`` s.
+rate``, with the id ``<prefix>-<n>`` and a delay uniform in ``--min-delay`` to ``--max-delay`` s; with
+``--keys K``, the flow key ``tenant-<n mod K>``.
 
 Slow answers hold it up (one request at a time). A job at most ``CATCH_UP_S`` late is sent at once; a
 later one is skipped, never sent: the pace never goes above the rate by more than a tenth of a second's
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-delay", type=float, default=1.0)
     parser.add_argument("--max-delay", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--keys", type=int, default=0, help="jobs carry one of this many flow keys, in turn (0: none)")
     args = parser.parse_args(argv)
 
     from enqueue import lambda_handler  # noqa: PLC0415 - after argparse: --help needs no checkout
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
                 "delay": delay,
                 "body": {"n": n},
             }
+            if args.keys:
+                job["key"] = f"tenant-{n % args.keys}"
             sent_ms = time.time() * 1000
             try:
                 status, answer = call(lambda_handler, api_event(sample, "POST", "/jobs", job))

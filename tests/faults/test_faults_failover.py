@@ -11,6 +11,10 @@ into 200 jobs/s, 12 s more, then the drain), each asserting the contract's "Fail
   left unsettled; creates acknowledged within the lag before the kill may be lost (printed);
 - the same with ``DELAYQ_MIN_REPLICAS=1``: no acknowledged create is lost.
 
+Every job carries one of ``FLOW_KEYS`` flow keys, each held to ``support.failover.KEY_CONCURRENCY`` jobs
+at once: once drained, no lease is counted against any key (a take and its key's count are one Lua
+call, so a promoted replica has both or neither).
+
 Each prints its row (and appends it to the fault tier's report).
 """
 
@@ -29,6 +33,7 @@ IDLE_S = 3.0
 DRAIN_TIMEOUT_S = 20.0
 HEALTHY_GAP_S = 1.5
 WARNINGS_PER_LOOP = 60
+FLOW_KEYS = 20
 
 
 def run(setup: str, workdir: Path) -> Row:
@@ -40,6 +45,7 @@ def run(setup: str, workdir: Path) -> Row:
         workdir=workdir,
         idle_s=IDLE_S,
         drain_timeout_s=DRAIN_TIMEOUT_S,
+        keys=FLOW_KEYS,
     )
     report(row.line())
     report(f"[faults]   top warnings: {row.top_warnings}")
@@ -56,6 +62,7 @@ def test_a_cluster_master_killed(tmp_path: Path) -> None:
     assert row.answers_500 == 0
     assert row.lost == 0, row.undelivered_in_redis
     assert row.early == 0
+    assert row.keys_counted == {}
     assert row.healthy_gap_s is not None
     assert row.healthy_gap_s <= HEALTHY_GAP_S, f"partitions 1 and 2 stalled {row.healthy_gap_s} s"
     assert all(n <= WARNINGS_PER_LOOP for n in row.warnings.values()), row.top_warnings
@@ -74,6 +81,7 @@ def test_a_lagging_replica_promoted(tmp_path: Path) -> None:
     assert row.early == 0
     assert row.drained, row.stuck
     assert row.stuck == {}
+    assert row.keys_counted == {}
     assert row.locks_without_ttl == 0
 
 
@@ -86,3 +94,4 @@ def test_a_lagging_replica_promoted_with_min_replicas(tmp_path: Path) -> None:
     assert row.early == 0
     assert row.lost == 0, f"{row.lost} acknowledged creates lost; undelivered in Redis: {row.undelivered_in_redis}"
     assert row.undelivered_in_redis == {}
+    assert row.keys_counted == {}

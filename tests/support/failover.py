@@ -22,10 +22,12 @@ A run: the servers; one ``python -m delayq sweep`` and one ``python -m delayq co
 (``DELAYQ_PARTITIONS=3``, the default tick); an idle window (no traffic: the consumer's idle CPU); the
 producer (``failover_producer.py``, a process of its own: ``POST /jobs`` through the API handler, one
 request at a time, ``RATE`` jobs/s, each due in 1-5 s); the failover ``kill_after_s`` into the traffic;
-``after_s`` more traffic; then the drain, until every acknowledged job was delivered, or is gone from Redis, and Redis
-holds nothing unsettled (or ``drain_timeout_s`` passed); then SIGTERM to the loops. The processes run
-this ``.venv``'s Python with the ``functions/`` directory given first on PYTHONPATH: the code under
-test is that checkout's. The harness reads Redis itself (keys.py's layout), not through delayq.
+``after_s`` more traffic (with ``keys``, every job carries one of that many flow keys, each key held
+to ``KEY_CONCURRENCY`` jobs at once); then the drain, until every acknowledged job was delivered, or is
+gone from Redis, and Redis holds nothing unsettled (or ``drain_timeout_s`` passed); then SIGTERM to the
+loops. The processes run this ``.venv``'s Python with the ``functions/`` directory given first on
+PYTHONPATH: the code under test is that checkout's. The harness reads Redis itself (keys.py's
+layout), not through delayq.
 
 Every instant is the machine's wall clock in ms: the servers, the processes and the harness share it,
 and ``fault_target`` records each delivery's start by Redis' ``TIME`` (asked of a server that survives).
@@ -71,6 +73,7 @@ LABELS = {
 PARTITIONS = 3
 TOPIC = "failover"
 TOPIC_CONFIG = {"timeout": 3, "backoff": [0.5]}  # a lease lost in the failover comes back within seconds
+KEY_CONCURRENCY = 2  # with flow keys: each key's leases are counted (busy), through the failover
 RATE = 200.0  # jobs/s
 MIN_DELAY_S, MAX_DELAY_S = 1.0, 5.0
 NODE_TIMEOUT_MS = 2000  # cluster-node-timeout
@@ -343,6 +346,16 @@ def unsettled_in_redis(admin: redis.Redis | RedisCluster, keys: Keyspace) -> Cou
     return found
 
 
+def counted_leases(admin: redis.Redis | RedisCluster, keys: Keyspace) -> dict[str, int]:
+    """Each flow key's leases counted against its concurrency (the topic's ``busy`` hash), over every
+    partition: nothing once every job is settled."""
+    counted: Counter[str] = Counter()
+    for partition in keys.partitions:
+        busy = partition.topic_keys(TOPIC)[TOPIC_KEYS.index("busy")]
+        counted.update({key: int(n) for key, n in admin.hgetall(busy).items() if int(n)})
+    return dict(counted)
+
+
 def locks_without_ttl(admin: redis.Redis | RedisCluster, keys: Keyspace) -> int:
     return sum(1 for partition in keys.partitions if admin.ttl(partition.lock) == -1)
 
@@ -401,6 +414,7 @@ class Row:
     drained: bool = False
     drain_s: float = 0.0
     stuck: dict[str, int] = field(default_factory=dict)  # after the drain: jobs neither done nor dead, by state
+    keys_counted: dict[str, int] = field(default_factory=dict)  # after the drain: leases still counted, by key
     locks_without_ttl: int = 0
     producer_behind_s: float = 0.0
     answer_ms: dict[str, float] = field(default_factory=dict)  # the API's answers: p50, p99, max
@@ -422,7 +436,8 @@ class Row:
             f"consumer_cpu={ {k: _fmt(v) for k, v in self.consumer_cpu.items()} } "
             f"duplicates={self.duplicates}(same attempt {self.duplicates_same_attempt}) "
             f"resumed_after_s={_fmt(self.resumed_after_s)} outage_s={_fmt(self.outage_s)} "
-            f"drained={self.drained} in {self.drain_s:.1f}s stuck={self.stuck} written_anyway={self.written_anyway} "
+            f"drained={self.drained} in {self.drain_s:.1f}s stuck={self.stuck} keys_counted={self.keys_counted} "
+            f"written_anyway={self.written_anyway} "
             f"producer_behind_s={self.producer_behind_s} answer_ms={self.answer_ms} "
             f"redis_errors={self.redis_errors} | {self.notes}"
         )
@@ -438,9 +453,13 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 # ------------------------------------------------------------------------------------ a run
 
 
-def process_env(stack: Stack, functions: Path, deliveries: Path, extra: Mapping[str, str]) -> dict[str, str]:
+def process_env(
+    stack: Stack, functions: Path, deliveries: Path, extra: Mapping[str, str], *, keys: int = 0
+) -> dict[str, str]:
     """The environment of the loops and the producer: ``functions`` first on PYTHONPATH (the code under
-    test), then ``tests/`` (the target, ``support.fault_target``)."""
+    test), then ``tests/`` (the target, ``support.fault_target``); with ``keys``, the topic holds each
+    flow key to ``KEY_CONCURRENCY``."""
+    config = TOPIC_CONFIG | ({"key_concurrency": KEY_CONCURRENCY} if keys else {})
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYQ_") and k != "PYTHONPATH"}
     env |= {
         "PYTHONPATH": os.pathsep.join([str(functions), str(TESTS)]),
@@ -450,7 +469,7 @@ def process_env(stack: Stack, functions: Path, deliveries: Path, extra: Mapping[
         "DELAYQ_REDIS_MODE": stack.mode,
         "DELAYQ_NAMESPACE": stack.namespace,
         "DELAYQ_PARTITIONS": str(PARTITIONS),
-        "DELAYQ_TOPICS": topics_json(**{TOPIC: TOPIC_CONFIG}),
+        "DELAYQ_TOPICS": topics_json(**{TOPIC: config}),
         LOG_ENV: str(deliveries),
         CLOCK_ENV: stack.clock_url,
         **extra,
@@ -469,10 +488,11 @@ def run_scenario(
     idle_s: float = IDLE_S,
     rate: float = RATE,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
+    keys: int = 0,
 ) -> Row:
     """One run of ``setup`` with the code of ``functions`` (a checkout's ``functions/``); its row. The
     servers, the processes' logs and records stay in ``workdir``. ``pair-lag-min-replicas`` adds
-    ``MIN_REPLICAS_ENV`` to ``env_extra``."""
+    ``MIN_REPLICAS_ENV`` to ``env_extra``. ``keys``: how many flow keys the jobs carry (0: none)."""
     workdir.mkdir(parents=True, exist_ok=True)
     extra = {**(MIN_REPLICAS_ENV if setup.endswith("min-replicas") else {}), **(env_extra or {})}
     stack = make_stack(setup)
@@ -491,6 +511,7 @@ def run_scenario(
                 idle_s=idle_s,
                 rate=rate,
                 drain_timeout_s=drain_timeout_s,
+                flow_keys=keys,
             )
     finally:
         stack.close()
@@ -509,10 +530,11 @@ def _run(
     idle_s: float,
     rate: float,
     drain_timeout_s: float,
+    flow_keys: int,
 ) -> Row:
     keys = Keyspace(stack.namespace, PARTITIONS)
     deliveries, requests = JsonLines(workdir / "deliveries.jsonl"), JsonLines(workdir / "requests.jsonl")
-    env = process_env(stack, functions, deliveries.path, extra)
+    env = process_env(stack, functions, deliveries.path, extra, keys=flow_keys)
     fleet = Fleet(env, workdir)
     producer: subprocess.Popen[bytes] | None = None
     sampler: CpuSampler | None = None
@@ -525,7 +547,7 @@ def _run(
             idle = (now_ms(), now_ms() + idle_s * 1000)
             time.sleep(idle_s)
 
-            producer = _start_producer(env, workdir, rate, kill_after_s + after_s)
+            producer = _start_producer(env, workdir, rate, kill_after_s + after_s, flow_keys)
             ready = wait_until(lambda: next((r for r in requests.read() if r.get("ev") == "ready"), None), 60)
             if not ready:
                 raise RuntimeError(f"the producer never got ready:\n{_read(workdir / 'producer.err')[-3000:]}")
@@ -607,8 +629,11 @@ def _wait_started(loops: Mapping[str, LoopProcess], admin: redis.Redis | RedisCl
         raise RuntimeError("the loops did not start:\n" + "\n".join(p.tail() for p in loops.values()))
 
 
-def _start_producer(env: Mapping[str, str], workdir: Path, rate: float, seconds: float) -> subprocess.Popen[bytes]:
+def _start_producer(
+    env: Mapping[str, str], workdir: Path, rate: float, seconds: float, keys: int
+) -> subprocess.Popen[bytes]:
     command = [sys.executable, str(PRODUCER), "--rate", f"{rate:g}", "--seconds", f"{seconds:g}"]
+    command += ["--keys", str(keys)] if keys else []
     command += ["--out", str(workdir / "requests.jsonl"), "--topic", TOPIC]
     command += ["--min-delay", f"{MIN_DELAY_S:g}", "--max-delay", f"{MAX_DELAY_S:g}"]
     with (workdir / "producer.out").open("ab") as out, (workdir / "producer.err").open("ab") as err:
@@ -755,6 +780,7 @@ def _count_redis(
     try:
         states = stored_states(admin, keys, undelivered)
         row.stuck = dict(unsettled_in_redis(admin, keys))
+        row.keys_counted = counted_leases(admin, keys)
         row.locks_without_ttl = locks_without_ttl(admin, keys)
     except redis.RedisError as exc:
         row.redis_read, row.lost = False, len(undelivered)

@@ -85,7 +85,7 @@ def _record(event: str, job: Job, **extra: Any) -> None:
             "ev": event,
             "topic": job.topic,
             "id": job.id,
-            "key": job.key,
+            "key": getattr(job, "key", None),  # a checkout from before flow keys has none (bench --compare)
             "attempt": job.attempt,
             "run_at_ms": job.run_at_ms,
             "redis_ms": round(now, 3),
