@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from delayq.store.keys import TOPIC_KEYS
+
 from support.faults import (
     Enqueued,
     Fleet,
@@ -60,7 +62,7 @@ def test_key_concurrency_holds_through_a_kill_9(tmp_path: Path) -> None:
         env = loop_env(server.url, "faults", topics_json(keyed=config), deliveries)
         queue = make_queue(env)
         client = server.client()
-        busy_key = queue.keys.partitions[0].topic_keys("keyed")[12]
+        busy_key = queue.keys.partitions[0].topic_keys("keyed")[TOPIC_KEYS.index("busy")]  # leases by key
         fleet = Fleet(env, tmp_path)
         with fleet.running():
             began = time.monotonic()
