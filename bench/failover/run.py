@@ -5,6 +5,7 @@ frozen, with AOF, without full coverage; a primary and its replica promoted, the
     .venv/bin/python bench/failover/run.py                               every setup (about 8 minutes)
     .venv/bin/python bench/failover/run.py --setups cluster --kill-after 8 --after 10        a quick look
     .venv/bin/python bench/failover/run.py --compare ../before --runs 3                      before and after
+    .venv/bin/python bench/failover/run.py --setups pair-lag --keys 20      jobs with flow keys
 
 Each run is the fault tier's harness (``run_scenario`` in ``tests/support/failover.py``): private
 servers on free ports, one sweep and one consume process, the API's handler in a producer process at
@@ -39,7 +40,7 @@ from shared.paths import REPO, RESULTS
 
 sys.path.insert(0, str(REPO / "functions"))  # this checkout's delayq
 sys.path.insert(0, str(REPO / "tests"))  # the tests' helpers, the package support
-from support.failover import LABELS, SETUPS, Row, run_scenario  # the fault tier's harness
+from support.failover import KEY_CONCURRENCY, LABELS, SETUPS, Row, run_scenario  # the fault tier's harness
 
 
 def cell(value: float | None, unit: str = " s", digits: int = 1) -> str:
@@ -125,7 +126,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle", type=float, default=5, help="s of the idle window before the traffic (5)")
     parser.add_argument("--rate", type=float, default=200, help="jobs/s (200)")
     parser.add_argument(
-        "--keys", type=int, default=0, help="jobs carry one of this many flow keys, each held to 2 at once (0: none)"
+        "--keys",
+        type=int,
+        default=0,
+        help=f"jobs carry one of this many flow keys, each held to {KEY_CONCURRENCY} at once (0: none)",
     )
     parser.add_argument("--drain-timeout", type=float, default=30, help="s to wait for the last deliveries (30)")
     parser.add_argument("--compare", type=Path, action="append", default=[], help="another checkout to measure")
