@@ -352,8 +352,8 @@ def counted_leases(admin: redis.Redis | RedisCluster, keys: Keyspace) -> dict[st
     counted: Counter[str] = Counter()
     for partition in keys.partitions:
         busy = partition.topic_keys(TOPIC)[TOPIC_KEYS.index("busy")]
-        counted.update({key: int(n) for key, n in admin.hgetall(busy).items() if int(n)})
-    return dict(counted)
+        counted.update({key: int(n) for key, n in admin.hgetall(busy).items()})
+    return dict(+counted)  # the keys counted above zero
 
 
 def locks_without_ttl(admin: redis.Redis | RedisCluster, keys: Keyspace) -> int:
