@@ -170,8 +170,7 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
 
     def keys_live_on_their_master() -> None:
         for partition, port in zip(queue.keys.partitions, masters, strict=True):
-            keys = partition.topic_keys(TOPIC)
-            delayed, meta, bodies = keys[0], keys[4], keys[5]
+            delayed, meta, bodies = (partition.topic_key(TOPIC, kind) for kind in ("delayed", "meta", "bodies"))
             assert nodes[port].exists(delayed, meta, bodies) == 3, (partition, port)
             assert nodes[port].exists(partition.topics) == 1
 

@@ -159,7 +159,11 @@ def test_a_pipelined_call_answered_moved_goes_on_to_the_new_owner(two_nodes: tup
         with first.client() as direct:
             assert "MOVED" in error_stats(direct)  # the first node refused the moved partition's call
         with second.client() as direct:
-            assert direct.exists(moved.topic_keys(TOPIC)[0]) == direct.exists(stays.topic_keys(TOPIC)[0]) == 1
+            assert (
+                direct.exists(moved.topic_key(TOPIC, "delayed"))
+                == direct.exists(stays.topic_key(TOPIC, "delayed"))
+                == 1
+            )
         assert queue.stats(TOPIC).delayed == 20
     finally:
         queue.close()

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from delayq.store.keys import TOPIC_KEYS
-
 from support.faults import (
     Enqueued,
     Fleet,
@@ -32,6 +30,7 @@ from support.faults import (
     wait_until,
 )
 from support.invariants import check_redis, unsettled
+from support.scripts import leases as leases_of
 from support.servers import RedisServer
 
 KEYS = [f"tenant-{n}" for n in range(6)]
@@ -66,9 +65,8 @@ def test_key_concurrency_holds_through_a_kill_9(tmp_path: Path) -> None:
         env = loop_env(server.url, "faults", topics_json(keyed=config), deliveries)
         queue = make_queue(env)
         client = server.client()
-        topic_keys = queue.keys.partitions[0].topic_keys("keyed")
-        busy_key = topic_keys[TOPIC_KEYS.index("busy")]  # leases counted, by key
-        leased_key = topic_keys[TOPIC_KEYS.index("leased")]
+        partition = queue.keys.partitions[0]
+        busy_key = partition.topic_key("keyed", "busy")  # leases counted, by key
         fleet = Fleet(env, tmp_path)
         with fleet.running():
             began = time.monotonic()
@@ -90,7 +88,7 @@ def test_key_concurrency_holds_through_a_kill_9(tmp_path: Path) -> None:
             first.kill()
             killed_at = redis_ms(client)
             # Nothing else consumes yet: what is leased now is what A held, unsettled, when it died.
-            leases = dict(client.zrange(leased_key, 0, -1, withscores=True))
+            leases = leases_of(client, partition, "keyed")
             fleet.consumer("consumer-b")
 
             def all_done() -> bool:

@@ -31,6 +31,7 @@ from support.faults import (
     wait_until,
 )
 from support.invariants import check_redis, unsettled
+from support.scripts import leases as leases_of
 from support.servers import RedisServer
 
 JOBS = 40
@@ -49,7 +50,7 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
         env = loop_env(server.url, "faults", topics, deliveries)
         queue = make_queue(env)
         client = server.client()
-        leased_key = queue.keys.partitions[0].topic_keys("slow")[2]
+        partition = queue.keys.partitions[0]
         fleet = Fleet(env, tmp_path)
         with fleet.running():
             began = time.monotonic()
@@ -69,7 +70,7 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
             first.kill()  # handlers run 0.6 s: the ones running a few ms ago still are
             killed_at_ms = redis_ms(client)
             # Nothing else consumes: what is leased now is exactly what A held, unacked, when it died.
-            leases = {job_id: deadline for job_id, deadline in client.zrange(leased_key, 0, -1, withscores=True)}
+            leases = leases_of(client, partition, "slow")
             assert 0 < len(leases) <= CONCURRENCY, leases
             records_at_kill = read_records(deliveries)
 
@@ -78,7 +79,7 @@ def test_kill_9_consumer_mid_batch(tmp_path: Path) -> None:
 
             def all_delivered() -> bool:
                 done = {r["id"] for r in read_records(deliveries) if r["ev"] == "end"}
-                return len(done) == JOBS and client.zcard(leased_key) == 0
+                return len(done) == JOBS and leases_of(client, partition, "slow") == {}
 
             assert wait_until(all_delivered, 30), "not every job was delivered after the kill"
             summaries = fleet.stop_all()

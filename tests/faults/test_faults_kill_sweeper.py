@@ -39,7 +39,7 @@ def test_kill_9_sweeper_holding_the_lock(tmp_path: Path) -> None:
         queue = make_queue(env)
         client = server.client()
         partition = queue.keys.partitions[0]
-        ready_key = partition.topic_keys("due")[1]
+        ready_key = partition.topic_key("due", "ready")
         fleet = Fleet(env, tmp_path)
         with fleet.running():
             began = time.monotonic()

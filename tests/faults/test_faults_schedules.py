@@ -117,7 +117,7 @@ def existing(queue: Queue, client: redis.Redis) -> set[str]:
     """The ids of every occurrence job that exists (delayed, ready, or being handled)."""
     ids: set[str] = set()
     for partition in queue.keys.partitions:
-        ids.update(client.hkeys(partition.topic_keys(TOPIC)[4]))
+        ids.update(client.hkeys(partition.topic_key(TOPIC, "meta")))
     return ids
 
 

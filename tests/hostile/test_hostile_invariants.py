@@ -43,7 +43,10 @@ def seeded(handler_env: dict[str, str], redis_client: redis.Redis, namespace: st
 
 
 def keys_of(api: Hostile, topic: str = SEED_TOPIC) -> dict[str, str]:
-    return dict(zip(TOPIC_KEYS, api.keys.partitions[0].topic_keys(topic), strict=True))
+    """The topic's keys by kind, and its partition's lease sets as ``_leased`` and ``_leased_lex``."""
+    partition = api.keys.partitions[0]
+    keys = dict(zip(TOPIC_KEYS, partition.topic_keys(topic), strict=True))
+    return {**keys, "_leased": partition.leases, "_leased_lex": partition.leases_lex}
 
 
 def test_a_namespace_delayq_made_keeps_the_invariant(seeded: tuple[Hostile, Snapshot]):
@@ -81,6 +84,11 @@ def _zrem(snap: Snapshot, key: str, member: str) -> None:
     snap[key] = ("zset", [(m, s) for m, s in snap[key][1] if m != member])
 
 
+def _lease(snap: Snapshot, k: dict[str, str], job_id: str, deadline: float, topic: str = SEED_TOPIC) -> None:
+    _zadd(snap, k["_leased"], f"{topic}/{job_id}", deadline)
+    _zadd(snap, k["_leased_lex"], f"{topic}/{job_id}", 0)
+
+
 def _meta_field(index: int, value: str) -> Callable[[list[str]], None]:
     def change(fields: list[str]) -> None:
         fields[index] = value
@@ -94,7 +102,13 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ("an error without a job", lambda s, k, ns: s[k["errors"]][1].update({"ghost": "x"}), "last error of 'ghost'"),
     ("a delayed id without a job", lambda s, k, ns: _zadd(s, k["delayed"], "ghost", 1), "'ghost' in ['delayed']"),
     ("a ready id without a job", lambda s, k, ns: s[k["ready"]][1].append("ghost"), "'ghost' in ['ready']"),
-    ("a leased id without a job", lambda s, k, ns: _zadd(s, k["leased"], "ghost", 1), "'ghost' in ['leased']"),
+    ("a leased id without a job", lambda s, k, ns: _lease(s, k, "ghost", 1), "'ghost' in ['leased']"),
+    ("a lease of a topic with no keys", lambda s, k, ns: _lease(s, k, "j", 1, "nowhere"), "leases of topic 'nowhere'"),
+    (
+        "lease sets that disagree",
+        lambda s, k, ns: _zadd(s, k["_leased"], f"{SEED_TOPIC}/ghost", 1),
+        "hold different leases",
+    ),
     ("a dead id without a job", lambda s, k, ns: _zadd(s, k["dead"], "ghost", 1), "'ghost' in ['dead']"),
     ("a done id without a job", lambda s, k, ns: s[k["done"]][1].append("ghost"), "'ghost' in ['done']"),
     ("a receipt in no place", lambda s, k, ns: s[k["done"]][1].remove("finished"), "'finished' (state d) is in 0"),
@@ -167,7 +181,7 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
         "two jobs with one token",
         lambda s, k, ns: (
             _zrem(s, k["delayed"], "seed-delayed"),
-            _zadd(s, k["leased"], "seed-delayed", 1),
+            _lease(s, k, "seed-delayed", 1),
             _set_meta(s, k["meta"], "seed-delayed", _meta_field(0, "l")),
             _set_meta(s, k["meta"], "seed-delayed", _meta_field(1, "1")),
             _set_meta(s, k["meta"], "seed-delayed", _meta_field(4, s[k["meta"]][1]["seed-reserved"].split("|")[4])),
@@ -301,13 +315,11 @@ def test_partitions_each_job_in_its_own(make_queue: Callable[..., Queue], redis_
     # One job's keys moved to another partition: caught.
     home = queue.keys.for_job("orders", "j0")
     other = next(p for p in queue.keys.partitions if p != home)
-    src, dst = home.topic_keys("orders"), other.topic_keys("orders")
     broken = copy.deepcopy(snap)
-    meta = broken[src[4]][1].pop("j0")
-    body = broken[src[5]][1].pop("j0")
-    broken[src[1]][1].remove("j0")
-    broken.setdefault(dst[4], ("hash", {}))[1]["j0"] = meta
-    broken.setdefault(dst[5], ("hash", {}))[1]["j0"] = body
-    broken.setdefault(dst[1], ("list", []))[1].append("j0")
+    for kind in ("meta", "bodies"):
+        value = broken[home.topic_key("orders", kind)][1].pop("j0")
+        broken.setdefault(other.topic_key("orders", kind), ("hash", {}))[1]["j0"] = value
+    broken[home.topic_key("orders", "ready")][1].remove("j0")
+    broken.setdefault(other.topic_key("orders", "ready"), ("list", []))[1].append("j0")
     assert any("'j0' is in partition" in line for line in problems(broken, namespace, 3))
     assert problems(broken, namespace, 1), "read as one partition, three partitions' keys are stray"

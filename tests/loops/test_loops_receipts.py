@@ -126,7 +126,7 @@ def test_the_sweep_forgets_a_backlog_of_expired_receipts_in_bounded_passes(
             leases[start : start + 1000]
         )
     assert queue.stats("bulk").done == 2500
-    meta_key = partition.topic_keys("bulk")[4]
+    meta_key = partition.topic_key("bulk", "meta")
     receipts = redis_client.hgetall(meta_key)
     started = {job_id: raw.split("|")[4].split(":")[0] for job_id, raw in receipts.items()}
     redis_client.hset(  # all done long ago
@@ -143,4 +143,4 @@ def test_the_sweep_forgets_a_backlog_of_expired_receipts_in_bounded_passes(
     finally:
         sweeper.release()
     assert queue.stats("bulk").done == 0
-    assert redis_client.hlen(partition.topic_keys("bulk")[4]) == 0
+    assert redis_client.hlen(partition.topic_key("bulk", "meta")) == 0

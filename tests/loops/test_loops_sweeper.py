@@ -378,6 +378,37 @@ def test_a_single_pass_drains_but_not_past_the_deadline(
     assert _delayed(queue) == (0 if drains else 25)
 
 
+def test_the_sweeper_moves_the_leases_an_older_version_kept_and_takes_them_back(
+    make_queue: MakeQueue, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lease in its topic's own leased set, indexed in ``_leases`` (a consumer of an older version
+    took the job and died): the next pass moves it into the partition's lease sets, and once it
+    expires the job is retried as any other."""
+    queue = make_queue(topics={"up": {"target": RECORDER, "timeout": 1, "retries": 1, "backoff": [0]}}, tick=0.1)
+    queue.enqueue("up", {}, id="j", delay=0)
+    _lease_directly(queue, "up", timeout_ms=1000, grace_ms=0)
+    p = queue.keys.partitions[0]
+    [(member, deadline)] = redis_client.zrange(p.leases, 0, -1, withscores=True)
+    redis_client.delete(p.leases, p.leases_lex)  # as the older version kept it
+    redis_client.zadd(p.old_leased("up"), {"j": deadline})
+    redis_client.zadd(p.old_lease_index, {"up": deadline})
+    sweeper = Sweeper(queue)
+    caplog.set_level("INFO")
+    sweeper.sweep_once()
+    assert redis_client.zrange(p.leases, 0, -1, withscores=True) == [(member, deadline)]
+    assert redis_client.exists(p.old_leased("up"), p.old_lease_index) == 0
+    assert any("moved 1 leases of 1 topics" in r.getMessage() for r in caplog.records)
+
+    def swept() -> bool:
+        sweeper.sweep_once()
+        return sweeper.counts["retried"] >= 1
+
+    assert wait_until(swept, timeout=4, interval=0.05)
+    sweeper.release()
+    assert state(queue, "up", "j") in {"delayed", "ready"}
+    assert redis_client.zcard(p.leases) == 0
+
+
 def test_a_partition_without_a_topic_index_is_walked_once_which_builds_it(
     make_queue: MakeQueue, redis_client: redis.Redis
 ) -> None:
@@ -388,7 +419,7 @@ def test_a_partition_without_a_topic_index_is_walked_once_which_builds_it(
         queue.enqueue(f"old{n}", {}, id="due", delay=0.05)
     later = queue.enqueue("old0", {}, id="later", delay=60).run_at_ms
     p = queue.keys.partitions[0]
-    redis_client.delete(p.delayed_index, p.leased_index, p.ready_index, p.indexed)  # the old layout
+    redis_client.delete(p.delayed_index, p.ready_index, p.indexed)  # the old layout
     time.sleep(0.1 + SWEEP_LAG_MS / 1000)
     sweeper = Sweeper(queue)
     walks = []

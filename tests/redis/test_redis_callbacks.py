@@ -74,7 +74,7 @@ def test_an_expired_lease_with_no_retry_left_leaves_a_record(lua: Lua) -> None:
     lua.enqueue(T, "a", value=0)
     lua.take(T, count=1, timeout_ms=1, grace_ms=0)
     lua.r.set(lua.p.lock, "me", px=10_000)
-    lua.r.zadd(lua.k(T).leased, {"a": 0})  # expired
+    lua.set_lease(T, "a", 0)  # expired
     swept = lua.sweep([T], "me", retries=0, on_dead="alerts")
     assert swept.per_topic[0].dead == 1
     assert swept.outbox == 1

@@ -75,7 +75,7 @@ def test_dead_oldest_first_and_other_states_untouched(lua: Lua) -> None:
     assert cancel_all(lua, "dead", 10) == (1, 0)
     assert cancel_all(lua, "ready", 10) == (0, 0)
     assert lua.r.zrange(lua.k(T).delayed, 0, -1) == ["waiting"]
-    assert lua.r.zrange(lua.k(T).leased, 0, -1) == ["busy"]
+    assert list(lua.leases(T)) == ["busy"]
     meta = lua.meta(T, "busy")
     assert meta is not None
     assert meta.state == "l"

@@ -55,7 +55,7 @@ def test_every_settle_gives_the_room_back(queue: Queue, redis_client: redis.Redi
     job_id, token = take_one()
     assert lua.cancel(TOPIC, job_id) == 3  # a cancel of the reserved job
     job_id, token = take_one()
-    redis_client.zadd(lua.k(TOPIC).leased, {job_id: 1})  # its lease expires
+    lua.set_lease(TOPIC, job_id, 1)  # its lease expires
     redis_client.set(lua.p.lock, "sweeper", px=10_000)
     assert lua.sweep([TOPIC], "sweeper", backoff="60000").per_topic == [(0, 1, 0, ())]
     job_id, token = take_one()
@@ -165,6 +165,6 @@ def test_a_paced_keys_next_starts_are_taken_with_their_slots(queue: Queue, redis
     taken = lua.take(TOPIC, count=10, key_limits=("", 20_000, 20_000))
     assert [job.id for job in taken.jobs] == ["a000", "a001", "a002"]
     assert [start - taken.now_ms for start in taken.starts_ms] in ([0, 20, 40], [0, 21, 41])  # µs rounded up
-    leases = dict(redis_client.zrange(lua.k(TOPIC).leased, 0, -1, withscores=True))
+    leases = lua.leases(TOPIC)
     assert leases["a002"] - leases["a000"] in (40, 41)  # each lease runs from its start
     check_redis(redis_client, queue.settings.namespace)

@@ -50,7 +50,7 @@ def settings(url: str, **changes: Any) -> Settings:
 
 def on_replica(pair: ReplicaPair, queue: Queue, job_id: str) -> bool:
     """Whether the replica holds the job's body: what a promoted replica would have."""
-    bodies = queue.keys.for_job(TOPIC, job_id).topic_keys(TOPIC)[5]
+    bodies = queue.keys.for_job(TOPIC, job_id).topic_key(TOPIC, "bodies")
     with pair.replica.client() as client:
         return bool(client.hexists(bodies, job_id))
 

@@ -211,10 +211,10 @@ def test_enqueue_many_of_2500_jobs_over_4_partitions(
     assert all(r.status == 201 for r in results)
     assert [r.id for r in results] == [f"job-{i}" for i in range(2500)]
     assert queue.stats("bulk").delayed == 2500
-    per_partition = [redis_client.zcard(p.topic_keys("bulk")[0]) for p in queue.keys.partitions]
+    per_partition = [redis_client.zcard(p.topic_key("bulk", "delayed")) for p in queue.keys.partitions]
     assert sum(per_partition) == 2500
     assert all(count > 400 for count in per_partition)
-    assert [redis_client.hlen(p.topic_keys("bulk")[4]) for p in queue.keys.partitions] == per_partition
+    assert [redis_client.hlen(p.topic_key("bulk", "meta")) for p in queue.keys.partitions] == per_partition
     assert queue.get("bulk", "job-1234").body == {"i": 1234}
     again = queue.enqueue_many([{"topic": "bulk", "id": f"job-{i}"} for i in range(0, 2500, 100)])
     assert {r.status for r in again} == {409}
@@ -384,7 +384,7 @@ def test_partitions_spread_a_topic_and_every_read_sums_them(
     assert len(holders) == 4
     for job_id in ids:
         partition = queue.keys.for_job("orders", job_id)
-        assert redis_client.hexists(partition.topic_keys("orders")[4], job_id)
+        assert redis_client.hexists(partition.topic_key("orders", "meta"), job_id)
     assert queue.stats("orders").ready == 24
 
     for p in queue.keys.partitions:  # every job fails once, with no retries left

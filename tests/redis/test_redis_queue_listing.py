@@ -17,7 +17,7 @@ from delayq.store.calls import Failure
 from delayq.store.keys import Partition
 from delayq.store.listing import MAX_BUCKETS, STATES, encode_cursor
 
-from support.scripts import Rules, server_ms
+from support.scripts import Rules, leases, server_ms
 
 T = "orders"
 MakeQueue = Callable[..., Queue]
@@ -300,7 +300,10 @@ class World:
 
     def _ready(self) -> list[str]:
         return [
-            job_id for p in self.queue.keys.partitions for job_id in self.r.lrange(p.topic_keys(T)[1], 0, -1) if job_id
+            job_id
+            for p in self.queue.keys.partitions
+            for job_id in self.r.lrange(p.topic_key(T, "ready"), 0, -1)
+            if job_id
         ]
 
     def make(self, state: str, count: int) -> list[str]:
@@ -359,9 +362,9 @@ class World:
 
     def _settle(self, state: str) -> None:
         p = self.rng.choice(self.queue.keys.partitions)
-        leased = self.r.zrange(p.topic_keys(T)[2], 0, -1)
+        leased = list(leases(self.r, p, T))
         for job_id in self.rng.sample(leased, min(len(leased), 2)):
-            token = self.r.hget(p.topic_keys(T)[4], job_id).split("|")[4]
+            token = self.r.hget(p.topic_key(T, "meta"), job_id).split("|")[4]
             if self.rng.random() < 0.5:
                 calls.ack(p, T, KEEP, [(job_id, token, 0)]).run(self.queue.redis)
             else:

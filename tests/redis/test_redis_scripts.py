@@ -191,7 +191,7 @@ def test_meta_encoded_by_python_is_read_by_the_scripts(lua: Lua) -> None:
     job, token, timeout_ms = taken.leases[0]
     assert (job.id, job.body, job.attempt) == ("a", "hello", 4)
     assert (job.run_at_ms, job.enqueued_at_ms, timeout_ms) == (now - 10, now - 5000, 4000)
-    assert lua.r.zscore(k.leased, "a") == taken.now_ms + 4000  # the per-job timeout was read
+    assert lua.leases(T).get("a") == taken.now_ms + 4000  # the per-job timeout was read
 
     # 4th failure, 5 retries (the meta's, not the topic's 0): retried after 750 ms (the last entry, repeated)
     before = server_ms(lua.r)

@@ -131,7 +131,7 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     # a take with a rate limit: it spends a start from the topic's control hash
     assert restricted(calls.enqueue(p, [write("metered", "m", value=0)])).codes == [1]
     assert take("metered", take_id="t0", rate=(1000, 5000)).ids == ["m"]
-    assert redis_client.hget(p.topic_keys("metered")[TOPIC_KEYS.index("control")], "rate_at") is not None
+    assert redis_client.hget(p.topic_key("metered", "control"), "rate_at") is not None
     # a take as the consumer sends it, with its id, undone; then an untake that comes before its take
     assert take(take_id="t1").ids == ["c"]
     assert restricted(calls.untake(p, "orders", ["t1"])) == 1
@@ -145,6 +145,13 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     swept = restricted(calls.sweep(p, [("orders", rules), ("reminders", rules)], token="me", ttl_ms=10_000, limit=100))
     assert swept.held
     assert swept.per_topic == [(0, 0, 0, ()), (0, 1, 0, ())]  # orders: nothing; reminders: a lease taken back, retried
+    # a lease an older version kept, moved into the partition's lease sets; then listed and counted
+    redis_client.zadd(p.old_leased("reminders"), {"ghost": 1})
+    redis_client.zadd(p.old_lease_index, {"reminders": 1})
+    assert restricted(calls.move_leases(p, ["reminders"])) == 1
+    listed = restricted(calls.jobs_scored(p, "reminders", "leased", descending=False, limit=5, after=None))
+    assert listed == []  # a lease without its job lists nothing
+    assert restricted(calls.stats(p, "reminders")).reserved == 1
     assert restricted(calls.unlock(p, "me")) is True
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
     assert restricted(calls.layout(Keyspace(namespace, 1))) == 1

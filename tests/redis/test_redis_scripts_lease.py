@@ -29,7 +29,7 @@ def test_take_leases_ready_jobs_in_order(lua: Lua) -> None:
         assert job.body == job.id
         assert job.attempt == 1
         assert timeout_ms == 5000
-        assert lua.r.zscore(k.leased, job.id) == taken.now_ms + 5000 + 700
+        assert lua.leases(T).get(job.id) == taken.now_ms + 5000 + 700
         meta = lua.meta(T, job.id)
         assert meta is not None
         assert (meta.state, meta.attempts, meta.lease) == ("l", 1, token)
@@ -53,9 +53,9 @@ def test_take_uses_the_per_job_timeout_over_the_topics(lua: Lua) -> None:
     timeouts = dict(zip(taken.ids, taken.timeouts_ms, strict=True))
     assert timeouts["own"] == 1234
     assert timeouts["topic"] == 9000
-    leased = lua.k(T).leased
-    assert lua.r.zscore(leased, "own") == taken.now_ms + 1234 + 100
-    assert lua.r.zscore(leased, "topic") == taken.now_ms + 9000 + 100
+    leased = lua.leases(T)
+    assert leased["own"] == taken.now_ms + 1234 + 100
+    assert leased["topic"] == taken.now_ms + 9000 + 100
 
 
 def test_lease_tokens_are_unique_across_calls_and_topics(lua: Lua) -> None:
@@ -96,8 +96,8 @@ def test_a_take_ahead_brings_the_jobs_due_within_it_each_leased_from_its_run_at(
     taken = lua.take(T, timeout_ms=1000, grace_ms=100, ahead_ms=10_000)
     assert taken.ids == ["now", "soon"]
     k = lua.k(T)
-    assert lua.r.zscore(k.leased, "now") == taken.now_ms + 1000 + 100
-    assert lua.r.zscore(k.leased, "soon") == soon_at + 1000 + 100
+    assert lua.leases(T).get("now") == taken.now_ms + 1000 + 100
+    assert lua.leases(T).get("soon") == soon_at + 1000 + 100
     assert taken.jobs[1].run_at_ms == soon_at > taken.now_ms  # the consumer waits for it
     assert lua.r.zrange(k.delayed, 0, -1) == ["beyond"]
     assert taken.next_in_ms is not None
@@ -139,7 +139,7 @@ def test_take_skips_ids_that_are_gone_or_not_queued(lua: Lua) -> None:
     assert meta is not None
     assert (meta.state, meta.lease, meta.attempts) == ("l", leased.token, 1)
     assert lua.meta(T, "ghost") is None
-    assert lua.r.zscore(k.leased, "ghost") is None
+    assert "ghost" not in lua.leases(T)
     assert lua.r.zscore(k.dead, "dead") is not None
 
 
@@ -271,7 +271,7 @@ def test_untake_puts_the_takes_jobs_back_at_the_head_as_never_taken(lua: Lua, na
     assert lua.untake(T, "lost") == 2
     k = lua.k(T)
     assert lua.r.lrange(k.ready, 0, -1) == ["b", "c", "d", "e"]
-    assert lua.r.zrange(k.leased, 0, -1) == ["a"]
+    assert list(lua.leases(T)) == ["a"]
     for job_id in ("b", "c"):
         meta = lua.meta(T, job_id)
         assert meta is not None
@@ -291,7 +291,7 @@ def test_untake_puts_a_job_taken_ahead_back_in_the_delayed_set(lua: Lua) -> None
     k = lua.k(T)
     assert lua.r.lrange(k.ready, 0, -1) == ["now"]
     assert lua.r.zscore(k.delayed, "soon") == soon_at
-    assert lua.r.zcard(k.leased) == 0
+    assert lua.leases(T) == {}
     meta = lua.meta(T, "soon")
     assert meta is not None
     assert (meta.state, meta.attempts, meta.lease) == ("q", 0, "")
@@ -342,7 +342,7 @@ def test_untake_changes_nothing_it_did_not_take(lua: Lua, namespace: str) -> Non
     assert int(mark) >= server_ms(lua.r) + 86_400_000 - 60_000
     assert {key: value for key, value in after.items() if key != lua.p.untaken} == before
     assert lua.meta(T, "d") is not None
-    assert lua.r.zrange(lua.k(T).leased, 0, -1) == kept.ids
+    assert list(lua.leases(T)) == kept.ids
 
 
 def test_untake_forgets_takes_undone_more_than_a_day_ago(lua: Lua) -> None:
@@ -361,7 +361,7 @@ def test_untake_reads_a_large_leased_set_in_chunks(lua: Lua) -> None:
     assert len(lua.take(T, count=100, take_id="lost").jobs) == 100
     assert lua.untake(T, "lost") == 100
     assert lua.r.llen(lua.k(T).ready) == 100
-    assert lua.r.zcard(lua.k(T).leased) == 2400
+    assert len(lua.leases(T)) == 2400
 
 
 # ------------------------------------------------------------------------------------- ack
@@ -441,7 +441,7 @@ def test_fail_retries_after_the_nth_backoff(lua: Lua) -> None:
         run_at = lua.r.zscore(k.delayed, "a")
         assert before + expected[attempt - 1] <= run_at <= after + expected[attempt - 1]
         assert lua.last_error(T, "a") == f"err {attempt}"
-        assert lua.r.zscore(k.leased, "a") is None
+        assert "a" not in lua.leases(T)
         meta = lua.meta(T, "a")
         assert meta is not None
         assert (meta.state, meta.attempts, meta.lease, meta.run_at_ms) == ("q", attempt, "", int(run_at))
@@ -576,7 +576,7 @@ KEEP = Rules(keep_done_ms=60_000)
 
 def test_acks_ride_with_a_take_done_first_then_the_take_leases(lua: Lua) -> None:
     """A take carrying acks acknowledges them (receipts kept as ack.lua keeps them) and leases what is
-    due, in one call; the lease index then follows the first lease left."""
+    due, in one call."""
     first = lua.make_leased(T, "a")
     lua.enqueue(T, "b", value=0)
     taken = lua.take(T, count=5, acks=[("a", first.token, 7)], keeping=KEEP)
@@ -586,9 +586,7 @@ def test_acks_ride_with_a_take_done_first_then_the_take_leases(lua: Lua) -> None
     assert meta.state == "d"
     assert lua.r.lrange(lua.k(T).done, 0, -1) == ["a"]
     assert lua.r.hget(lua.k(T).bodies, "a") is None
-    assert lua.r.zrange(lua.k(T).leased, 0, -1) == ["b"]
-    index = dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))
-    assert index[T] == lua.r.zscore(lua.k(T).leased, "b")
+    assert list(lua.leases(T)) == ["b"]
 
 
 def test_acks_riding_with_a_take_keep_the_token_check(lua: Lua) -> None:
@@ -607,7 +605,7 @@ def test_acks_ride_with_the_take_of_a_paused_topic_and_it_takes_nothing(lua: Lua
     lua.pause(T)
     taken = lua.take(T, count=5, acks=[("a", lease.token, 7)], keeping=KEEP)
     assert (taken.paused, taken.acked, taken.ids) == (True, 1, [])
-    assert T not in dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))  # nothing leased now
+    assert lua.leases(T) == {}  # nothing leased now
 
 
 def test_a_take_whose_acks_empty_a_topic_that_keeps_no_receipts_forgets_it(lua: Lua) -> None:
@@ -615,7 +613,8 @@ def test_a_take_whose_acks_empty_a_topic_that_keeps_no_receipts_forgets_it(lua: 
     taken = lua.take(T, count=5, acks=[("a", lease.token, 7)], keeping=Rules(keep_done_ms=0))
     assert (taken.acked, taken.ids) == (1, [])
     assert T not in lua.r.smembers(lua.p.topics)
-    assert lua.r.exists(lua.k(T).meta, lua.k(T).leased, lua.k(T).control) == 0
+    assert lua.r.exists(lua.k(T).meta, lua.k(T).control) == 0
+    assert lua.leases(T) == {}
 
 
 def test_a_take_without_acks_leaves_the_receipts_alone(lua: Lua) -> None:
@@ -645,7 +644,7 @@ def test_one_call_takes_from_several_topics_each_by_its_own_arguments(lua: Lua) 
     a, b, c = calls.takes(lua.p, parts).run(lua.r)
     assert (a.ids, b.ids, b.paused, c.ids) == (["a1", "a2"], [], True, ["c1", "c2"])
     assert (set(a.tokens), set(c.tokens), set(c.timeouts_ms)) == ({"ta"}, {"tc"}, {9000})
-    assert lua.r.zscore(lua.k("c").leased, "c1") == c.now_ms + 9000
+    assert lua.leases("c").get("c1") == c.now_ms + 9000
     assert lua.r.lrange(lua.k("a").ready, 0, -1) == ["a3"]
     assert lua.untake("c", "tc") == 2  # each lane's take is undone by its own id
     assert lua.r.lrange(lua.k("c").ready, 0, -1) == ["c1", "c2"]
@@ -668,7 +667,7 @@ def test_acks_of_a_lane_ride_alone_in_another_lanes_take(lua: Lua) -> None:
     assert meta.state == "d"
     assert lua.r.lrange(lua.k("x").done, 0, -1) == ["x1"]
     assert lua.r.lrange(lua.k("x").ready, 0, -1) == ["x2"]
-    assert "x" not in dict(lua.r.zrange(lua.p.leased_index, 0, -1, withscores=True))
+    assert lua.leases("x") == {}
 
 
 def test_a_lane_of_acks_that_empties_its_topic_forgets_it(lua: Lua) -> None:
@@ -681,7 +680,8 @@ def test_a_lane_of_acks_that_empties_its_topic_forgets_it(lua: Lua) -> None:
     x, y = calls.takes(lua.p, parts).run(lua.r)
     assert (x.acked, y.ids) == (1, ["y1"])
     assert lua.r.smembers(lua.p.topics) == {"y"}
-    assert lua.r.exists(lua.k("x").meta, lua.k("x").leased, lua.k("x").control) == 0
+    assert lua.r.exists(lua.k("x").meta, lua.k("x").control) == 0
+    assert lua.leases("x") == {}
 
 
 def test_lanes_of_one_pool_take_what_the_lanes_before_them_left(lua: Lua) -> None:

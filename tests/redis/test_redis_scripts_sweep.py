@@ -112,7 +112,7 @@ def test_sweep_takes_back_an_expired_lease_as_a_failed_attempt(lua: Lua) -> None
     result = lua.sweep([T], TOKEN, retries=2, backoff="7000,8000")
     after = server_ms(lua.r)
     assert (result.held, only(result).retried, only(result).dead) == (True, 1, 0)
-    assert lua.r.zscore(k.leased, "a") is None
+    assert "a" not in lua.leases(T)
     run_at = lua.r.zscore(k.delayed, "a")
     assert before + 7000 <= run_at <= after + 7000
     (attempt,) = lua.history(T, "a")
@@ -160,11 +160,10 @@ def test_sweep_leaves_live_leases_alone(lua: Lua) -> None:
 
 def test_sweep_drops_a_lease_whose_job_is_gone(lua: Lua) -> None:
     hold(lua)
-    k = lua.k(T)
-    lua.r.zadd(k.leased, {"ghost": 1})
+    lua.set_lease(T, "ghost", 1)
     result = lua.sweep([T], TOKEN)
     assert (only(result).retried, only(result).dead) == (0, 0)
-    assert lua.r.zcard(k.leased) == 0
+    assert lua.leases(T) == {}
     assert lua.meta(T, "ghost") is None
 
 
@@ -196,10 +195,10 @@ def test_sweep_limit_counts_leases_taken_back(lua: Lua) -> None:
     time.sleep(0.03)
     first = lua.sweep([T], TOKEN, limit=3)
     assert (only(first).moved, only(first).retried, first.due) == (2, 1, [T])
-    assert lua.r.zcard(lua.k(T).leased) == 1
+    assert len(lua.leases(T)) == 1
     second = lua.sweep([T], TOKEN, limit=3)
     assert (only(second).moved, only(second).retried, second.due) == (0, 1, [])
-    assert lua.r.zcard(lua.k(T).leased) == 0
+    assert lua.leases(T) == {}
 
 
 def test_sweep_over_several_topics_uses_each_topics_config(lua: Lua) -> None:
@@ -249,3 +248,51 @@ def test_sweep_marks_the_index_built_at_the_end_of_a_walk(lua: Lua) -> None:
     rules = [(T, Rules(2, "1000"))]
     assert calls.sweep(lua.p, rules, token=TOKEN, ttl_ms=10_000, limit=100, walked=True).run(lua.r).indexed
     assert lua.sweep([], TOKEN).indexed
+
+
+def old_lease(lua: Lua, topic: str, job_id: str, deadline_ms: float) -> None:
+    """A lease as a version before the partition's lease sets kept it: in the topic's own leased set,
+    the topic in the _leases index."""
+    lua.r.zadd(lua.p.old_leased(topic), {job_id: deadline_ms})
+    lua.r.zadd(lua.p.old_lease_index, {topic: deadline_ms})
+
+
+def test_leases_an_older_version_kept_are_named_by_the_sweep_and_moved(lua: Lua) -> None:
+    """The sweep names the topics of the old _leases index; move_leases puts their leases in the
+    partition's sets, keeping a lease already there (its job was leased again since), and they are
+    acknowledged as any other."""
+    hold(lua)
+    moved = lua.make_leased(T, "a")
+    lua.make_leased(T, "b")
+    deadline, b_now = lua.leases(T)["a"], lua.leases(T)["b"]
+    lua.r.zrem(lua.p.leases, f"{T}/a")
+    lua.r.zrem(lua.p.leases_lex, f"{T}/a")
+    old_lease(lua, T, "a", deadline)
+    old_lease(lua, T, "b", b_now - 5000)  # its older lease, before it was taken back and leased again
+    old_lease(lua, "other", "gone", 1)  # a job cancelled since: moved, then dropped when it expires
+    result = lua.sweep([], TOKEN)
+    assert sorted(result.old) == [T, "other"]
+    assert calls.move_leases(lua.p, result.old).run(lua.r) == 3
+    assert lua.leases(T) == {"a": deadline, "b": b_now}
+    assert lua.r.exists(lua.p.old_leased(T), lua.p.old_leased("other"), lua.p.old_lease_index) == 0
+    assert lua.sweep([], TOKEN).old == []
+    assert lua.ack(T, "a", moved.token) == 1
+    assert list(lua.leases(T)) == ["b"]
+    swept = lua.sweep(["other"], TOKEN)
+    assert (only(swept).retried, only(swept).dead) == (0, 0)
+    assert lua.leases("other") == {}
+
+
+def test_an_expired_lease_of_a_job_settled_meanwhile_is_dropped_not_retried(lua: Lua) -> None:
+    """A lease an older version's ack left behind (its job done, kept as a receipt) is dropped when it
+    expires: only a job still reserved is a failed attempt."""
+    hold(lua)
+    lease = lua.make_leased(T, "a")
+    assert lua.ack(T, "a", lease.token, keep_ms=60_000) == 1
+    lua.set_lease(T, "a", 1)
+    result = lua.sweep([T], TOKEN)
+    assert (only(result).retried, only(result).dead) == (0, 0)
+    assert lua.leases(T) == {}
+    meta = lua.meta(T, "a")
+    assert meta is not None
+    assert (meta.state, meta.attempts) == ("d", 1)

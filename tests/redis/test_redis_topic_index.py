@@ -39,15 +39,18 @@ def test_a_job_due_now_indexes_its_topic_as_ready_until_the_take_empties_it(lua:
     assert T not in scores(lua, lua.p.ready_index)
 
 
-def test_take_indexes_its_leases_and_ack_and_fail_follow_the_first(lua: Lua) -> None:
+def test_leases_are_the_partitions_and_ack_and_fail_take_them_out(lua: Lua) -> None:
     first = lua.make_leased(T, "a", timeout="5000")
     second = lua.make_leased(T, "b")  # the topic's timeout: longer
+    lua.make_leased("other", "a")
     k = lua.k(T)
-    assert scores(lua, lua.p.leased_index)[T] == lua.r.zscore(k.leased, "a")
+    assert list(lua.leases(T)) == ["a", "b"]  # soonest first
+    assert set(lua.r.zrange(lua.p.leases, 0, -1)) == {f"{T}/a", f"{T}/b", "other/a"}
     lua.ack(T, "a", first.token)
-    assert scores(lua, lua.p.leased_index)[T] == lua.r.zscore(k.leased, "b")
+    assert list(lua.leases(T)) == ["b"]
     lua.fail(T, "b", second.token, "boom")
-    assert T not in scores(lua, lua.p.leased_index)
+    assert lua.leases(T) == {}
+    assert list(lua.leases("other")) == ["a"]
     assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(k.delayed, "b")  # its retry
 
 
@@ -122,7 +125,7 @@ def test_replay_and_untake_index_the_ready_jobs(lua: Lua) -> None:
     assert T not in scores(lua, lua.p.ready_index)
     assert lua.untake(T, "t" + "0" * 16) == 1
     assert T in scores(lua, lua.p.ready_index)
-    assert T not in scores(lua, lua.p.leased_index)
+    assert lua.leases(T) == {}
 
 
 def test_receipts_index_when_the_first_expires_and_the_sweep_names_the_topic_then(lua: Lua) -> None:
@@ -158,10 +161,10 @@ def test_a_topic_forgotten_leaves_the_index_too_and_comes_back_with_its_next_job
     """A topic joins _topics when an enqueue makes it known to the index; so one forgotten (gone from
     both) is listed again by its next job, delayed or due now."""
     lua.enqueue(T, "a", value=60_000)
-    lua.r.zadd(lua.p.leased_index, {T: 1})  # an early entry, as an ack can leave one
+    lua.r.zadd(lua.p.receipts_index, {T: 1})  # an early entry, as a forget can leave one
     assert lua.cancel(T, "a") > 0
     assert T not in lua.r.smembers(lua.p.topics)
-    for index in (lua.p.delayed_index, lua.p.leased_index, lua.p.ready_index, lua.p.receipts_index):
+    for index in (lua.p.delayed_index, lua.p.ready_index, lua.p.receipts_index):
         assert T not in scores(lua, index), index
     lua.enqueue(T, "b", value=60_000)
     assert T in lua.r.smembers(lua.p.topics)
@@ -207,8 +210,9 @@ def test_a_forgotten_topic_holds_no_entry_in_any_index(lua: Lua) -> None:
     lease = lua.take(T).leases[0]
     assert lua.ack(T, "a", lease.token) == 1  # no receipt kept: the topic holds nothing
     assert T not in lua.r.smembers(lua.p.topics)
-    for index in (lua.p.delayed_index, lua.p.leased_index, lua.p.ready_index, lua.p.receipts_index):
+    for index in (lua.p.delayed_index, lua.p.ready_index, lua.p.receipts_index):
         assert lua.r.zscore(index, T) is None, index
+    assert lua.leases(T) == {}
 
 
 def test_a_topic_made_known_by_a_job_due_now_is_known_to_the_delayed_index(lua: Lua) -> None:

@@ -32,9 +32,9 @@ import redis
 from delayq import Job, Queue
 
 try:  # the layered package; a checkout from before it (``bench/failover/run.py --compare``) has it at the top
-    from delayq.store.keys import TOPIC_KEYS, Keyspace
+    from delayq.store.keys import Keyspace
 except ImportError:
-    from delayq.keys import TOPIC_KEYS, Keyspace  # type: ignore[import-not-found, no-redef]
+    from delayq.keys import Keyspace  # type: ignore[import-not-found, no-redef]
 
 LOG_ENV = "DELAYQ_FAULT_LOG"
 REDIS_ENV = "DELAYQ_FAULT_REDIS_URL"
@@ -97,13 +97,16 @@ def _record(event: str, job: Job, **extra: Any) -> None:
 
 
 def _lease_ms(job: Job) -> float | None:
-    """The job's lease deadline (ms) in the leased set of its topic and partition, read from Redis."""
+    """The job's lease deadline (ms) in its partition's lease set, read from Redis."""
     with _State.lock:
         if _State.keys is None:
             _State.keys = Queue.from_env().keys
         keys = _State.keys
-    leased = keys.for_job(job.topic, job.id).topic_keys(job.topic)[TOPIC_KEYS.index("leased")]
-    score = _redis().zscore(leased, job.id)
+    partition = keys.for_job(job.topic, job.id)
+    if hasattr(partition, "leases"):
+        score = _redis().zscore(partition.leases, f"{job.topic}/{job.id}")
+    else:  # a checkout from before the partition's lease sets (a benchmark's --compare)
+        score = _redis().zscore(f"{partition.prefix}{job.topic}:leased", job.id)
     return None if score is None else float(score)
 
 

@@ -9,16 +9,17 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
 - every key of the namespace is its ``_layout`` (a string: the partition count), its
   ``_topics_config`` (the topic config the loops published for tools, JSON), a partition key
   (``_topics`` set, ``_seq`` counter, ``_lock`` string, ``_untaken`` sorted set, the topic index
-  ``_delayed``, ``_leases``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark, the
-  callbacks' ``_outbox`` list, of records numbered in order by ``_seq``, and ``_inbox`` hash, a
-  number no higher than its source partition's ``_seq`` per source) or one of
-  the nine
-  topic keys, of its type,
+  ``_delayed``, ``_ready``, ``_receipts`` sorted sets and its ``_indexed`` mark, its lease sets
+  ``_leased`` and ``_leased_lex``, the callbacks' ``_outbox`` list, of records numbered in order by
+  ``_seq``, and ``_inbox`` hash, a number no higher than its source partition's ``_seq`` per source)
+  or one of the topic keys (``TOPIC_KEYS``), of its type,
   for a valid topic name that the partition's ``_topics`` set lists;
+- the partition's two lease sets hold the same members, ``topic/id`` each (``_leased_lex`` scored 0), of
+  jobs of topics that have keys here;
 - the topic index never hides work: a topic with delayed jobs is in ``_delayed`` no later than its
-  first run-at, one with leased jobs in ``_leases`` no later than its first lease deadline, one with
-  ready jobs in ``_ready``, one with receipts in ``_receipts`` (it may name topics that have none: the
-  next sweep or take corrects that); and every topic it names is in ``_topics``;
+  first run-at, one with ready jobs in ``_ready``, one with receipts in ``_receipts`` (it may name
+  topics that have none: the next sweep or take corrects that); and every topic it names is in
+  ``_topics``;
 - the ready list's holes (``''``, left by jobs cancelled while ready) are as many as its ``control``
   hash counts, and that hash holds only ``paused`` (a time), ``tail`` and ``holes`` (numbers);
 - the ids of ``meta`` are exactly those of ``bodies``, but for receipts (``d``), which keep no body
@@ -27,7 +28,7 @@ Redis", ``keys.py`` and ``lua/includes/meta.lua``; per partition and topic:
   ``errors`` (a job's history of failed attempts) holds only ids of ``meta``, each a well-formed
   history of at most 10 attempts; every id is a valid id;
 - each job of ``meta`` is in exactly one place, the one its state says: ``q`` in ``delayed`` (scored
-  with its run-at) or ``ready`` (once, and due), ``l`` in ``leased``, ``x`` in ``dead``, ``d`` (a
+  with its run-at) or ``ready`` (once, and due), ``l`` in the partition's leases, ``x`` in ``dead``, ``d`` (a
   receipt of a job that succeeded) in ``done``; no place holds an id without a meta;
 - the partition's schedules: the names of ``_schedules`` are exactly those of ``_schedule_defs``, each
   ``topic/name`` valid and hashed to this partition, each definition a valid schedule with its
@@ -69,7 +70,7 @@ META = re.compile(
     + KEY_PATTERN.strip("^$")
     + ")?"  # a flow key, if the job has one
 )
-KINDS = {"delayed": "zset", "ready": "list", "leased": "zset", "dead": "zset", "meta": "hash", "bodies": "hash",
+KINDS = {"delayed": "zset", "ready": "list", "dead": "zset", "meta": "hash", "bodies": "hash",
          "errors": "hash", "control": "hash", "done": "list", "fair": "zset", "turns": "hash", "flows": "hash",
          "busy": "hash", "pace": "zset", "held": "zset", "parked": "zset", "wake": "zset"}  # fmt: skip
 CONTROL_FIELDS = {"paused", "tail", "holes", "rate_at", "done_head", "done_holes", "untaken", "turn", "keyed", "fair",
@@ -84,7 +85,7 @@ KEYED_META = re.compile(r"(?:[^|]*\|){8}(.+)")  # a meta that ends with a flow k
 PARKED = re.compile(r"(.+)\|(\d{15})\|(.+)")  # a parked job: key|run_at|id (lua/includes/flow.lua)
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
-                   "_delayed": "zset", "_leases": "zset", "_ready": "zset", "_receipts": "zset",
+                   "_delayed": "zset", "_ready": "zset", "_receipts": "zset", "_leased": "zset", "_leased_lex": "zset",
                    "_indexed": "string", "_outbox": "list", "_inbox": "hash"}  # fmt: skip
 SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
 PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
@@ -184,7 +185,7 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
             pipe.get(p.lock)
             pipe.zrange(p.untaken, 0, -1, withscores=True)
             layout += [(p.topics, "set"), (p.seq, "string"), (p.lock, "string"), (p.untaken, "zset")]
-            for index in (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index):
+            for index in (p.delayed_index, p.ready_index, p.receipts_index, p.leases, p.leases_lex):
                 pipe.zrange(index, 0, -1, withscores=True)
                 layout.append((index, "zset"))
             pipe.get(p.indexed)
@@ -363,6 +364,11 @@ class _Examination:
         seq_text = str(self.snap.get(p.seq, ("string", "0"))[1])
         seq = int(seq_text) if seq_text.isdigit() else 0
         tokens: Counter[str] = Counter()
+        for topic, held in self.leases(p).items():
+            if topic in topics:
+                topics[topic]["leased"] = held
+            else:
+                self.found.append(f"{p.leases}: leases of topic {topic!r}, which has no key in partition {p.index}")
         for topic, parts in topics.items():
             if topic not in listed:
                 self.found.append(f"topic {topic!r} has keys in partition {p.index} but is not in {p.topics}")
@@ -380,11 +386,27 @@ class _Examination:
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
         self.schedules(p)
 
+    def leases(self, p: Partition) -> dict[str, list[tuple[str, float]]]:
+        """The partition's leases by topic, [(id, deadline)]; its two lease sets agree."""
+        by_deadline = self.snap.get(p.leases, ("zset", []))[1]
+        by_topic = self.snap.get(p.leases_lex, ("zset", []))[1]
+        if {member for member, _ in by_deadline} != {member for member, _ in by_topic}:
+            self.found.append(f"{p.leases} and {p.leases_lex} hold different leases")
+        if any(score != 0 for _, score in by_topic):
+            self.found.append(f"{p.leases_lex}: a member not scored 0")
+        leases: dict[str, list[tuple[str, float]]] = {}
+        for member, deadline in by_deadline:
+            topic, _, job_id = member.partition("/")
+            if not TOPIC_NAME.fullmatch(topic) or not JOB_ID.fullmatch(job_id):
+                self.found.append(f"{p.leases}: {member!r} is not topic/id")
+            leases.setdefault(topic, []).append((job_id, deadline))
+        return leases
+
     def index(self, p: Partition, topics: dict[str, dict[str, Any]]) -> None:
-        """The partition's topic index hides no work: each topic's first run-at, first lease deadline
-        and ready jobs are there, no later than they are."""
-        parts = ("delayed", "leased", "ready", "done")
-        indexes = (p.delayed_index, p.leased_index, p.ready_index, p.receipts_index)
+        """The partition's topic index hides no work: each topic's first run-at, its ready jobs and
+        receipts are there, no later than they are."""
+        parts = ("delayed", "ready", "done")
+        indexes = (p.delayed_index, p.ready_index, p.receipts_index)
         known = set(self.snap.get(p.topics, ("set", []))[1])
         for index_key, part in zip(indexes, parts, strict=True):
             scores = {name: score for name, score in self.snap.get(index_key, ("zset", []))[1]}

@@ -33,6 +33,26 @@ def sleep_until_server_ms(client: redis.Redis, ms: int) -> None:
         time.sleep(left / 1000)
 
 
+def leases(client: redis.Redis, partition: Partition, topic: str) -> dict[str, float]:
+    """The leased jobs of ``topic`` in ``partition``, id -> lease deadline (ms), soonest first, as the
+    partition's lease sets hold them (``lua/includes/leases.lua``); both sets must agree."""
+    prefix = f"{topic}/"
+    by_topic = client.zrangebylex(partition.leases_lex, f"[{prefix}", f"({topic}0")
+    found = {
+        str(member)[len(prefix) :]: float(score)
+        for member, score in client.zrange(partition.leases, 0, -1, withscores=True)
+        if str(member).startswith(prefix)
+    }
+    assert sorted(found) == sorted(str(member)[len(prefix) :] for member in by_topic), "the lease sets disagree"
+    return found
+
+
+def set_lease(client: redis.Redis, partition: Partition, topic: str, job_id: str, deadline_ms: float) -> None:
+    """Leases ``job_id`` until ``deadline_ms`` as a take would record it (its meta aside)."""
+    client.zadd(partition.leases, {f"{topic}/{job_id}": deadline_ms})
+    client.zadd(partition.leases_lex, {f"{topic}/{job_id}": 0})
+
+
 def dump(client: redis.Redis, namespace: str) -> dict[str, Any]:
     """Every key of ``namespace`` with its type and full value, for before/after comparisons."""
     out: dict[str, Any] = {}
@@ -60,7 +80,6 @@ class TopicKeys:
 
     delayed: str
     ready: str
-    leased: str
     dead: str
     meta: str
     bodies: str
@@ -107,6 +126,13 @@ class Lua:
 
     def keys(self, topic: str) -> list[str]:
         return self.p.topic_keys(topic)
+
+    def leases(self, topic: str) -> dict[str, float]:
+        """The topic's leased jobs: id -> deadline (ms), soonest first."""
+        return leases(self.r, self.p, topic)
+
+    def set_lease(self, topic: str, job_id: str, deadline_ms: float) -> None:
+        set_lease(self.r, self.p, topic, job_id, deadline_ms)
 
     # ------------------------------------------------------------------ writes
 
@@ -275,7 +301,7 @@ class Lua:
             found.add("delayed")
         if job_id in self.r.lrange(k.ready, 0, -1):  # holes are '' and never an id
             found.add("ready")
-        if self.r.zscore(k.leased, job_id) is not None:
+        if job_id in self.leases(topic):
             found.add("leased")
         if self.r.zscore(k.dead, job_id) is not None:
             found.add("dead")

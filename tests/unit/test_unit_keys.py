@@ -22,7 +22,6 @@ def test_topic_keys_order():
     assert TOPIC_KEYS == (
         "delayed",
         "ready",
-        "leased",
         "dead",
         "meta",
         "bodies",
@@ -157,7 +156,7 @@ def test_every_key_of_a_partition_has_one_hash_tag_and_one_slot(partitions):
 
 def test_topic_keys_come_in_topic_keys_order(partition):
     keys = partition.topic_keys("orders")
-    assert len(keys) == len(TOPIC_KEYS) == 17
+    assert len(keys) == len(TOPIC_KEYS) == 16
     assert [key.rsplit(":", 1)[1] for key in keys] == list(TOPIC_KEYS)
 
 
@@ -211,8 +210,8 @@ def test_the_lua_side_names_the_topic_keys_in_the_same_order():
 def test_a_key_group_is_the_topics_keys_then_the_partitions_topic_index(partition):
     group = partition.key_group("orders")
     assert group[: len(TOPIC_KEYS)] == partition.topic_keys("orders")
-    index = [partition.topics, partition.delayed_index, partition.leased_index, partition.ready_index]
-    assert group[len(TOPIC_KEYS) :] == [*index, partition.receipts_index]
+    index = [partition.topics, partition.delayed_index, partition.ready_index, partition.receipts_index]
+    assert group[len(TOPIC_KEYS) :] == [*index, partition.leases, partition.leases_lex]
     source = build_source("stats")
     size = re.search(r"local KEY_GROUP_SIZE = TOPIC_KEY_COUNT \+ (\d+)", source)
     assert size

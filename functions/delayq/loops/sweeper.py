@@ -266,6 +266,14 @@ class Sweeper:
         if not swept.held:
             raise _LockLost
         self.server_clock.saw(swept.now_ms)
+        if swept.old:
+            moved = calls.move_leases(state.partition, swept.old).run(self.namespace.redis)
+            log.info(
+                "moved %d leases of %d topics into partition %d's lease sets",
+                moved,
+                len(swept.old),
+                state.partition.index,
+            )
         telemetry = self.namespace.telemetry
         for topic, (moved, retried, dead, dead_ids) in zip(topics, swept.per_topic, strict=True):
             self.counts.update(moved=moved, retried=retried, dead=dead)

@@ -373,13 +373,15 @@ class Swept:
     """A sweep's reply. ``held``: the lock still held the token (else nothing was done). ``next_in_ms``:
     until the partition's topic index next has work for the sweep (None: none). ``indexed``: the index
     covers every topic (else walk them once, ``sweep(..., walked=True)`` last). ``due``: the topics with
-    work for the sweep now, the next call's. ``per_topic``: in the order of the topics given."""
+    work for the sweep now, the next call's. ``old``: topics whose leases an older version kept, for
+    ``move_leases``. ``per_topic``: in the order of the topics given."""
 
     held: bool
     next_in_ms: int | None
     indexed: bool
     due: list[str]
     per_topic: list[SweptTopic]
+    old: list[str] = field(default_factory=list)
     outbox: int = 0  # records in the partition's outbox: callback jobs to make (``callbacks``)
     now_ms: int = 0  # Redis' time
 
@@ -399,8 +401,8 @@ def sweep(
     ``topics`` to their ready lists and takes back expired leases by each topic's rules, at most
     ``limit`` of both; reads which topics (at most ``due_limit``) have a job due for ``lag_ms``, a
     lease expired or receipts to forget. ``walked``: ``topics`` end a walk of every topic of the partition."""
-    keys = [partition.lock, partition.delayed_index, partition.leased_index, partition.receipts_index]
-    keys += [partition.indexed, *partition.outbox_keys()]
+    keys = [partition.lock, partition.delayed_index, partition.receipts_index, partition.indexed]
+    keys += [*partition.outbox_keys(), partition.leases, partition.old_lease_index]
     args: list[Arg] = [token, ttl_ms, limit, lag_ms, due_limit, "1" if walked else "0"]
     for topic, rules in topics:
         keys += partition.key_group(topic)
@@ -409,16 +411,27 @@ def sweep(
 
 
 def _swept(reply: list[Any], groups: int) -> Swept:
-    code, next_in_ms, indexed, outbox, now_ms, due = (int(value) for value in reply[:6])
-    names = [str(name) for name in reply[6 : 6 + due]]
-    counts = [int(value) for value in reply[6 + due : 6 + due + 3 * groups]]
-    dead_ids = iter(reply[6 + due + 3 * groups :])
+    code, next_in_ms, indexed, outbox, now_ms, due, old = (int(value) for value in reply[:7])
+    names = [str(name) for name in reply[7 : 7 + due]]
+    old_names = [str(name) for name in reply[7 + due : 7 + due + old]]
+    start = 7 + due + old
+    counts = [int(value) for value in reply[start : start + 3 * groups]]
+    dead_ids = iter(reply[start + 3 * groups :])
     per_topic = []
     for i in range(0, len(counts), 3):
         moved, retried, dead = counts[i : i + 3]
         per_topic.append(SweptTopic(moved, retried, dead, tuple(next(dead_ids) for _ in range(dead))))
     held = code != Code.LOCK_LOST
-    return Swept(held, next_in_ms if next_in_ms >= 0 else None, bool(indexed), names, per_topic, outbox, now_ms)
+    next_in = next_in_ms if next_in_ms >= 0 else None
+    return Swept(held, next_in, bool(indexed), names, per_topic, old_names, outbox, now_ms)
+
+
+def move_leases(partition: Partition, topics: Sequence[str]) -> Call[int]:
+    """Moves the leases an older version kept per topic into the partition's lease sets (the sweep's
+    ``old`` topics); the number moved."""
+    keys = [partition.old_lease_index, partition.leases, partition.leases_lex]
+    keys += [partition.old_leased(topic) for topic in topics]
+    return Call(Scripts.move_leases, keys, list(topics), int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,7 +581,7 @@ def _cancelled_all(reply: list[int]) -> CancelledAll:
 def stats(partition: Partition, topic: str) -> Call[TopicStats]:
     """How many jobs of ``topic`` are in each state in this partition, its next run-at, whether it
     is paused here, and how long ago its oldest due job fell due."""
-    return Call(Scripts.stats, partition.topic_keys(topic), (), lambda reply: _stats(topic, reply))
+    return Call(Scripts.stats, partition.key_group(topic), (), lambda reply: _stats(topic, reply))
 
 
 def _stats(topic: str, reply: list[int]) -> TopicStats:
@@ -672,7 +685,7 @@ def jobs_scored(
     lowest score first (highest with ``descending``), after the (score, id) ``after``."""
     score, job_id = ("", "") if after is None else after
     args: list[Arg] = [kind, "desc" if descending else "asc", limit, score, job_id]
-    return Call(Scripts.jobs_scored, partition.topic_keys(topic), args, _listed)
+    return Call(Scripts.jobs_scored, partition.key_group(topic), args, _listed)
 
 
 def _listed(reply: list[Any]) -> list[Listed]:

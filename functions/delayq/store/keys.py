@@ -18,7 +18,6 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 TOPIC_KEYS = (
     "delayed",
     "ready",
-    "leased",
     "dead",
     "meta",
     "bodies",
@@ -34,7 +33,7 @@ TOPIC_KEYS = (
     "parked",
     "wake",
 )
-TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_leases", "_ready", "_receipts")
+TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_ready", "_receipts", "_leased", "_leased_lex")
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 
@@ -86,8 +85,25 @@ class Partition:
         return self.prefix + "_delayed"
 
     @property
-    def leased_index(self) -> str:
+    def leases(self) -> str:
+        """Every lease of the partition, whatever its topic: ``topic/id`` -> its deadline (ms)
+        (``lua/includes/leases.lua``)."""
+        return self.prefix + "_leased"
+
+    @property
+    def leases_lex(self) -> str:
+        """The same leases scored 0, so that one topic's are a lex range."""
+        return self.prefix + "_leased_lex"
+
+    @property
+    def old_lease_index(self) -> str:
+        """Where a version before the partition's lease sets indexed its topics' leases (topic -> the
+        first deadline): the sweeper moves what it names (``move_leases``)."""
         return self.prefix + "_leases"
+
+    def old_leased(self, topic: str) -> str:
+        """Where a version before the partition's lease sets kept ``topic``'s leases (id -> deadline)."""
+        return f"{self.prefix}{topic}:leased"
 
     @property
     def ready_index(self) -> str:
@@ -135,8 +151,12 @@ class Partition:
 
     def topic_keys(self, topic: str) -> list[str]:
         """The keys of ``topic`` in this partition, in ``TOPIC_KEYS`` order."""
-        base = f"{self.prefix}{topic}:"
-        return [base + kind for kind in TOPIC_KEYS]
+        return [self.topic_key(topic, kind) for kind in TOPIC_KEYS]
+
+    def topic_key(self, topic: str, kind: str) -> str:
+        """One key of ``topic`` in this partition: ``kind`` is one of ``TOPIC_KEYS``."""
+        assert kind in TOPIC_KEYS, kind
+        return f"{self.prefix}{topic}:{kind}"
 
     def key_group(self, topic: str) -> list[str]:
         """What a script that changes ``topic`` is given: its keys, then the partition's topic index, in

@@ -536,6 +536,7 @@ class Scripts:
     forget = Script.load("forget")
     fail = Script.load("fail")
     sweep = Script.load("sweep")
+    move_leases = Script.load("move_leases")
     topics_due = Script.load("topics_due")
     cancel = Script.load("cancel")
     cancel_all = Script.load("cancel_all")

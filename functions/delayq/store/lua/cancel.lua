@@ -11,6 +11,7 @@ Returns 3 cancelled, -2 no such job (with ARGV[2]: none in that state)
 ]]
 -- @include topic_keys
 -- @include meta
+-- @include leases
 -- @include queue
 -- @include receipts
 
@@ -35,8 +36,7 @@ end
 if state == QUEUED then
   unqueue(K, id, m)
 elseif state == RESERVED then
-  redis.call('ZREM', K.leased, id)
-  index_leased_exact(K)
+  lease_remove(K, {id})
   flow_release(K, {m.key})
 elseif state == DONE then
   remove_receipt(K, id)

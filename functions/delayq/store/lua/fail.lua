@@ -46,8 +46,5 @@ for i = 4, #ARGV, 7 do
     end
   end
 end
-if now then
-  index_leased_exact(K)
-end
 outbox_flush(O)
 return {retried, #dead, unpack(dead)}

@@ -2,7 +2,7 @@
 stats: how many jobs of one topic are in each state in this partition, when the next falls due,
 whether the topic is paused here, and since when the oldest due job has waited.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS[1..22] the topic's key group (keys.py Partition.key_group)
 Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_due_ms, done}
   next_run_at_ms  the earliest run-at of a delayed job, -1 if none
   paused          1 if the topic is paused (pause.lua), else 0
@@ -15,6 +15,7 @@ Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_
 -- @include time
 -- @include topic_keys
 -- @include queue
+-- @include leases
 
 local HEAD_SCAN = 100  -- ready ids read to find the first that is not a hole
 
@@ -49,6 +50,6 @@ if control[1] then
 end
 return {
   redis.call('ZCARD', K.delayed), ready_count(K, tonumber(control[2]) or 0),
-  redis.call('ZCARD', K.leased), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
+  lease_count(K), redis.call('ZCARD', K.dead), next_at or -1, paused, now, oldest,
   redis.call('LLEN', K.done) - (tonumber(control[3]) or 0),
 }

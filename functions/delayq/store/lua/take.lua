@@ -116,7 +116,7 @@ local function take_lane(K, a, last, listed)
   if take_id == '' then
     take_id = nil
   end
-  -- The acks first: their workers are the ones this take fills. The lease index is set once, below.
+  -- The acks first: their workers are the ones this take fills.
   local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, false, O, ARGV[a + 13])
   local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
   -- The topic's control, in one read: paused, until when takes of it may have been undone
@@ -135,9 +135,6 @@ local function take_lane(K, a, last, listed)
   -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
   -- off this lane for a tick.
   if control[1] then
-    if acked > 0 then
-      index_leased_exact(K)
-    end
     return {now, -2, 0, acked, 0}
   end
   -- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are. Nothing is
@@ -312,16 +309,7 @@ local function take_lane(K, a, last, listed)
     if pool > 0 then
       pools[pool] = pools[pool] - started
     end
-    if #leases > 0 then
-      redis.call('ZADD', K.leased, unpack(leases))
-      if acked == 0 then  -- else the index is set from the leased set below
-        local first = leases[1]
-        for n = 3, #leases, 2 do
-          first = math.min(first, leases[n])
-        end
-        index_leased(K, first)
-      end
-    end
+    lease_add(K, leases)
     if #updates > 0 then
       redis.call('HSET', K.meta, unpack(updates))
     end
@@ -336,11 +324,8 @@ local function take_lane(K, a, last, listed)
     end
   end
 
-  if acked > 0 then
-    index_leased_exact(K)
-    if keep_ms == 0 then
-      forget_topic_if_empty(K)
-    end
+  if acked > 0 and keep_ms == 0 then
+    forget_topic_if_empty(K)
   end
 
   local next_at
@@ -408,9 +393,11 @@ if #taking > 1 then
 end
 local replies = {}
 index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
+lease_batch()  -- and their leases, a command per lease set (leases.lua)
 for g, lane in ipairs(lanes) do
   replies[g] = take_lane(lane.K, lane.a, lane.last, lane.listed)
 end
+leases_flush()
 index_flush()
 outbox_flush(O)
 return replies

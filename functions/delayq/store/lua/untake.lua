@@ -19,6 +19,7 @@ Returns the number of jobs put back.
 -- @include time
 -- @include topic_keys
 -- @include meta
+-- @include leases
 -- @include topic_index
 -- @include queue
 
@@ -40,7 +41,10 @@ end
 
 -- Every job leased in this topic and partition: as many as its consumers' workers, read in chunks.
 local back = {}
-local leased = redis.call('ZRANGE', K.leased, 0, -1)
+local leased = {}
+for i, lease in ipairs(leases_of(K)) do
+  leased[i] = lease.id
+end
 for first = 1, #leased, CHUNK do
   local ids = {unpack(leased, first, math.min(first + CHUNK - 1, #leased))}
   local metas = redis.call('HMGET', K.meta, unpack(ids))
@@ -59,7 +63,6 @@ for _, job in ipairs(back) do  -- at the head in the order of the leased set (th
   released[#released + 1] = m.key
   m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
   redis.call('HSET', K.meta, job.id, meta_encode(m))
-  redis.call('ZREM', K.leased, job.id)
   if tonumber(m.run_at) > now then  -- taken ahead, and still not due
     delay(K, job.id, tonumber(m.run_at))
   else
@@ -70,8 +73,12 @@ if #readied > 0 then
   push_ready_head(K, readied, now, readied_keys)
 end
 if #back > 0 then
+  local ids = {}
+  for i, job in ipairs(back) do
+    ids[i] = job.id
+  end
+  lease_remove(K, ids)
   flow_release(K, released)
-  index_leased_exact(K)
 end
 
 local recorded = false

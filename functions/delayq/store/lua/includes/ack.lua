@@ -13,6 +13,7 @@
 -- @include time
 -- @include receipts
 -- @include topic_index
+-- @include leases
 -- @include flow
 -- @include callbacks
 
@@ -22,11 +23,11 @@ local ACK_VALUES = 4  -- ARGV values per acknowledged job (calls.py Ack)
 
 -- Acknowledges the jobs of ARGV[first .. last], ACK_VALUES each: id, lease token, started_at_ms (when
 -- the attempt's handler started, Redis time), result ('': none); `now` is Redis' time in ms. With
--- `reindex` false the caller sets the topic's lease index itself (index_leased_exact) once it is
--- done with the leased set. With `on_done` (the topic's callback topic, '' for none), each job
+-- `alone` false the caller (a take) forgets an emptied topic itself (forget_topic_if_empty) once done
+-- with it. With `on_done` (the topic's callback topic, '' for none), each job
 -- acknowledged leaves a record in the outbox O (callbacks.lua). Returns the number of jobs
 -- acknowledged.
-local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex, O, on_done)
+local function ack_jobs(K, now, keep_ms, keep_max, first, last, alone, O, on_done)
   local ids = {}
   for i = first, last, ACK_VALUES do
     ids[#ids + 1] = ARGV[i]
@@ -70,16 +71,13 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex, O, on_d
     end
   end
   if #done > 0 then
-    redis.call('ZREM', K.leased, unpack(done))
+    lease_remove(K, done)
     flow_release(K, keys)
     if #plain > 0 then
       redis.call('HDEL', K.bodies, unpack(plain))
     end
     if #results > 0 then
       redis.call('HSET', K.bodies, unpack(results))  -- over the body
-    end
-    if reindex then
-      index_leased_exact(K)
     end
     if keep_ms > 0 then
       redis.call('HSET', K.meta, unpack(receipts))
@@ -90,7 +88,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, reindex, O, on_d
     else
       redis.call('HDEL', K.meta, unpack(done))
       redis.call('HDEL', K.errors, unpack(done))
-      if reindex then
+      if alone then
         forget_topic_if_empty(K)
       end
     end

@@ -1,6 +1,7 @@
 -- @include meta
 -- @include backoff
 -- @include topic_index
+-- @include leases
 -- @include flow
 -- @include history
 -- A failed attempt of a leased job (its handler failed or timed out, or its lease expired): back to
@@ -10,7 +11,7 @@
 -- (flow.lua). The attempt joins the job's history (history.lua) as `outcome` ('error', 'timeout',
 -- 'lease_expired'), started at `started_at` ('' when not known). Returns 'retried' or 'dead'.
 local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, permanent, at_least, started_at, outcome)
-  redis.call('ZREM', K.leased, id)
+  lease_remove(K, {id})
   flow_release(K, {m.key})
   if (at_least or 0) > 0 and m.key ~= '' then
     flow_hold(K, m.key, now + at_least)

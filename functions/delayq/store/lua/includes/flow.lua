@@ -18,6 +18,7 @@
 -- with no settings is in none of these keys.
 
 -- @include meta
+-- @include leases
 
 local FLOW_UNPARK_KEYS = 100  -- keys whose wake time has come, looked at per take at most
 -- A key's start that its rate allows within this many µs is taken now and started then (its slot): a
@@ -33,7 +34,10 @@ end
 -- Counts every keyed job leased now into `busy`: the leases made before concurrency was counted.
 local function count_busy(K)
   redis.call('DEL', K.busy)
-  local leased = redis.call('ZRANGE', K.leased, 0, -1)
+  local leased = {}
+  for i, lease in ipairs(leases_of(K)) do
+    leased[i] = lease.id
+  end
   local counts = {}
   for first = 1, #leased, 1000 do
     local ids = {unpack(leased, first, math.min(first + 999, #leased))}

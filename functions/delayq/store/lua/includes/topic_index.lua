@@ -1,8 +1,8 @@
 -- The partition's index of its topics (keys.py TOPIC_INDEX_KEYS), kept by every script that adds to
--- or removes from a topic's delayed set, ready list or leased set, so that the sweeper and the
--- consumer find the topics with something due without visiting the others:
+-- or removes from a topic's delayed set, ready list or receipts, so that the sweeper and the
+-- consumer find the topics with something due without visiting the others (leases need no index:
+-- the partition keeps them all in one set, leases.lua):
 --   _delayed  topic -> the earliest run-at in its delayed set (ms)
---   _leases   topic -> the earliest lease deadline in its leased set (ms)
 --   _ready    topic -> when its ready list last went from empty to holding jobs (ms)
 --   _receipts topic -> when its first receipt of a done job expires (ms; receipts.lua)
 -- A topic's score is never later than its first job's: an addition lowers it (ZADD LT), and a
@@ -116,11 +116,6 @@ local function index_delayed(K, at)
   return redis.call('ZADD', K.delayed_index, 'LT', at, K.name) == 1
 end
 
--- A job of the topic is leased until `at` (ms).
-local function index_leased(K, at)
-  index_write(K.leased_index, K.name, 'lt', at)
-end
-
 -- A receipt of the topic expires at `at` (ms).
 local function index_receipts(K, at)
   index_write(K.receipts_index, K.name, 'lt', at)
@@ -163,10 +158,6 @@ local function index_delayed_exact(K)
   return index_exact(K, K.delayed_index, K.delayed)
 end
 
-local function index_leased_exact(K)
-  return index_exact(K, K.leased_index, K.leased)
-end
-
 -- A topic that holds nothing any more (no job in any state, no receipt, an empty ready list), is
 -- not paused and has no key with settings or a hold leaves the partition's _topics and its index, and its control hash goes too unless its
 -- rate bucket is still refilling or a take of it was undone in the last day (untake.lua): a topic name
@@ -180,7 +171,7 @@ local function forget_topic_if_empty(K)
     return  -- paused, or keys with settings or holds (flow.lua): what the next jobs must find
   end
   redis.call('SREM', K.topics, K.name)
-  for _, index in ipairs({K.delayed_index, K.leased_index, K.ready_index, K.receipts_index}) do
+  for _, index in ipairs({K.delayed_index, K.ready_index, K.receipts_index}) do
     if batch and batch[index] then
       batch[index][K.name] = nil  -- the removal below is what it comes to
     end

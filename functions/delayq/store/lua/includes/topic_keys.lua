@@ -3,19 +3,18 @@
 -- (keys.py Partition.key_group). Scripts that take several topics find group g at
 -- KEYS[first + (g - 1) * KEY_GROUP_SIZE]. K.name is the topic's name, read off its keys: keys.py
 -- names a topic key prefix .. topic .. ':' .. kind, and the partition's _topics prefix .. '_topics'.
-local TOPIC_KEY_COUNT = 17
-local KEY_GROUP_SIZE = TOPIC_KEY_COUNT + 5
+local TOPIC_KEY_COUNT = 16
+local KEY_GROUP_SIZE = TOPIC_KEY_COUNT + 6
 local function topic_keys(first)
   local K = {
-    delayed = KEYS[first], ready = KEYS[first + 1], leased = KEYS[first + 2], dead = KEYS[first + 3],
-    meta = KEYS[first + 4], bodies = KEYS[first + 5], errors = KEYS[first + 6], control = KEYS[first + 7],
-    done = KEYS[first + 8], fair = KEYS[first + 9], turns = KEYS[first + 10], flows = KEYS[first + 11],
-    busy = KEYS[first + 12], pace = KEYS[first + 13], held = KEYS[first + 14], parked = KEYS[first + 15],
-    wake = KEYS[first + 16],
+    delayed = KEYS[first], ready = KEYS[first + 1], dead = KEYS[first + 2], meta = KEYS[first + 3],
+    bodies = KEYS[first + 4], errors = KEYS[first + 5], control = KEYS[first + 6], done = KEYS[first + 7],
+    fair = KEYS[first + 8], turns = KEYS[first + 9], flows = KEYS[first + 10], busy = KEYS[first + 11],
+    pace = KEYS[first + 12], held = KEYS[first + 13], parked = KEYS[first + 14], wake = KEYS[first + 15],
   }
   local after = first + TOPIC_KEY_COUNT
-  K.topics, K.delayed_index, K.leased_index, K.ready_index = KEYS[after], KEYS[after + 1], KEYS[after + 2], KEYS[after + 3]
-  K.receipts_index = KEYS[after + 4]
+  K.topics, K.delayed_index, K.ready_index, K.receipts_index = KEYS[after], KEYS[after + 1], KEYS[after + 2], KEYS[after + 3]
+  K.leases, K.leases_lex = KEYS[after + 4], KEYS[after + 5]  -- the partition's (leases.lua)
   if K.topics then
     K.name = string.sub(K.delayed, #K.topics - #'_topics' + 1, -#':delayed' - 1)
   end
