@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import time
 
+import pytest
+
 from delayq.store import calls
 
 from support.scripts import Lua, server_ms
@@ -63,15 +65,18 @@ def test_take_of_due_jobs_sets_the_index_to_the_next_run_at(lua: Lua) -> None:
 
 
 def test_a_take_of_many_due_jobs_reads_on_and_sets_the_index_to_the_first_left(lua: Lua) -> None:
-    """The take reads the delayed set's head a few at a time (queue.lua pop_due): past its first read
-    it reads on, takes the due in run-at order, and the index gets the first job it left."""
+    """The take pops the delayed set's head a few at a time (queue.lua pop_due): past its first pop it
+    pops on, takes the due in run-at order, puts back what it popped and did not take, as it was, and
+    the index gets the first job it left."""
     for n in range(30):
         lua.enqueue(T, f"due-{n:02}", value=60_000)
         lua.make_due(T, f"due-{n:02}", ago_ms=100 - n)
     lua.enqueue(T, "later", value=90_000)
+    left = lua.r.zrange(lua.k(T).delayed, 25, -1, withscores=True)
     taken = lua.take(T, count=25)
     assert taken.ids == [f"due-{n:02}" for n in range(25)]
     assert taken.next_in_ms == 0  # five due still
+    assert lua.r.zrange(lua.k(T).delayed, 0, -1, withscores=True) == left
     assert scores(lua, lua.p.delayed_index)[T] == lua.r.zscore(lua.k(T).delayed, "due-25")
     taken = lua.take(T, count=25)
     assert taken.ids == [f"due-{n:02}" for n in range(25, 30)]
@@ -79,6 +84,23 @@ def test_a_take_of_many_due_jobs_reads_on_and_sets_the_index_to_the_first_left(l
     assert scores(lua, lua.p.delayed_index)[T] == later
     assert lua.r.zcard(lua.k(T).delayed) == 1
     assert 85_000 < taken.next_in_ms <= 90_000
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_a_take_of_a_few_due_jobs_pops_them_and_the_index_gets_the_first_left(lua: Lua, count: int) -> None:
+    """pop_due pops the first two; a take of one or two knows the first job left from them or from one
+    read more, and puts back what it popped and did not take, as it was."""
+    for n in range(3):
+        lua.enqueue(T, f"due-{n}", value=60_000)
+        lua.make_due(T, f"due-{n}", ago_ms=10 - n)
+    lua.enqueue(T, "later", value=90_000)
+    before = dict(lua.r.zrange(lua.k(T).delayed, 0, -1, withscores=True))
+    taken = lua.take(T, count=count)
+    assert taken.ids == [f"due-{n}" for n in range(count)]
+    left = dict(lua.r.zrange(lua.k(T).delayed, 0, -1, withscores=True))
+    assert left == {job_id: at for job_id, at in before.items() if job_id not in taken.ids}
+    assert scores(lua, lua.p.delayed_index)[T] == min(left.values())
+    assert taken.next_in_ms == 0 if count < 3 else 85_000 < taken.next_in_ms <= 90_000
 
 
 def test_a_job_put_back_by_the_take_is_the_index_entry_when_first(lua: Lua) -> None:

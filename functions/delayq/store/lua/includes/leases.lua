@@ -5,70 +5,71 @@
 -- so that a take's leases and the acks that ride with it are a command per set for all its lanes,
 -- and a job alone in its topic pays no lease command of its own (docs/how-it-works.md).
 --
--- A call of many topics (take.lua) batches its lease writes (lease_batch): each member's last write
--- is kept and all are made at the call's end (leases_flush), one ZADD and one ZREM per set. Reads of
--- a topic's leases flush first. Outside a batch, each write is made at once.
+-- A call of many topics (take.lua, sweep.lua) batches its lease writes (lease_batch): they are kept
+-- and made at the call's end (leases_flush), the removals first, one ZREM and one ZADD per set. A
+-- batch never adds a lease it then removes (a take leases no job its acks name). Reads of a topic's
+-- leases flush first. Outside a batch, each write is made at once.
 
-local lease_writes = nil  -- member -> deadline, or false for a removal; nil: no batch
+local pending = nil  -- the batch's writes: {leases, lex, adds, lex_adds, removals}; nil: no batch
 
 local function lease_batch()
-  lease_writes = {}
+  pending = {adds = {}, lex_adds = {}, removals = {}}
 end
 
 local function lease_member(K, id)
   return K.name .. '/' .. id
 end
 
-local function leases_write(leases, lex, writes)
-  local adds, lex_adds, removals = {}, {}, {}
-  for member, deadline in pairs(writes) do
-    if deadline then
-      adds[#adds + 1], adds[#adds + 2] = deadline, member
-      lex_adds[#lex_adds + 1], lex_adds[#lex_adds + 2] = 0, member
-    else
-      removals[#removals + 1] = member
-    end
+local function lease_write(batch)
+  if #batch.removals > 0 then
+    redis.call('ZREM', batch.leases, unpack(batch.removals))
+    redis.call('ZREM', batch.lex, unpack(batch.removals))
   end
-  if #removals > 0 then
-    redis.call('ZREM', leases, unpack(removals))
-    redis.call('ZREM', lex, unpack(removals))
-  end
-  if #adds > 0 then
-    redis.call('ZADD', leases, unpack(adds))
-    redis.call('ZADD', lex, unpack(lex_adds))
+  if #batch.adds > 0 then
+    redis.call('ZADD', batch.leases, unpack(batch.adds))
+    redis.call('ZADD', batch.lex, unpack(batch.lex_adds))
   end
 end
-
-local lease_keys = nil  -- the partition's two sets, once a write of the batch named them
 
 local function leases_flush()
-  if lease_writes and next(lease_writes) then
-    leases_write(lease_keys[1], lease_keys[2], lease_writes)
+  if pending then
+    lease_write(pending)
+    lease_batch()
   end
-  lease_writes = lease_writes and {}
 end
 
-local function lease_write(K, member, deadline)
-  if lease_writes then
-    lease_keys = lease_keys or {K.leases, K.leases_lex}
-    lease_writes[member] = deadline
-  else
-    leases_write(K.leases, K.leases_lex, {[member] = deadline})
+-- The writes of topic K: the batch's, or (none open) a batch of their own, written by `done`.
+local function lease_writes(K)
+  local batch = pending or {adds = {}, lex_adds = {}, removals = {}}
+  batch.leases, batch.lex = K.leases, K.leases_lex
+  return batch
+end
+
+local function lease_done(batch)
+  if batch ~= pending then
+    lease_write(batch)
   end
 end
 
 -- Leases the jobs of `pairs` ({deadline, id, deadline, id ...}) of topic K until their deadlines.
 local function lease_add(K, pairs)
+  local batch = lease_writes(K)
+  local adds, lex_adds = batch.adds, batch.lex_adds
   for i = 1, #pairs, 2 do
-    lease_write(K, lease_member(K, pairs[i + 1]), pairs[i])
+    local member = lease_member(K, pairs[i + 1])
+    adds[#adds + 1], adds[#adds + 2] = pairs[i], member
+    lex_adds[#lex_adds + 1], lex_adds[#lex_adds + 2] = 0, member
   end
+  lease_done(batch)
 end
 
 -- The jobs `ids` of topic K are no longer leased.
 local function lease_remove(K, ids)
+  local batch = lease_writes(K)
   for _, id in ipairs(ids) do
-    lease_write(K, lease_member(K, id), false)
+    batch.removals[#batch.removals + 1] = lease_member(K, id)
   end
+  lease_done(batch)
 end
 
 -- Whether a sorts before b among members of one score, byte by byte, as Redis orders them (Lua's own
