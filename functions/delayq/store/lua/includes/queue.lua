@@ -332,7 +332,7 @@ end
 -- The first two are popped (ZPOPMIN), the second put back unless taken: a job alone in its topic
 -- leaves it in one command, one due before later ones in two. When both were taken, more may be
 -- due: those are read by rank a few at a time (a steady stream has few due at each take; a burst
--- doubles its reads), each read one job longer than it takes, and removed in one command.
+-- doubles its reads), each read one job longer than it takes, and popped in one command.
 local POP_FIRST_READ = 8
 local function pop_due(K, at, limit)
   local ids, left, back = {}, nil, {}
@@ -370,7 +370,7 @@ local function pop_due(K, at, limit)
     want = math.min(limit - #ids, 2 * want)
   end
   if read > 0 then
-    redis.call('ZREMRANGEBYRANK', K.delayed, 0, read - 1)
+    redis.call('ZPOPMIN', K.delayed, read)
   end
   return ids, left
 end
