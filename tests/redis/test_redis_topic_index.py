@@ -65,9 +65,9 @@ def test_take_of_due_jobs_sets_the_index_to_the_next_run_at(lua: Lua) -> None:
 
 
 def test_a_take_of_many_due_jobs_reads_on_and_sets_the_index_to_the_first_left(lua: Lua) -> None:
-    """The take pops the delayed set's head a few at a time (queue.lua pop_due): past its first pop it
-    pops on, takes the due in run-at order, puts back what it popped and did not take, as it was, and
-    the index gets the first job it left."""
+    """The take reads the delayed set's head a few at a time (queue.lua pop_due): past its first read
+    it reads on, takes the due in run-at order, leaves the others as they were, and the index gets the
+    first job it left."""
     for n in range(30):
         lua.enqueue(T, f"due-{n:02}", value=60_000)
         lua.make_due(T, f"due-{n:02}", ago_ms=100 - n)
@@ -87,9 +87,9 @@ def test_a_take_of_many_due_jobs_reads_on_and_sets_the_index_to_the_first_left(l
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
-def test_a_take_of_a_few_due_jobs_pops_them_and_the_index_gets_the_first_left(lua: Lua, count: int) -> None:
-    """pop_due pops the first two; a take of one or two knows the first job left from them or from one
-    read more, and puts back what it popped and did not take, as it was."""
+def test_a_take_of_a_few_due_jobs_leaves_the_others_and_the_index_gets_the_first_left(lua: Lua, count: int) -> None:
+    """A take of fewer due jobs than there are, or of all of them, knows the first job left from its
+    read, and leaves the others as they were."""
     for n in range(3):
         lua.enqueue(T, f"due-{n}", value=60_000)
         lua.make_due(T, f"due-{n}", ago_ms=10 - n)

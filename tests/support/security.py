@@ -53,8 +53,8 @@ WITH_MIN_REPLICAS = ("wait",)  # sent only with DELAYQ_MIN_REPLICAS
 SCRIPT_COMMANDS = (
     "del", "get", "hdel", "hget", "hgetall", "hincrby", "hlen", "hmget", "hscan", "hset", "hsetnx", "incrby", "llen",
     "lpop", "lpos", "lpush", "lrange", "lset", "ltrim", "pexpire", "pexpireat", "rpush", "sadd", "set", "srem", "time",
-    "zadd", "zcard", "zcount", "zlexcount", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrank", "zrem",
-    "zremrangebyscore", "zrevrange", "zscore",
+    "zadd", "zcard", "zcount", "zlexcount", "zmscore", "zrange", "zrangebyscore", "zrank", "zrem",
+    "zremrangebyrank", "zremrangebyscore", "zrevrange", "zscore",
 )  # fmt: skip
 ACL_COMMANDS = tuple(sorted({*CLIENT_COMMANDS, *SCRIPT_COMMANDS}))
 USER = "delayq"

@@ -327,50 +327,30 @@ local function take_due(K, now, limit)
   return ids
 end
 
--- take_due for a take: up to `limit` jobs due by `at`, earliest first, with the run-at of the first
--- job left after them (nil: none), so that the take sets the index's entry without another look.
--- The first two are popped (ZPOPMIN), the second put back unless taken: a job alone in its topic
--- leaves it in one command, one due before later ones in two. When both were taken, more may be
--- due: those are read by rank a few at a time (a steady stream has few due at each take; a burst
--- doubles its reads), each read one job longer than it takes, and popped in one command.
+-- take_due for a take: up to `limit` jobs due by `at`, earliest first, read with the run-at of the
+-- first job left after them (nil: none), so that the take sets the index's entry without another
+-- look. Read by rank a few at a time (a steady stream has few due at each take; a burst doubles its
+-- reads), each read one job longer than it takes.
 local POP_FIRST_READ = 8
 local function pop_due(K, at, limit)
-  local ids, left, back = {}, nil, {}
-  local head = redis.call('ZPOPMIN', K.delayed, 2)
-  for i = 1, #head, 2 do
-    local run_at = tonumber(head[i + 1])
-    if left or #ids == limit or run_at > at then
-      left = left or run_at
-      back[#back + 1], back[#back + 2] = run_at, head[i]
-    else
-      ids[#ids + 1] = head[i]
-    end
-  end
-  if #back > 0 then
-    redis.call('ZADD', K.delayed, unpack(back))
-  end
-  if left or #head < 4 then
-    return ids, left
-  end
-  local read, want = 0, math.min(limit - #ids, POP_FIRST_READ)  -- want 0: a read for the first left
+  local ids, left, want = {}, nil, math.min(limit, POP_FIRST_READ)
   while true do
-    local more = redis.call('ZRANGE', K.delayed, read, read + want, 'WITHSCORES')
-    for i = 1, #more, 2 do
-      local run_at = tonumber(more[i + 1])
+    local head = redis.call('ZRANGE', K.delayed, #ids, #ids + want, 'WITHSCORES')
+    for i = 1, #head, 2 do
+      local run_at = tonumber(head[i + 1])
       if #ids == limit or run_at > at then
         left = run_at
         break
       end
-      ids[#ids + 1] = more[i]
-      read = read + 1
+      ids[#ids + 1] = head[i]
     end
-    if left or #more < 2 * (want + 1) then
+    if left or #head < 2 * (want + 1) then
       break
     end
     want = math.min(limit - #ids, 2 * want)
   end
-  if read > 0 then
-    redis.call('ZPOPMIN', K.delayed, read)
+  if #ids > 0 then
+    redis.call('ZREMRANGEBYRANK', K.delayed, 0, #ids - 1)
   end
   return ids, left
 end
