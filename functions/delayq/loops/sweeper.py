@@ -267,10 +267,10 @@ class Sweeper:
             raise _LockLost
         self.server_clock.saw(swept.now_ms)
         if swept.old:
-            moved = calls.move_leases(state.partition, swept.old).run(self.namespace.redis)
+            carried = calls.move_leases(state.partition, swept.old).run(self.namespace.redis)
             log.info(
                 "moved %d leases of %d topics into partition %d's lease sets",
-                moved,
+                carried,
                 len(swept.old),
                 state.partition.index,
             )
