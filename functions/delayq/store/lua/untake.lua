@@ -58,7 +58,7 @@ for first = 1, #leased, CHUNK do
 end
 
 local readied, readied_keys, released = {}, {}, {}
-for _, job in ipairs(back) do  -- at the head in the order of the leased set (their deadlines)
+for _, job in ipairs(back) do  -- at the head in the order of their deadlines (leases_of)
   local m = meta_decode(job.meta)
   released[#released + 1] = m.key
   m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
