@@ -128,9 +128,11 @@ end
 for _, topic in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - lag, 'LIMIT', 0, wanted)) do
   name(topic)
 end
-if #due < wanted then
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, wanted - #due)) do
-    name(string.match(member, '^[^/]*'))
+-- The soonest leases, in one read: the expired name their topics, the first says when the next expires.
+local soonest = redis.call('ZRANGE', LEASES, 0, math.max(wanted - #due, 1) - 1, 'WITHSCORES')
+for i = 1, #soonest, 2 do
+  if tonumber(soonest[i + 1]) <= now then
+    name(string.match(soonest[i], '^[^/]*'))
   end
 end
 if #due < wanted then
@@ -139,8 +141,8 @@ if #due < wanted then
   end
 end
 local old = redis.call('ZRANGE', OLD_LEASES, 0, wanted - 1)
-local next_at = nil
-for _, pick in ipairs({{KEYS[2], lag}, {LEASES, 0}, {KEYS[3], 0}}) do
+local next_at = tonumber(soonest[2])
+for _, pick in ipairs({{KEYS[2], lag}, {KEYS[3], 0}}) do
   local at = first_score(pick[1])
   if at and at ~= math.huge and (next_at == nil or at + pick[2] < next_at) then
     next_at = at + pick[2]

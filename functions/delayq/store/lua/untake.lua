@@ -41,10 +41,7 @@ end
 
 -- Every job leased in this topic and partition: as many as its consumers' workers, read in chunks.
 local back = {}
-local leased = {}
-for i, lease in ipairs(leases_of(K)) do
-  leased[i] = lease.id
-end
+local leased = lease_ids(K)
 for first = 1, #leased, CHUNK do
   local ids = {unpack(leased, first, math.min(first + CHUNK - 1, #leased))}
   local metas = redis.call('HMGET', K.meta, unpack(ids))

@@ -34,10 +34,7 @@ end
 -- Counts every keyed job leased now into `busy`: the leases made before concurrency was counted.
 local function count_busy(K)
   redis.call('DEL', K.busy)
-  local leased = {}
-  for i, lease in ipairs(leases_of(K)) do
-    leased[i] = lease.id
-  end
+  local leased = lease_ids(K)
   local counts = {}
   for first = 1, #leased, 1000 do
     local ids = {unpack(leased, first, math.min(first + 999, #leased))}

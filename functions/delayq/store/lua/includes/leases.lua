@@ -116,3 +116,12 @@ local function leases_of(K)
   end)
   return leases
 end
+
+-- The ids of topic K's leased jobs, soonest deadline first.
+local function lease_ids(K)
+  local ids = {}
+  for i, lease in ipairs(leases_of(K)) do
+    ids[i] = lease.id
+  end
+  return ids
+end
