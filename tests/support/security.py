@@ -51,8 +51,9 @@ CLIENT_COMMANDS = ("evalsha", "eval", "ping", "set", "smembers", "wait")
 WITH_MIN_REPLICAS = ("wait",)  # sent only with DELAYQ_MIN_REPLICAS
 # What the Lua scripts call (an ACL applies inside scripts too): every redis.call in lua/.
 SCRIPT_COMMANDS = (
-    "del", "get", "hdel", "hget", "hgetall", "hincrby", "hlen", "hmget", "hscan", "hset", "hsetnx", "incrby", "llen",
-    "lpop", "lpos", "lpush", "lrange", "lset", "ltrim", "pexpire", "pexpireat", "rpush", "sadd", "set", "srem", "time",
+    "del", "exists", "get", "hdel", "hget", "hgetall", "hincrby", "hlen", "hmget", "hscan", "hset", "hsetnx", "incrby",
+    "llen", "lpop", "lpos", "lpush", "lrange", "lset", "ltrim", "pexpire", "pexpireat", "rpush", "sadd", "set", "srem",
+    "time",
     "zadd", "zcard", "zcount", "zlexcount", "zmscore", "zrange", "zrangebyscore", "zrank", "zrem",
     "zremrangebyrank", "zremrangebyscore", "zrevrange", "zscore",
 )  # fmt: skip

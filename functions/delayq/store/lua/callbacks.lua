@@ -17,6 +17,7 @@ Returns how many jobs were made (records skipped as made before are not counted)
 -- @include time
 -- @include topic_keys
 -- @include create
+-- @include jobs
 
 local now = now_ms()
 local now_text = tostring(now)
@@ -31,8 +32,8 @@ for i = 2, #ARGV, 5 do
     local w = G[group] or {K = topic_keys(2 + (group - 1) * KEY_GROUP_SIZE), ids = {}, keys = {}, keyed = false}
     G[group] = w
     local overrides = key ~= '' and ('|||' .. key) or '||'
-    if redis.call('HSETNX', w.K.meta, id, new_meta(now_text, now_text, overrides)) == 1 then
-      redis.call('HSET', w.K.bodies, id, ARGV[i + 4])
+    if meta_create(w.K, id, new_meta(now_text, now_text, overrides)) then
+      bodies_set(w.K, {id, ARGV[i + 4]})
       local n = #w.ids + 1
       w.ids[n], w.keys[n] = id, key
       w.keyed = w.keyed or key ~= ''

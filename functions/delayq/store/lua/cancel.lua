@@ -14,10 +14,11 @@ Returns 3 cancelled, -2 no such job (with ARGV[2]: none in that state)
 -- @include leases
 -- @include queue
 -- @include receipts
+-- @include jobs
 
 local K = topic_keys(1)
 local id = ARGV[1]
-local raw = redis.call('HGET', K.meta, id)
+local raw = meta_get(K, id)
 if not raw then
   return -2
 end
@@ -43,8 +44,7 @@ elseif state == DONE then
 else
   redis.call('ZREM', K.dead, id)
 end
-redis.call('HDEL', K.meta, id)
-redis.call('HDEL', K.bodies, id)
+jobs_delete(K, {id})
 redis.call('HDEL', K.errors, id)
 forget_topic_if_empty(K)
 return 3

@@ -18,6 +18,7 @@ Returns {cancelled, left}: how many jobs this call cancelled, how many are left 
 -- @include meta
 -- @include topic_keys
 -- @include queue
+-- @include jobs
 
 local K = topic_keys(1)
 local state = ARGV[1]
@@ -67,7 +68,7 @@ if state == 'ready' then
     end
   end
   if #ids > 0 then
-    local metas = redis.call('HMGET', K.meta, unpack(ids))
+    local metas = metas_get(K, ids)
     for i, id in ipairs(ids) do
       if metas[i] and string.sub(metas[i], 1, 2) == QUEUED .. '|' then
         gone[#gone + 1] = id
@@ -86,8 +87,7 @@ else
 end
 
 if #gone > 0 then
-  redis.call('HDEL', K.meta, unpack(gone))
-  redis.call('HDEL', K.bodies, unpack(gone))
+  jobs_delete(K, gone)
   redis.call('HDEL', K.errors, unpack(gone))
 end
 

@@ -6,6 +6,7 @@ ARGV[1]     limit
 Returns 5 values per job, newest death first: id, died_at_ms, meta, body, last_error
 ]]
 -- @include topic_keys
+-- @include jobs
 
 local K = topic_keys(1)
 local limit = tonumber(ARGV[1])
@@ -18,8 +19,8 @@ for i = 1, #dead, 2 do
   local id = dead[i]
   local n = #out
   out[n + 1], out[n + 2] = id, dead[i + 1]
-  out[n + 3] = redis.call('HGET', K.meta, id)
-  out[n + 4] = redis.call('HGET', K.bodies, id)
+  out[n + 3] = meta_get(K, id)
+  out[n + 4] = body_get(K, id)
   out[n + 5] = redis.call('HGET', K.errors, id) or ''
 end
 return out

@@ -10,6 +10,7 @@ last entry ('' where none)
 ]]
 -- @include topic_keys
 -- @include history
+-- @include jobs
 
 local K = topic_keys(1)
 local start, count = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -20,7 +21,7 @@ for i = 1, #dead, 2 do
   local stored = redis.call('HGET', K.errors, id) or ''
   local n = #out
   out[n + 1], out[n + 2] = id, dead[i + 1]
-  out[n + 3] = redis.call('HGET', K.meta, id)
+  out[n + 3] = meta_get(K, id)
   out[n + 4] = string.match(stored, '([^' .. RS .. ']*)$')
 end
 return out

@@ -28,6 +28,7 @@ gathered, then reads the job's current state.
 -- @include queue
 -- @include receipts
 -- @include create
+-- @include jobs
 
 local now = now_ms()
 local now_text = tostring(now)
@@ -67,7 +68,7 @@ for g = 1, groups do
   exists[g] = {}
   local ids = G[g].ids
   if #ids > 0 then
-    local metas = redis.call('HMGET', G[g].K.meta, unpack(ids))
+    local metas = metas_get(G[g].K, ids)
     for n, id in ipairs(ids) do
       if metas[n] then
         exists[g][id] = metas[n]
@@ -79,11 +80,11 @@ end
 local function flush(g)
   local w = G[g]
   if #w.bodies > 0 then
-    redis.call('HSET', w.K.bodies, unpack(w.bodies))
+    bodies_set(w.K, w.bodies)
     w.bodies = {}
   end
   if #w.metas > 0 then
-    redis.call('HSET', w.K.meta, unpack(w.metas))
+    metas_set(w.K, w.metas)
     w.metas = {}
   end
   local first = math.huge
@@ -108,7 +109,7 @@ for n = 1, #J_id do
       code = -1
     else
       flush(gi)
-      local m = meta_decode(redis.call('HGET', w.K.meta, id))
+      local m = meta_decode(meta_get(w.K, id))
       local state = m.state
       if state == RESERVED then
         code = -3

@@ -16,16 +16,17 @@ Returns code, run_at_ms as enqueue.lua does for one job: 1 created, or -1 and 0 
 -- @include time
 -- @include topic_keys
 -- @include create
+-- @include jobs
 
 local now = now_ms()
 local now_text = tostring(now)
 local K = topic_keys(1)
 local id = ARGV[3]
 local run_at, run_at_text = run_at_of(ARGV[1], now, now_text)
-if redis.call('HSETNX', K.meta, id, new_meta(run_at_text, now_text, ARGV[2])) == 0 then
+if not meta_create(K, id, new_meta(run_at_text, now_text, ARGV[2])) then
   return {-1, 0}
 end
-redis.call('HSET', K.bodies, id, ARGV[4])
+bodies_set(K, {id, ARGV[4]})
 local key = ARGV[2] ~= '||' and overrides_key(ARGV[2]) or ''
 if run_at <= now then
   place(K, {}, nil, {id}, now, key ~= '' and {key}, key ~= '')

@@ -19,6 +19,7 @@ Returns {retried, dead, then the ids of the dead}
 -- @include topic_keys
 -- @include failed_attempt
 -- @include callbacks
+-- @include jobs
 
 local K = topic_keys(1)
 local O = outbox_of(KEYS[KEY_GROUP_SIZE + 1], KEYS[KEY_GROUP_SIZE + 2])
@@ -26,7 +27,7 @@ local on_dead = ARGV[3]
 local now = nil
 local retried, dead = 0, {}
 for i = 4, #ARGV, 7 do
-  local raw = redis.call('HGET', K.meta, ARGV[i])
+  local raw = meta_get(K, ARGV[i])
   if raw and meta_lease(raw) == ARGV[i + 1] then
     now = now or now_ms()
     local permanent = ARGV[i + 3] == 'p'
@@ -40,7 +41,7 @@ for i = 4, #ARGV, 7 do
     else
       dead[#dead + 1] = ARGV[i]
       if on_dead ~= '' then
-        local body = redis.call('HGET', K.bodies, ARGV[i])
+        local body = body_get(K, ARGV[i])
         callback_add(O, on_dead, K, ARGV[i], m.key, m.attempts, 'dead', ARGV[i + 5], now, body, ARGV[i + 2])
       end
     end

@@ -15,6 +15,7 @@ Returns {forgotten, more}
 -- @include topic_keys
 -- @include receipts
 -- @include topic_index
+-- @include jobs
 
 local HEAD_SCAN = 16  -- receipts read past holes to find the first
 local now = now_ms()
@@ -36,7 +37,7 @@ for g = 1, groups do
     local at = now
     for _, id in ipairs(head) do
       if id ~= '' then
-        at = (done_at_of(redis.call('HGET', K.meta, id) or '') or now - keep_ms) + keep_ms
+        at = (done_at_of(meta_get(K, id) or '') or now - keep_ms) + keep_ms
         break
       end
     end

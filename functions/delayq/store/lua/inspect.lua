@@ -11,10 +11,11 @@ Returns nil when there is no such job, else {state, meta, body, history, dead_at
 ]]
 -- @include topic_keys
 -- @include meta
+-- @include jobs
 
 local K = topic_keys(1)
 local id = ARGV[1]
-local raw = redis.call('HGET', K.meta, id)
+local raw = meta_get(K, id)
 if not raw then
   return nil
 end
@@ -24,11 +25,11 @@ if state == RESERVED then
 elseif state == DEAD then
   state = 'dead'
 elseif state == DONE then
-  return {'done', raw, redis.call('HGET', K.bodies, id), redis.call('HGET', K.errors, id)}
+  return {'done', raw, body_get(K, id), redis.call('HGET', K.errors, id)}
 elseif redis.call('ZSCORE', K.delayed, id) then
   state = 'delayed'
 else
   state = 'ready'
 end
 local dead_at = state == 'dead' and redis.call('ZSCORE', K.dead, id)
-return {state, raw, redis.call('HGET', K.bodies, id), redis.call('HGET', K.errors, id), dead_at}
+return {state, raw, body_get(K, id), redis.call('HGET', K.errors, id), dead_at}

@@ -14,6 +14,7 @@ Returns {more, then 5 values per job: id, position, meta, result (as the bodies 
   more  1 if receipts are left after this page (older ones)
 ]]
 -- @include topic_keys
+-- @include jobs
 
 local K = topic_keys(1)
 local limit = tonumber(ARGV[1])
@@ -44,8 +45,8 @@ local out = {more}
 if #ids == 0 then
   return out
 end
-local metas = redis.call('HMGET', K.meta, unpack(ids))
-local results = redis.call('HMGET', K.bodies, unpack(ids))
+local metas = metas_get(K, ids)
+local results = bodies_get(K, ids)
 local histories = redis.call('HMGET', K.errors, unpack(ids))
 for i, id in ipairs(ids) do
   local n = #out

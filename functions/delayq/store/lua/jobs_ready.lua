@@ -23,6 +23,7 @@ Returns {more, then 5 values per job: id, place, meta, body, last_error (nil whe
 ]]
 -- @include topic_keys
 -- @include queue
+-- @include jobs
 
 local K = topic_keys(1)
 local limit = tonumber(ARGV[1])
@@ -96,8 +97,8 @@ local out = {more}
 if #ids == 0 then
   return out
 end
-local metas = redis.call('HMGET', K.meta, unpack(ids))
-local bodies = redis.call('HMGET', K.bodies, unpack(ids))
+local metas = metas_get(K, ids)
+local bodies = bodies_get(K, ids)
 local errors = redis.call('HMGET', K.errors, unpack(ids))
 for i, id in ipairs(ids) do
   local n = #out

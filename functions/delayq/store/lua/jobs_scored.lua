@@ -20,6 +20,7 @@ Returns 5 values per job, in page order: id, score, meta, body, last_error (nil 
 ]]
 -- @include topic_keys
 -- @include leases
+-- @include jobs
 
 local K = topic_keys(1)
 local descending = ARGV[2] == 'desc'
@@ -109,8 +110,8 @@ local ids, scores = range(first, last)
 if #ids == 0 then
   return {}
 end
-local metas = redis.call('HMGET', K.meta, unpack(ids))
-local bodies = redis.call('HMGET', K.bodies, unpack(ids))
+local metas = metas_get(K, ids)
+local bodies = bodies_get(K, ids)
 local errors = redis.call('HMGET', K.errors, unpack(ids))
 local out = {}
 local from, to, step = 1, #ids, 1

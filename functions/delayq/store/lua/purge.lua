@@ -6,6 +6,7 @@ ARGV[1]     limit: at most this many in this call
 Returns the number purged; call again until it returns 0.
 ]]
 -- @include topic_keys
+-- @include jobs
 
 local K = topic_keys(1)
 local limit = tonumber(ARGV[1])
@@ -15,8 +16,7 @@ end
 local ids = redis.call('ZRANGE', K.dead, 0, limit - 1)
 if #ids > 0 then
   redis.call('ZREM', K.dead, unpack(ids))
-  redis.call('HDEL', K.meta, unpack(ids))
-  redis.call('HDEL', K.bodies, unpack(ids))
+  jobs_delete(K, ids)
   redis.call('HDEL', K.errors, unpack(ids))
 end
 return #ids

@@ -11,6 +11,7 @@ Returns the number of jobs replayed; with 'oldest', call again until it returns 
 -- @include topic_keys
 -- @include meta
 -- @include queue
+-- @include jobs
 
 local K = topic_keys(1)
 local ids
@@ -31,9 +32,9 @@ local now = now_ms()
 local replayed = {}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', K.dead, id) == 1 then
-    local m = meta_decode(redis.call('HGET', K.meta, id))
+    local m = meta_decode(meta_get(K, id))
     m.state, m.attempts, m.run_at = QUEUED, 0, now
-    redis.call('HSET', K.meta, id, meta_encode(m))
+    metas_set(K, {id, meta_encode(m)})
     replayed[#replayed + 1] = id
   end
 end

@@ -13,10 +13,11 @@ Returns {code, run_at_ms}
 -- @include topic_keys
 -- @include meta
 -- @include queue
+-- @include jobs
 
 local K = topic_keys(1)
 local id = ARGV[1]
-local raw = redis.call('HGET', K.meta, id)
+local raw = meta_get(K, id)
 if not raw then
   return {-2, 0}
 end
@@ -43,6 +44,6 @@ elseif run_at < now then
 end
 unqueue(K, id, m)
 m.run_at = run_at
-redis.call('HSET', K.meta, id, meta_encode(m))
+metas_set(K, {id, meta_encode(m)})
 place(K, id, run_at, now)
 return {3, run_at}

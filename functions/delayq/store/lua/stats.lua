@@ -16,6 +16,7 @@ Returns {delayed, ready, reserved, dead, next_run_at_ms, paused, now_ms, oldest_
 -- @include topic_keys
 -- @include queue
 -- @include leases
+-- @include jobs
 
 local HEAD_SCAN = 100  -- ready ids read to find the first that is not a hole
 
@@ -37,7 +38,7 @@ for _, id in ipairs(redis.call('LRANGE', K.ready, 0, HEAD_SCAN - 1)) do
 end
 heads[#heads + 1] = redis.call('ZRANGE', K.fair, 0, 0)[1]
 for _, id in ipairs(heads) do
-  local raw = redis.call('HGET', K.meta, id)
+  local raw = meta_get(K, id)
   local run_at = raw and tonumber(string.match(raw, '^%a|%d+|(%d+)|'))
   if run_at and (oldest < 0 or run_at < oldest) then
     oldest = run_at

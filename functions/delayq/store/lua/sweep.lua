@@ -50,6 +50,7 @@ Returns {code, next_in_ms, indexed, outbox, now_ms, due, old, then `due` topic n
 -- @include leases
 -- @include failed_attempt
 -- @include callbacks
+-- @include jobs
 
 local LEASE_EXPIRED = 'lease expired: no answer from the consumer within the timeout'
 local FIRST_GROUP = 9
@@ -88,7 +89,7 @@ if budget > 0 and #groups > 0 then
     if group then
       local K = group.K
       local retries, backoff, on_dead = tonumber(ARGV[group.a]), ARGV[group.a + 1], ARGV[group.a + 2]
-      local raw = redis.call('HGET', K.meta, id)
+      local raw = meta_get(K, id)
       local m = raw and meta_decode(raw)
       if not m or m.state ~= RESERVED then
         lease_remove(K, {id})  -- gone, or settled by a version before the lease sets (move_leases.lua)
@@ -96,7 +97,7 @@ if budget > 0 and #groups > 0 then
         group.dead = group.dead + 1
         dead_ids[#dead_ids + 1] = id
         if on_dead ~= '' then
-          local body = redis.call('HGET', K.bodies, id)
+          local body = body_get(K, id)
           callback_add(O, on_dead, K, id, m.key, m.attempts, 'dead', '', now, body, LEASE_EXPIRED)
         end
       else

@@ -85,6 +85,7 @@ calls.py takes() packs these arguments and reads the replies.
 -- @include ack
 -- @include history
 -- @include callbacks
+-- @include jobs
 
 local MOVE_DUE = 1000  -- due jobs a take of a topic with flow keys moves to the fair set first, at most
 
@@ -109,15 +110,19 @@ local function take_lane(K, a, last, listed)
     local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, true, O, ARGV[a + 13])
     return {now, -1, 0, acked, 0}
   end
-  if pool > 0 then
-    count = math.min(count, pools[pool])
-  end
   local take_id = ARGV[a + 4]
   if take_id == '' then
     take_id = nil
   end
   -- The acks first: their workers are the ones this take fills.
   local acked = ack_jobs(K, now, keep_ms, tonumber(ARGV[a + 8]), a + LANE_ARGS, last, false, O, ARGV[a + 13])
+  -- What the lanes before it left: it holds that from the lanes after it (which may take their turns
+  -- while it waits for its reads, jobs.lua), then the jobs it chose, until it knows how many it leased.
+  local holding = 0
+  if pool > 0 then
+    count = math.min(count, pools[pool])
+    holding, pools[pool] = count, pools[pool] - count
+  end
   local out = {now, -1, 0, acked, 0}  -- dead and held are set at the end; the dead ids follow the jobs
   -- The topic's control, in one read: paused, until when takes of it may have been undone
   -- (untake.lua), its rate bucket.
@@ -135,6 +140,9 @@ local function take_lane(K, a, last, listed)
   -- Paused: nothing is taken (the sweep still moves due jobs to the ready list); the consumer backs
   -- off this lane for a tick.
   if control[1] then
+    if pool > 0 then
+      pools[pool] = pools[pool] + holding
+    end
     return {now, -2, 0, acked, 0}
   end
   -- Rate-limited: no more jobs than the bucket holds starts; the rest stay where they are. Nothing is
@@ -239,8 +247,11 @@ local function take_lane(K, a, last, listed)
     -- Each lease's token: the take's id, else the next number of the partition's counter.
     local token = take_id
     local seq = not take_id and redis.call('INCRBY', SEQ, #ids) - #ids
-    local metas = redis.call('HMGET', K.meta, unpack(ids))
-    local bodies = redis.call('HMGET', K.bodies, unpack(ids))
+    if pool > 0 then
+      pools[pool] = pools[pool] + holding - #ids
+      holding = #ids
+    end
+    local metas, bodies = jobs_get(K, ids)
     local leases, updates, put_back, keys, put_back_keys, leased_keys = {}, {}, {}, {}, {}, {}
     local topic_timeout, grace = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     for i, id in ipairs(ids) do
@@ -306,12 +317,9 @@ local function take_lane(K, a, last, listed)
       end
     end
     started = #leases / 2
-    if pool > 0 then
-      pools[pool] = pools[pool] - started
-    end
     lease_add(K, leases)
     if #updates > 0 then
-      redis.call('HSET', K.meta, unpack(updates))
+      metas_set(K, updates)
     end
     if #put_back > 0 then
       push_ready_head(K, put_back, now, keyed and put_back_keys)
@@ -324,6 +332,9 @@ local function take_lane(K, a, last, listed)
     end
   end
 
+  if pool > 0 then
+    pools[pool] = pools[pool] + holding - started
+  end
   if acked > 0 and keep_ms == 0 then
     forget_topic_if_empty(K)
   end
@@ -391,12 +402,13 @@ if #taking > 1 then
     taking[i].listed = since ~= false
   end
 end
-local replies = {}
 index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
 lease_batch()  -- and their leases, a command per lease set (leases.lua)
-for g, lane in ipairs(lanes) do
-  replies[g] = take_lane(lane.K, lane.a, lane.last, lane.listed)
-end
+jobs_batch()  -- and their jobs' reads and writes, a command per hash (jobs.lua)
+local replies = jobs_each(lanes, function(lane)
+  return take_lane(lane.K, lane.a, lane.last, lane.listed)
+end)
+jobs_flush()
 leases_flush()
 index_flush()
 outbox_flush(O)

@@ -22,6 +22,7 @@ Returns the number of jobs put back.
 -- @include leases
 -- @include topic_index
 -- @include queue
+-- @include jobs
 
 local K = topic_keys(1)
 local untaken = KEYS[KEY_GROUP_SIZE + 1]
@@ -44,7 +45,7 @@ local back = {}
 local leased = lease_ids(K)
 for first = 1, #leased, CHUNK do
   local ids = {unpack(leased, first, math.min(first + CHUNK - 1, #leased))}
-  local metas = redis.call('HMGET', K.meta, unpack(ids))
+  local metas = metas_get(K, ids)
   for i, id in ipairs(ids) do
     local take_id = metas[i] and meta_lease(metas[i])
     if take_id and wanted[take_id] then
@@ -59,7 +60,7 @@ for _, job in ipairs(back) do  -- at the head in the order of their deadlines (l
   local m = meta_decode(job.meta)
   released[#released + 1] = m.key
   m.state, m.attempts, m.lease = QUEUED, tonumber(m.attempts) - 1, ''
-  redis.call('HSET', K.meta, job.id, meta_encode(m))
+  metas_set(K, {job.id, meta_encode(m)})
   if tonumber(m.run_at) > now then  -- taken ahead, and still not due
     delay(K, job.id, tonumber(m.run_at))
   else

@@ -16,6 +16,7 @@
 -- @include leases
 -- @include flow
 -- @include callbacks
+-- @include jobs
 
 local ACK_FORGET_MORE = 64  -- receipts forgotten beyond the jobs acknowledged, at most: the chunk
 
@@ -39,7 +40,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, alone, O, on_don
   local done, receipts, keys, results, plain = {}, {}, {}, {}, {}
   local done_at, heads = {}, {}  -- of each job done: where its values start, its meta's head
   local length = nil  -- the done list's, once the receipts are pushed
-  local metas = redis.call('HMGET', K.meta, unpack(ids))
+  local metas = metas_get(K, ids)
   for i, id in ipairs(ids) do
     local raw = metas[i]
     if raw then
@@ -64,7 +65,7 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, alone, O, on_don
     end
   end
   if #done > 0 and on_done ~= '' then
-    local bodies = redis.call('HMGET', K.bodies, unpack(done))
+    local bodies = bodies_get(K, done)
     for i, id in ipairs(done) do
       local at, attempts = done_at[i], string.match(heads[i], '^|(%d+)|')
       callback_add(O, on_done, K, id, keys[i], attempts, 'done', ARGV[at + 2], now, bodies[i], ARGV[at + 3])
@@ -74,19 +75,19 @@ local function ack_jobs(K, now, keep_ms, keep_max, first, last, alone, O, on_don
     lease_remove(K, done)
     flow_release(K, keys)
     if #plain > 0 then
-      redis.call('HDEL', K.bodies, unpack(plain))
+      bodies_delete(K, plain)
     end
     if #results > 0 then
-      redis.call('HSET', K.bodies, unpack(results))  -- over the body
+      bodies_set(K, results)  -- over the body
     end
     if keep_ms > 0 then
-      redis.call('HSET', K.meta, unpack(receipts))
+      metas_set(K, receipts)
       length = push_receipts(K, done)
       if length == #done then  -- the first receipts: else the index has an earlier one
         index_receipts(K, now + keep_ms)
       end
     else
-      redis.call('HDEL', K.meta, unpack(done))
+      metas_delete(K, done)
       redis.call('HDEL', K.errors, unpack(done))
       if alone then
         forget_topic_if_empty(K)

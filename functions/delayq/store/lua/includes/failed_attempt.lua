@@ -4,6 +4,7 @@
 -- @include leases
 -- @include flow
 -- @include history
+-- @include jobs
 -- A failed attempt of a leased job (its handler failed or timed out, or its lease expired): back to
 -- delayed after its backoff, or dead once its retries are spent, or at once when the failure is
 -- permanent (retrying cannot help). A retry waits its backoff, or `at_least` ms when that is longer
@@ -39,6 +40,6 @@ local function failed_attempt(K, id, m, now, err, topic_retries, topic_backoff, 
     redis.call('ZADD', K.dead, now, id)
     outcome = 'dead'
   end
-  redis.call('HSET', K.meta, id, meta_encode(m))
+  metas_set(K, {id, meta_encode(m)})
   return outcome
 end

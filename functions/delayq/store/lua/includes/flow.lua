@@ -19,6 +19,7 @@
 
 -- @include meta
 -- @include leases
+-- @include jobs
 
 local FLOW_UNPARK_KEYS = 100  -- keys whose wake time has come, looked at per take at most
 -- A key's start that its rate allows within this many µs is taken now and started then (its slot): a
@@ -38,7 +39,7 @@ local function count_busy(K)
   local counts = {}
   for first = 1, #leased, 1000 do
     local ids = {unpack(leased, first, math.min(first + 999, #leased))}
-    for _, raw in ipairs(redis.call('HMGET', K.meta, unpack(ids))) do
+    for _, raw in ipairs(metas_get(K, ids)) do
       local key = raw and meta_key(raw)
       if key and key ~= '' then
         counts[key] = (counts[key] or 0) + 1

@@ -24,13 +24,14 @@
 -- @include meta
 -- @include topic_index
 -- @include flow
+-- @include jobs
 
 local HOLE = ''  -- no job id is empty
 
 -- The flow key of each of `ids` ('' for none), from their metas.
 local function meta_keys(K, ids)
   local keys = {}
-  for i, raw in ipairs(redis.call('HMGET', K.meta, unpack(ids))) do
+  for i, raw in ipairs(metas_get(K, ids)) do
     keys[i] = raw and meta_key(raw) or ''
   end
   return keys
@@ -219,7 +220,7 @@ local function take_fair(K, count, L)
         for n = 1, #fair, 2 do
           ids[#ids + 1] = fair[n]
         end
-        metas = redis.call('HMGET', K.meta, unpack(ids))
+        metas = metas_get(K, ids)
       end
     end
     local id, at = fair[2 * i - 1], fair[2 * i] and tonumber(fair[2 * i])

@@ -15,6 +15,7 @@
 -- leave in chunks, rather than at the tail, where each ack pushes: the ack writes no counter.
 -- Control 'done_holes' counts the holes.
 -- @include meta
+-- @include jobs
 
 -- The receipts of `ids`, made: pushed at the tail of the done list. Returns the list's length.
 local function push_receipts(K, ids)
@@ -88,7 +89,7 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, 
         ids[#ids + 1] = id
       end
     end
-    local metas = #ids > 0 and redis.call('HMGET', K.meta, unpack(ids)) or {}
+    local metas = #ids > 0 and metas_get(K, ids) or {}
     local n, fresh = 0, false
     for _, id in ipairs(entries) do
       if id == '' then
@@ -116,8 +117,7 @@ local function forget_receipts(K, now, keep_ms, keep_max, limit, expire, chunk, 
     redis.call('HINCRBY', K.control, 'done_holes', -dropped)
   end
   if #gone > 0 then
-    redis.call('HDEL', K.meta, unpack(gone))
-    redis.call('HDEL', K.bodies, unpack(gone))  -- their results (ack.lua)
+    jobs_delete(K, gone)  -- their results (ack.lua)
     redis.call('HDEL', K.errors, unpack(gone))  -- the history of their failed attempts (history.lua)
   end
   return #gone

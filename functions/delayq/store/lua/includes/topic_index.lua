@@ -13,6 +13,7 @@
 -- and need not add it to _topics again (create.lua), the common case of jobs alone in their topics.
 
 -- @include time
+-- @include leases
 
 -- A call of many topics (take.lua: a lane per topic) batches the index writes that answer nothing
 -- (index_batch): each is kept, one per index and topic, and all are made at the call's end
@@ -163,7 +164,9 @@ end
 -- rate bucket is still refilling or a take of it was undone in the last day (untake.lua): a topic name
 -- used once costs nothing once its jobs are gone.
 local function forget_topic_if_empty(K)
-  if redis.call('HLEN', K.meta) > 0 or redis.call('LLEN', K.ready) > 0 then
+  -- A job is in one of these in every state (leased: in the partition's leases), and a ready list or
+  -- a done list of holes alone still has positions to keep.
+  if redis.call('EXISTS', K.delayed, K.ready, K.fair, K.parked, K.dead, K.done) > 0 or lease_count(K) > 0 then
     return
   end
   local control = redis.call('HMGET', K.control, 'paused', 'rate_at', 'untaken', 'flows', 'held')
