@@ -100,7 +100,7 @@ def memory(server: PrivateRedis, receipts: int) -> dict[str, Any]:
             assert calls.ack(partition, "t", config, leases).run(queue.redis) == len(leases)
         assert queue.stats("t").done == receipts
         after = int(server.client.info("memory")["used_memory"])
-        meta = queue.redis.hrandfield(partition.topic_key("t", "meta"), 1, withvalues=True)
+        meta = queue.redis.hrandfield(partition.metas, 1, withvalues=True)
     finally:
         queue.close()
         server.flush()

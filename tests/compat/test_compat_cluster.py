@@ -170,8 +170,8 @@ def test_cluster_lifecycle_three_partitions_one_per_master(
 
     def keys_live_on_their_master() -> None:
         for partition, port in zip(queue.keys.partitions, masters, strict=True):
-            delayed, meta, bodies = (partition.topic_key(TOPIC, kind) for kind in ("delayed", "meta", "bodies"))
-            assert nodes[port].exists(delayed, meta, bodies) == 3, (partition, port)
+            delayed = partition.topic_key(TOPIC, "delayed")
+            assert nodes[port].exists(delayed, partition.metas, partition.bodies) == 3, (partition, port)
             assert nodes[port].exists(partition.topics) == 1
 
     try:

@@ -52,7 +52,7 @@ def replica_holds(cluster: RedisClusterServers, queue: Queue, job_id: str) -> bo
     master = cluster.master_process_of_slot(queue.keys.slot(partition))
     with redis.Redis(port=replica_port(master), decode_responses=True) as client:
         client.execute_command("READONLY")
-        return bool(client.hexists(partition.topic_key(TOPIC, "bodies"), job_id))
+        return bool(client.hexists(partition.bodies, f"{TOPIC}/{job_id}"))
 
 
 @pytest.mark.timeout(120)

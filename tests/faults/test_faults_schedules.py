@@ -52,6 +52,7 @@ from support.faults import (
     wait_until,
 )
 from support.invariants import check_redis, unsettled
+from support.scripts import job_ids
 from support.servers import RedisServer
 
 TOPIC = "cron"
@@ -117,7 +118,7 @@ def existing(queue: Queue, client: redis.Redis) -> set[str]:
     """The ids of every occurrence job that exists (delayed, ready, or being handled)."""
     ids: set[str] = set()
     for partition in queue.keys.partitions:
-        ids.update(client.hkeys(partition.topic_key(TOPIC, "meta")))
+        ids.update(job_ids(client, partition.metas, TOPIC))
     return ids
 
 

@@ -43,10 +43,17 @@ def seeded(handler_env: dict[str, str], redis_client: redis.Redis, namespace: st
 
 
 def keys_of(api: Hostile, topic: str = SEED_TOPIC) -> dict[str, str]:
-    """The topic's keys by kind, and its partition's lease sets as ``_leased`` and ``_leased_lex``."""
+    """The topic's keys by kind, its partition's lease sets as ``_leased`` and ``_leased_lex``, and its
+    partition's job hashes as ``meta`` and ``bodies`` (fields: ``F``)."""
     partition = api.keys.partitions[0]
     keys = dict(zip(TOPIC_KEYS, partition.topic_keys(topic), strict=True))
-    return {**keys, "_leased": partition.leases, "_leased_lex": partition.leases_lex}
+    return {**keys, "_leased": partition.leases, "_leased_lex": partition.leases_lex, "meta": partition.metas,
+            "bodies": partition.bodies}  # fmt: skip
+
+
+def F(job_id: str, topic: str = SEED_TOPIC) -> str:
+    """A job's field in its partition's job hashes."""
+    return f"{topic}/{job_id}"
 
 
 def test_a_namespace_delayq_made_keeps_the_invariant(seeded: tuple[Hostile, Snapshot]):
@@ -98,7 +105,7 @@ def _meta_field(index: int, value: str) -> Callable[[list[str]], None]:
 
 # (what is broken, how, what the report must say)
 BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]] = [
-    ("a body without a job", lambda s, k, ns: s[k["bodies"]][1].update({"ghost": "{}"}), "body of 'ghost'"),
+    ("a body without a job", lambda s, k, ns: s[k["bodies"]][1].update({F("ghost"): "{}"}), "body of 'ghost'"),
     ("an error without a job", lambda s, k, ns: s[k["errors"]][1].update({"ghost": "x"}), "last error of 'ghost'"),
     ("a delayed id without a job", lambda s, k, ns: _zadd(s, k["delayed"], "ghost", 1), "'ghost' in ['delayed']"),
     ("a ready id without a job", lambda s, k, ns: s[k["ready"]][1].append("ghost"), "'ghost' in ['ready']"),
@@ -115,17 +122,17 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ("a done hole not counted", lambda s, k, ns: s[k["done"]][1].append(""), "control counts 0 done holes"),
     (
         "a receipt that kept its body",
-        lambda s, k, ns: s[k["bodies"]][1].update({"finished": "{}"}),
+        lambda s, k, ns: s[k["bodies"]][1].update({F("finished"): "{}"}),
         "'finished' is done (a receipt) but its result is not a stored result (it kept its body?)",
     ),
     (
         "a receipt's result cut beyond 64 KiB",
-        lambda s, k, ns: s[k["bodies"]][1].update({"finished": "~" + "x" * 65_537}),
+        lambda s, k, ns: s[k["bodies"]][1].update({F("finished"): "~" + "x" * 65_537}),
         "'finished' is done (a receipt) but its result is not a stored result",
     ),
     (
         "a receipt without its start",
-        lambda s, k, ns: _set_meta(s, k["meta"], "finished", _meta_field(4, "")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("finished"), _meta_field(4, "")),
         "'finished' is done without when its handler started and when it succeeded",
     ),
     ("a job in no place", lambda s, k, ns: _zrem(s, k["delayed"], "seed-delayed"), "'seed-delayed' (state q) is in 0"),
@@ -140,8 +147,8 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
         lambda s, k, ns: (_zrem(s, k["dead"], "seed-dead"), _zadd(s, k["delayed"], "seed-dead", 1)),
         "'seed-dead' has state x but is in ['delayed']",
     ),
-    ("a job without a body", lambda s, k, ns: s[k["bodies"]][1].pop("seed-ready"), "'seed-ready' has no body"),
-    ("a malformed meta", lambda s, k, ns: s[k["meta"]][1].update({"seed-ready": "q|0|1"}), "malformed meta"),
+    ("a job without a body", lambda s, k, ns: s[k["bodies"]][1].pop(F("seed-ready")), "'seed-ready' has no body"),
+    ("a malformed meta", lambda s, k, ns: s[k["meta"]][1].update({F("seed-ready"): "q|0|1"}), "malformed meta"),
     (
         "a delayed score that is not the run-at",
         lambda s, k, ns: (_zrem(s, k["delayed"], "seed-delayed"), _zadd(s, k["delayed"], "seed-delayed", 5)),
@@ -149,32 +156,32 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ),
     (
         "a run-at its delayed score disagrees with",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-delayed", _meta_field(2, "99999999999999")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-delayed"), _meta_field(2, "99999999999999")),
         "'seed-delayed' is delayed until",
     ),
     (
         "a ready job not due yet",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-ready", _meta_field(2, "99999999999999")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-ready"), _meta_field(2, "99999999999999")),
         "'seed-ready' is ready",
     ),
     (
         "a run-at before the enqueue",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-ready", _meta_field(3, "99999999999999")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-ready"), _meta_field(3, "99999999999999")),
         "before it was enqueued",
     ),
     (
         "a leased job without a token",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-reserved", _meta_field(4, "")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-reserved"), _meta_field(4, "")),
         "has state l and lease token ''",
     ),
     (
         "a queued job with a token",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-ready", _meta_field(4, "1")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-ready"), _meta_field(4, "1")),
         "has state q and lease token '1'",
     ),
     (
         "a token never issued",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-reserved", _meta_field(4, "999")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-reserved"), _meta_field(4, "999")),
         "never issued",
     ),
     (
@@ -182,15 +189,17 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
         lambda s, k, ns: (
             _zrem(s, k["delayed"], "seed-delayed"),
             _lease(s, k, "seed-delayed", 1),
-            _set_meta(s, k["meta"], "seed-delayed", _meta_field(0, "l")),
-            _set_meta(s, k["meta"], "seed-delayed", _meta_field(1, "1")),
-            _set_meta(s, k["meta"], "seed-delayed", _meta_field(4, s[k["meta"]][1]["seed-reserved"].split("|")[4])),
+            _set_meta(s, k["meta"], F("seed-delayed"), _meta_field(0, "l")),
+            _set_meta(s, k["meta"], F("seed-delayed"), _meta_field(1, "1")),
+            _set_meta(
+                s, k["meta"], F("seed-delayed"), _meta_field(4, s[k["meta"]][1][F("seed-reserved")].split("|")[4])
+            ),
         ),
         "held by 2 jobs",
     ),
     (
         "a leased job never attempted",
-        lambda s, k, ns: _set_meta(s, k["meta"], "seed-reserved", _meta_field(1, "0")),
+        lambda s, k, ns: _set_meta(s, k["meta"], F("seed-reserved"), _meta_field(1, "0")),
         "has state l after 0 attempts",
     ),
     ("a dead job without its error", lambda s, k, ns: s[k["errors"]][1].pop("seed-dead"), "'seed-dead' (state x"),
@@ -198,8 +207,8 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     (
         "an invalid id",
         lambda s, k, ns: (
-            s[k["meta"]][1].update({"bad\n": s[k["meta"]][1]["seed-ready"]}),
-            s[k["bodies"]][1].update({"bad\n": "1"}),
+            s[k["meta"]][1].update({F("bad\n"): s[k["meta"]][1][F("seed-ready")]}),
+            s[k["bodies"]][1].update({F("bad\n"): "1"}),
             s[k["ready"]][1].append("bad\n"),
         ),
         "'bad\\n' is not a valid id",
@@ -227,7 +236,7 @@ BREAKAGES: list[tuple[str, Callable[[Snapshot, dict[str, str], str], None], str]
     ("a stray key", lambda s, k, ns: s.update({f"{ns}:other": ("string", "x")}), "stray key '{ns}:other'"),
     (
         "a topic key of another kind",
-        lambda s, k, ns: s.update({k["meta"].replace(":meta", ":extra"): ("hash", {"a": "b"})}),
+        lambda s, k, ns: s.update({k["control"].replace(":control", ":extra"): ("hash", {"a": "b"})}),
         ":extra'",
     ),
     ("a topic key of the wrong type", lambda s, k, ns: s.update({k["ready"]: ("set", ["x"])}), "is a set, not a list"),
@@ -282,7 +291,7 @@ def test_a_checked_topic_subset_still_sees_every_key(seeded: tuple[Hostile, Snap
     """``topics=``: only those topics' jobs are examined, but stray keys and topic sets always are."""
     api, snap = seeded
     broken = copy.deepcopy(snap)
-    broken[keys_of(api)["bodies"]][1]["ghost"] = "{}"
+    broken[keys_of(api)["bodies"]][1][F("ghost")] = "{}"
     assert problems(broken, api.namespace, topics=[(0, "reminders")]) == []
     assert problems(broken, api.namespace, topics=[(0, SEED_TOPIC)])
     broken[f"{api.namespace}:other"] = ("string", "x")
@@ -293,10 +302,10 @@ def test_read_from_redis_half_written_job_is_caught(seeded: tuple[Hostile, Snaps
     """The same through Redis: a body left behind without its job, and a job taken out of every place."""
     api, _ = seeded
     keys = keys_of(api)
-    api.r.hset(keys["bodies"], "ghost", "{}")
+    api.r.hset(keys["bodies"], F("ghost"), "{}")
     with pytest.raises(Broken, match="body of 'ghost'"):
         check_redis(api.r, api.namespace)
-    api.r.hdel(keys["bodies"], "ghost")
+    api.r.hdel(keys["bodies"], F("ghost"))
     api.r.lrem(keys["ready"], 1, "seed-ready")
     with pytest.raises(Broken, match=r"'seed-ready' \(state q\) is in 0 places"):
         check_redis(api.r, api.namespace)
@@ -316,9 +325,9 @@ def test_partitions_each_job_in_its_own(make_queue: Callable[..., Queue], redis_
     home = queue.keys.for_job("orders", "j0")
     other = next(p for p in queue.keys.partitions if p != home)
     broken = copy.deepcopy(snap)
-    for kind in ("meta", "bodies"):
-        value = broken[home.topic_key("orders", kind)][1].pop("j0")
-        broken.setdefault(other.topic_key("orders", kind), ("hash", {}))[1]["j0"] = value
+    for kind in ("metas", "bodies"):
+        value = broken[getattr(home, kind)][1].pop("orders/j0")
+        broken.setdefault(getattr(other, kind), ("hash", {}))[1]["orders/j0"] = value
     broken[home.topic_key("orders", "ready")][1].remove("j0")
     broken.setdefault(other.topic_key("orders", "ready"), ("list", []))[1].append("j0")
     assert any("'j0' is in partition" in line for line in problems(broken, namespace, 3))

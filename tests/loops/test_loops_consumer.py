@@ -24,7 +24,7 @@ from delayq.loops import workers as workers_module
 from delayq.loops.consumer import Consumer
 from delayq.loops.sweeper import Sweeper
 from delayq.store import calls as calls_module
-from delayq.store.keys import TOPIC_KEYS, partition_of
+from delayq.store.keys import partition_of
 from delayq.store.scripts import run_many
 
 from support import loop_targets, recorder
@@ -230,9 +230,9 @@ def test_a_success_keeps_what_its_handler_returned(make_queue: MakeQueue) -> Non
     assert (got["none"].result, got["none"].result_truncated) == (None, False)
     assert got["big"].result_truncated
     assert got["big"].result == "r" * RESULT_MAX_BYTES  # 10 MB answered, 64 KiB kept
-    bodies = queue.keys.for_job("ans", "big").topic_keys("ans")[TOPIC_KEYS.index("bodies")]
-    assert queue.redis.hstrlen(bodies, "big") == 1 + RESULT_MAX_BYTES
-    assert not queue.redis.hexists(bodies, "none")
+    bodies = queue.keys.for_job("ans", "big").bodies
+    assert queue.redis.hstrlen(bodies, "ans/big") == 1 + RESULT_MAX_BYTES
+    assert not queue.redis.hexists(bodies, "ans/none")
     listed = {job.id: job.result for job in queue.jobs("ans", state="done").jobs}
     assert listed == {"dict": {"charged": 12, "currency": "EUR"}, "none": None, "big": "r" * RESULT_MAX_BYTES}
 

@@ -126,11 +126,10 @@ def test_the_sweep_forgets_a_backlog_of_expired_receipts_in_bounded_passes(
             leases[start : start + 1000]
         )
     assert queue.stats("bulk").done == 2500
-    meta_key = partition.topic_key("bulk", "meta")
-    receipts = redis_client.hgetall(meta_key)
-    started = {job_id: raw.split("|")[4].split(":")[0] for job_id, raw in receipts.items()}
+    receipts = redis_client.hgetall(partition.metas)
+    started = {field: raw.split("|")[4].split(":")[0] for field, raw in receipts.items()}
     redis_client.hset(  # all done long ago
-        meta_key, mapping={job_id: f"d|1|1|1|{started[job_id]}:1|||" for job_id in receipts}
+        partition.metas, mapping={field: f"d|1|1|1|{started[field]}:1|||" for field in receipts}
     )
     sweeper = Sweeper(queue, limit=1000)
     try:
@@ -143,4 +142,4 @@ def test_the_sweep_forgets_a_backlog_of_expired_receipts_in_bounded_passes(
     finally:
         sweeper.release()
     assert queue.stats("bulk").done == 0
-    assert redis_client.hlen(partition.topic_key("bulk", "meta")) == 0
+    assert redis_client.hlen(partition.metas) == 0

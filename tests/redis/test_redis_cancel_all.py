@@ -29,11 +29,11 @@ def test_delayed_soonest_first_at_most_limit_per_call(lua: Lua) -> None:
     assert cancel_all(lua, "delayed", 10) == (10, 15)
     assert lua.r.zrange(lua.k(T).delayed, 0, 0) == ["j10"]
     assert lua.meta(T, "j09") is None
-    assert lua.r.hget(lua.k(T).bodies, "j09") is None
+    assert lua.body(T, "j09") is None
     assert cancel_all(lua, "delayed", 10) == (10, 5)
     assert cancel_all(lua, "delayed", 10) == (5, 0)
     assert cancel_all(lua, "delayed", 10) == (0, 0)
-    assert lua.r.hlen(lua.k(T).meta) == 0
+    assert len(lua.meta_ids(T)) == 0
 
 
 def test_ready_from_the_head_dropping_holes_keeping_positions(lua: Lua) -> None:

@@ -16,7 +16,7 @@ TOPIC = "orders"
 
 
 def _meta(lua: Lua, job_id: str) -> Meta:
-    raw = lua.r.hget(lua.k(TOPIC).meta, job_id)
+    raw = lua.raw_meta(TOPIC, job_id)
     assert isinstance(raw, str)
     return Meta.decode(raw)
 
@@ -116,7 +116,7 @@ def test_a_schedule_gives_its_occurrences_its_key(queue: Queue) -> None:
 def test_a_keyless_meta_is_what_it_was(queue: Queue, redis_client: redis.Redis) -> None:
     """Metas written before keys (8 fields) are those of keyless jobs still: nothing to migrate."""
     created(queue.enqueue_many([{"topic": TOPIC, "id": "plain", "delay": 60}])[0])
-    raw = redis_client.hget(lua_for(redis_client, queue, TOPIC, "plain").k(TOPIC).meta, "plain")
+    raw = lua_for(redis_client, queue, TOPIC, "plain").raw_meta(TOPIC, "plain")
     assert isinstance(raw, str)
     assert raw.count("|") == 7
     assert queue.get(TOPIC, "plain").key is None

@@ -1,7 +1,8 @@
-"""A take call of many lanes batches their topic index writes (topic_index.lua index_batch) and their
-lease writes (leases.lua lease_batch): one command per index or lease set and kind of write for all its
-topics, and every index ends exactly as the lanes' own sets say, whatever each lane did (took its last
-job, took one of two, acknowledged, was paused, put a job back)."""
+"""A take call of many lanes batches their topic index writes (topic_index.lua index_batch), their
+lease writes (leases.lua lease_batch) and their jobs' reads and writes (jobs.lua jobs_batch): one
+command per index, lease set or job hash and kind of access for all its topics, and every index ends
+exactly as the lanes' own sets say, whatever each lane did (took its last job, took one of two,
+acknowledged, was paused, put a job back)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ def test_lone_jobs_taken_in_one_call_cost_one_index_write_per_index(alone: Lua) 
     # Their ready lists, all empty: one read of the ready index, none of the lists.
     assert after["zmscore"] - before["zmscore"] == 1
     assert after["lrange"] - before["lrange"] == 0
+    # Their jobs: one read of the partition's metas and one of its bodies for all six (the other six
+    # HMGETs read each topic's control), one write of the metas. It was three of each lane's own.
+    assert after["hmget"] - before["hmget"] == len(LONE) + 2
+    assert after["hset"] - before["hset"] == 1
     assert_index_exact(lua, LONE)
     assert dict(lua.r.zrange(lua.p.delayed_index, 0, -1, withscores=True)) == {topic: math.inf for topic in LONE}
 
@@ -85,6 +90,9 @@ def test_lone_jobs_taken_in_one_call_cost_one_index_write_per_index(alone: Lua) 
     after = command_calls(lua.r)
     assert after["zrem"] - before["zrem"] == 2
     assert after["zrange"] - before["zrange"] == 0
+    # And one read of the metas, one write of the receipts and one drop of the bodies for all six.
+    assert (after["hmget"] - before["hmget"], after["hset"] - before["hset"]) == (1, 1)
+    assert after["hdel"] - before["hdel"] == 1
     assert_index_exact(lua, LONE)
     assert lua.r.zcard(lua.p.leases) == lua.r.zcard(lua.p.leases_lex) == 0
 

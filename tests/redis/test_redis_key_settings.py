@@ -14,7 +14,7 @@ from delayq.core.flows import KeyLimits
 from delayq.store import calls
 
 from support.invariants import check_redis
-from support.scripts import lua_for
+from support.scripts import lua_for, sleep_until_server_ms
 
 TOPICS = {"orders": {"target": "recorder", "key_concurrency": 2}, "plain": {"target": "recorder"}}
 
@@ -161,3 +161,79 @@ def test_a_bulk_cancel_narrowed_to_a_key(keyed: Queue, redis_client: redis.Redis
         keyed.cancel_all("plain", "ready", key="no key")
     assert caught.value.field == "key"
     check_redis(redis_client, keyed.settings.namespace, 3)
+
+
+def _walk(queue: Queue, topic: str, metas: int) -> tuple[dict[str, tuple[int, int, int]], int]:
+    """A walk of ``topic`` in the queue's one partition, ``metas`` ids per step: the counts, the steps."""
+    (partition,) = queue.keys.partitions
+    totals: dict[str, tuple[int, int, int]] = {}
+    cursor, steps = "0", 0
+    while True:
+        step = calls.keys_walk(partition, topic, cursor, metas=metas).run(queue.redis)
+        steps += 1
+        for name, (delayed, ready, reserved) in step.counts.items():
+            was = totals.get(name, (0, 0, 0))
+            totals[name] = (was[0] + delayed, was[1] + ready, was[2] + reserved)
+        if step.cursor == "0":
+            return totals, steps
+        cursor = step.cursor
+
+
+def test_a_keys_jobs_count_wherever_they_wait(make_queue: Callable[..., Queue], redis_client: redis.Redis) -> None:
+    """Delayed, due but not yet moved, waiting their turn, parked by their key's concurrency, leased:
+    each counted once, in its state, by a walk of the topic's own structures; another topic's lease
+    of the same key counts for that topic alone."""
+    queue = make_queue(topics=TOPICS, partitions=1)
+    queue.enqueue_many([{"topic": "plain", "id": f"a{n}", "key": "acme", "delay": 0} for n in range(4)])
+    queue.enqueue("orders", {}, id="other", key="acme", delay=0)
+    (partition,) = queue.keys.partitions
+    one_at_a_time = (1, "", "")
+    taken = calls.take(partition, "plain", count=10, timeout_ms=30_000, grace_ms=0, key_limits=one_at_a_time)
+    assert [job.id for job in taken.run(queue.redis).jobs] == ["a0"]  # a1..a3 parked
+    assert [job.id for job in calls.take(partition, "orders", count=10, timeout_ms=30_000, grace_ms=0)
+            .run(queue.redis).jobs] == ["other"]  # fmt: skip
+    queue.enqueue("plain", {}, id="a-turn", key="acme", delay=0)  # in the fair set
+    queue.enqueue("plain", {}, id="g-turn", key="globex", delay=0)
+    queue.enqueue("plain", {}, id="a-later", key="acme", delay=3600)
+    queue.enqueue("plain", {}, id="g-later", key="globex", delay=3600)
+    due = queue.enqueue("plain", {}, id="a-due", key="acme", delay=0.2)
+    queue.enqueue("plain", {}, id="keyless", delay=0)  # in the ready list, no key: not counted
+    sleep_until_server_ms(redis_client, due.run_at_ms + 1)
+    keys = lua_for(redis_client, queue, "plain", "any").k("plain")
+    assert redis_client.zcard(keys.delayed) == 3  # a-due still there: no take came since
+    assert redis_client.zcard(keys.fair) == 2
+    assert redis_client.zcard(keys.parked) == 3
+    assert redis_client.lrange(keys.ready, 0, -1) == ["keyless"]
+
+    acme, globex = queue.key("plain", "acme"), queue.key("plain", "globex")
+    assert (acme.delayed, acme.ready, acme.reserved) == (1, 5, 1)
+    assert (globex.delayed, globex.ready, globex.reserved) == (1, 1, 0)
+    assert [(key.key, key.delayed, key.ready, key.reserved) for key in queue.flow_keys("plain").keys] == [
+        ("acme", 1, 5, 1),
+        ("globex", 1, 1, 0),
+    ]
+    other = queue.key("orders", "acme")
+    assert (other.delayed, other.ready, other.reserved) == (0, 0, 1)
+    expected = {"acme": (1, 5, 1), "globex": (1, 1, 0)}
+    for metas in (1, 2, 3, 5, 1000):  # steps that end in every structure, and past its end
+        assert _walk(queue, "plain", metas)[0] == expected
+    assert _walk(queue, "plain", 1)[1] > 10  # a step of one id reads one id
+
+
+def test_a_walk_costs_its_topics_jobs_not_the_partitions(make_queue: Callable[..., Queue]) -> None:
+    """5,000 jobs of another topic in the same partition: a small topic's walk is a single step."""
+    queue = make_queue(topics=TOPICS, partitions=1)
+    (partition,) = queue.keys.partitions
+    queue.enqueue_many(
+        [{"topic": "orders", "id": f"o{n}", "key": f"k{n % 7}", "delay": 3600 if n % 2 else 0} for n in range(5000)]
+    )
+    calls.take(partition, "orders", count=100, timeout_ms=30_000, grace_ms=0).run(queue.redis)
+    queue.enqueue_many([{"topic": "plain", "id": f"p{n}", "key": "acme", "delay": 0} for n in range(3)])
+    step = calls.keys_walk(partition, "plain", "0", metas=1000).run(queue.redis)
+    assert step.cursor == "0"
+    assert step.counts == {"acme": (0, 3, 0)}
+    counts, steps = _walk(queue, "orders", 1000)
+    assert steps > 5
+    assert sum(delayed for delayed, _, _ in counts.values()) == 2500
+    assert sum(ready for _, ready, _ in counts.values()) == 2400
+    assert sum(reserved for _, _, reserved in counts.values()) == 100

@@ -50,9 +50,9 @@ def settings(url: str, **changes: Any) -> Settings:
 
 def on_replica(pair: ReplicaPair, queue: Queue, job_id: str) -> bool:
     """Whether the replica holds the job's body: what a promoted replica would have."""
-    bodies = queue.keys.for_job(TOPIC, job_id).topic_key(TOPIC, "bodies")
+    bodies = queue.keys.for_job(TOPIC, job_id).bodies
     with pair.replica.client() as client:
-        return bool(client.hexists(bodies, job_id))
+        return bool(client.hexists(bodies, f"{TOPIC}/{job_id}"))
 
 
 def test_every_create_is_on_the_replica_when_it_is_answered(pair: ReplicaPair) -> None:

@@ -214,7 +214,7 @@ def test_enqueue_many_of_2500_jobs_over_4_partitions(
     per_partition = [redis_client.zcard(p.topic_key("bulk", "delayed")) for p in queue.keys.partitions]
     assert sum(per_partition) == 2500
     assert all(count > 400 for count in per_partition)
-    assert [redis_client.hlen(p.topic_key("bulk", "meta")) for p in queue.keys.partitions] == per_partition
+    assert [redis_client.hlen(p.metas) for p in queue.keys.partitions] == per_partition
     assert queue.get("bulk", "job-1234").body == {"i": 1234}
     again = queue.enqueue_many([{"topic": "bulk", "id": f"job-{i}"} for i in range(0, 2500, 100)])
     assert {r.status for r in again} == {409}
@@ -285,7 +285,7 @@ def test_cancel(queue: Queue, redis_client: redis.Redis, namespace: str) -> None
     stats = queue.stats("orders")
     assert (stats.delayed, stats.ready, stats.reserved, stats.dead) == (0, 0, 0, 0)
     keys = dump(redis_client, namespace)
-    assert not any(k.endswith((":meta", ":bodies", ":delayed", ":ready", ":leased")) for k in keys)
+    assert not any(k.endswith((":meta", ":bodies", ":delayed", ":ready", ":leased", "_metas", "_bodies")) for k in keys)
 
 
 def test_a_job_becomes_due_after_its_delay(queue: Queue, redis_client: redis.Redis) -> None:
@@ -384,7 +384,7 @@ def test_partitions_spread_a_topic_and_every_read_sums_them(
     assert len(holders) == 4
     for job_id in ids:
         partition = queue.keys.for_job("orders", job_id)
-        assert redis_client.hexists(partition.topic_key("orders", "meta"), job_id)
+        assert redis_client.hexists(partition.metas, f"orders/{job_id}")
     assert queue.stats("orders").ready == 24
 
     for p in queue.keys.partitions:  # every job fails once, with no retries left

@@ -17,7 +17,7 @@ from delayq.store.calls import Failure
 from delayq.store.keys import Partition
 from delayq.store.listing import MAX_BUCKETS, STATES, encode_cursor
 
-from support.scripts import Rules, leases, server_ms
+from support.scripts import Rules, job_meta, leases, server_ms
 
 T = "orders"
 MakeQueue = Callable[..., Queue]
@@ -364,7 +364,7 @@ class World:
         p = self.rng.choice(self.queue.keys.partitions)
         leased = list(leases(self.r, p, T))
         for job_id in self.rng.sample(leased, min(len(leased), 2)):
-            token = self.r.hget(p.topic_key(T, "meta"), job_id).split("|")[4]
+            token = job_meta(self.r, p, T, job_id).split("|")[4]
             if self.rng.random() < 0.5:
                 calls.ack(p, T, KEEP, [(job_id, token, 0)]).run(self.queue.redis)
             else:

@@ -38,7 +38,8 @@ def old_receipts(lua: Lua, ids: list[str], done_at_ms: int) -> None:
     """Receipts of jobs done at ``done_at_ms``, made as the ack makes them (done list, meta)."""
     k = lua.k(T)
     lua.r.rpush(k.done, *ids)
-    lua.r.hset(k.meta, mapping={job_id: f"d|1|1|1|1:{done_at_ms}|||" for job_id in ids})
+    for job_id in ids:
+        lua.set_meta(T, job_id, f"d|1|1|1|1:{done_at_ms}|||")
 
 
 # ------------------------------------------------------------------------------------- ack
@@ -51,7 +52,7 @@ def test_ack_keeps_a_compact_receipt_without_body_but_with_its_history(lua: Lua)
     assert lua.ack(T, "a", lease.token, started_at_ms=before - 3, keep_ms=HOUR_MS) == 1
     after = server_ms(lua.r)
     assert lua.where(T, "a") == {"done", "meta", "errors"}
-    raw = lua.r.hget(lua.k(T).meta, "a")
+    raw = lua.raw_meta(T, "a")
     job = lease.job
     assert raw is not None
     done_at = int(raw.split("|")[4].split(":")[1])
@@ -80,17 +81,17 @@ def test_ack_with_keep_done_zero_keeps_nothing(lua: Lua) -> None:
 def test_a_late_ack_of_a_done_job_changes_nothing(lua: Lua) -> None:
     lease = lua.make_leased(T, "a")
     assert lua.ack(T, "a", lease.token, started_at_ms=7, keep_ms=HOUR_MS) == 1
-    stored = lua.r.hget(lua.k(T).meta, "a")
+    stored = lua.raw_meta(T, "a")
     assert lua.ack(T, "a", lease.token, started_at_ms=8, keep_ms=HOUR_MS) == 0
-    assert lua.r.hget(lua.k(T).meta, "a") == stored
+    assert lua.raw_meta(T, "a") == stored
 
 
 def test_the_oldest_receipts_go_first_beyond_keep_done_max(lua: Lua) -> None:
     for job_id in ("a", "b", "c", "d", "e"):
         finish(lua, job_id, keep_max=3)
     assert receipts(lua) == ["c", "d", "e"]
-    assert not lua.r.hexists(lua.k(T).meta, "a")
-    assert not lua.r.hexists(lua.k(T).meta, "b")
+    assert lua.raw_meta(T, "a") is None
+    assert lua.raw_meta(T, "b") is None
     assert lua.stats(T).done == 3
 
 
@@ -99,7 +100,7 @@ def test_ack_forgets_over_the_cap_but_no_more_than_it_adds_and_a_chunk(lua: Lua)
     finish(lua, "new", keep_max=100)  # one added, 101 too many: forgets 1 + 64 of them, the oldest first
     left = receipts(lua)
     assert left == [f"old{i:03}" for i in range(65, 200)] + ["new"]
-    assert lua.r.hlen(lua.k(T).meta) == len(left)
+    assert len(lua.meta_ids(T)) == len(left)
 
 
 def test_ack_leaves_expired_receipts_to_the_sweep(lua: Lua) -> None:
@@ -130,7 +131,7 @@ def test_forget_is_bounded_and_says_when_more_is_left(lua: Lua) -> None:
     assert lua.forget([T], keep_ms=5_000, limit=10) == (10, True)
     assert lua.forget([T], keep_ms=5_000, limit=10) == (5, False)
     assert lua.where(T, "x00") == set()
-    assert lua.r.exists(k.done, k.meta) == 0
+    assert (lua.r.exists(k.done), lua.meta_ids(T)) == (0, [])
 
 
 def test_forget_keeps_receipts_younger_than_keep_done(lua: Lua) -> None:
@@ -236,7 +237,7 @@ def test_a_receipt_keeps_its_result_in_its_bodys_place(lua: Lua) -> None:
     lease = lua.make_leased(T, "a", body='{"big": "body"}')
     assert lua.ack(T, "a", lease.token, keep_ms=HOUR_MS, result=encode_result({"charged": 12})) == 1
     assert lua.where(T, "a") == {"done", "meta", "bodies"}
-    assert lua.r.hget(lua.k(T).bodies, "a") == '={"charged":12}'
+    assert lua.body(T, "a") == '={"charged":12}'
     found = lua.inspect(T, "a")
     assert found is not None
     assert (found.state, found.body, decode_result(found.result)) == ("done", None, ({"charged": 12}, False))
@@ -248,25 +249,25 @@ def test_a_result_goes_with_its_receipt(lua: Lua) -> None:
     for job_id in ("a", "b", "c"):
         lease = lua.make_leased(T, job_id)
         assert lua.ack(T, job_id, lease.token, keep_ms=HOUR_MS, keep_max=2, result=encode_result(job_id)) == 1
-    assert not lua.r.hexists(lua.k(T).bodies, "a")  # forgotten beyond keep_done_max: its result too
+    assert lua.body(T, "a") is None  # forgotten beyond keep_done_max: its result too
     assert lua.cancel(T, "b") == 3
-    assert lua.r.hkeys(lua.k(T).bodies) == ["c"]
+    assert lua.body_ids(T) == ["c"]
     code, _ = lua.enqueue(T, "c", '{"n":2}', replace=True, value=60_000)
     assert code == 1
-    assert lua.r.hget(lua.k(T).bodies, "c") == '{"n":2}'  # the new life's body, no result
+    assert lua.body(T, "c") == '{"n":2}'  # the new life's body, no result
     lease = lua.make_leased(T, "d")
     assert lua.ack(T, "d", lease.token, keep_ms=0, result=encode_result([1, 2])) == 1
     assert lua.where(T, "d") == set()  # no receipt kept, no result either
     old_receipts(lua, ["e"], server_ms(lua.r) - 2 * HOUR_MS)
-    lua.r.hset(lua.k(T).bodies, "e", encode_result("old"))
+    lua.set_body(T, "e", encode_result("old"))
     assert lua.forget([T], keep_ms=HOUR_MS) == (1, False)  # expired: its result with it
-    assert not lua.r.hexists(lua.k(T).bodies, "e")
+    assert lua.body(T, "e") is None
 
 
 def test_a_late_ack_writes_no_result(lua: Lua) -> None:
     lease = lua.make_leased(T, "a", body='{"n": 1}')
     assert lua.ack(T, "a", lease.token + "0", keep_ms=HOUR_MS, result=encode_result("late")) == 0
-    assert lua.r.hget(lua.k(T).bodies, "a") == '{"n": 1}'
+    assert lua.body(T, "a") == '{"n": 1}'
     assert lua.ack(T, "a", lease.token, keep_ms=HOUR_MS) == 1  # a success without a result: no body left
     assert lua.where(T, "a") == {"done", "meta"}
 
@@ -278,7 +279,7 @@ def test_acks_riding_a_take_keep_their_results(lua: Lua) -> None:
         T, count=5, acks=[Ack("a", first.token, 7, encode_result("fine"))], keeping=Rules(keep_done_ms=HOUR_MS)
     )
     assert (taken.acked, taken.ids) == (1, ["b"])
-    assert lua.r.hget(lua.k(T).bodies, "a") == '"fine'
+    assert lua.body(T, "a") == '"fine'
 
 
 # ------------------------------------------------------------------------------------- the client

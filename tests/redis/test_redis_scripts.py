@@ -30,7 +30,7 @@ def test_enqueue_creates_a_delayed_job(lua: Lua) -> None:
     k = lua.k(T)
     assert lua.r.zscore(k.delayed, "a") == run_at
     assert lua.r.llen(k.ready) == 0
-    assert lua.r.hget(k.bodies, "a") == '{"x":1}'
+    assert lua.body(T, "a") == '{"x":1}'
     meta = lua.meta(T, "a")
     assert meta is not None
     assert meta.state == "q"
@@ -105,7 +105,7 @@ def test_replace_moves_the_job_and_starts_it_afresh(lua: Lua, state: str) -> Non
     assert lua.r.zscore(k.delayed, "a") == run_at
     assert lua.r.lrange(k.ready, 0, -1) == []
     assert lua.r.zcard(k.dead) == 0
-    assert lua.r.hget(k.bodies, "a") == '{"v":2}'
+    assert lua.body(T, "a") == '{"v":2}'
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.attempts, meta.run_at_ms, meta.retries) == ("q", 0, run_at, 4)
@@ -143,8 +143,8 @@ def test_batch_over_several_topics_with_a_repeated_id(lua: Lua) -> None:
     assert run_at[3] == 0  # the refused job has run_at 0
     assert lua.r.smembers(lua.p.topics) == {"orders", "reminders"}
     orders, reminders = lua.k("orders"), lua.k("reminders")
-    assert lua.r.hget(orders.bodies, "a") == '"o1"'  # the first "a" won, the repeat changed nothing
-    assert lua.r.hget(reminders.bodies, "a") == '"r1"'
+    assert lua.body("orders", "a") == '"o1"'  # the first "a" won, the repeat changed nothing
+    assert lua.body("reminders", "a") == '"r1"'
     assert lua.r.lrange(orders.ready, 0, -1) == ["b"]
     assert lua.r.lrange(reminders.ready, 0, -1) == ["a"]
     assert set(lua.r.zrange(orders.delayed, 0, -1)) == {"a"}
@@ -158,7 +158,7 @@ def test_meta_written_by_lua_decodes_in_python(lua: Lua) -> None:
     code, run_at = lua.enqueue(T, "a", value=0, retries="0", timeout="1500", backoff="10,20,30")
     assert code == 1
     lease = lua.take(T).leases[0]
-    raw = lua.r.hget(lua.k(T).meta, "a")
+    raw = lua.raw_meta(T, "a")
     meta = Meta.decode(raw)
     assert meta.state == "l"
     assert meta.attempts == 1
@@ -182,8 +182,8 @@ def test_meta_encoded_by_python_is_read_by_the_scripts(lua: Lua) -> None:
         timeout_ms=4000,
         backoff_ms=(250, 750),
     )
-    lua.r.hset(k.meta, "a", meta.encode())
-    lua.r.hset(k.bodies, "a", '"hello"')
+    lua.set_meta(T, "a", meta.encode())
+    lua.set_body(T, "a", '"hello"')
     lua.r.rpush(k.ready, "a")
     assert lua.inspect(T, "a") == Inspected("ready", meta, "hello", None, None)
 

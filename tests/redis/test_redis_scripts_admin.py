@@ -136,7 +136,7 @@ def test_replay_ids_skips_jobs_that_are_not_dead(lua: Lua) -> None:
     assert meta.attempts == 0
     assert before <= meta.run_at_ms <= after
     assert lua.last_error(T, "d1") == "err1"  # kept until it succeeds
-    assert lua.r.hget(k.bodies, "d1") == '"one"'
+    assert lua.body(T, "d1") == '"one"'
     assert lua.r.zrange(k.dead, 0, -1) == ["d2"]
     assert {job_id: lua.meta(T, job_id) for job_id in ("r", "q")} == snapshot
     assert lua.meta(T, "missing") is None
@@ -175,7 +175,7 @@ def test_purge_is_bounded_by_its_limit(lua: Lua) -> None:
     assert lua.purge(T, 2) == 2
     assert lua.purge(T, 2) == 1
     assert lua.purge(T, 2) == 0
-    assert lua.r.hkeys(k.meta) == ["alive"]
+    assert lua.meta_ids(T) == ["alive"]
     assert lua.r.hkeys(k.errors) == []
 
 

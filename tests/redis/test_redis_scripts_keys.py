@@ -152,10 +152,16 @@ def test_every_script_touches_only_its_keys(restricted: Runner, redis_client: re
     listed = restricted(calls.jobs_scored(p, "reminders", "leased", descending=False, limit=5, after=None))
     assert listed == []  # a lease without its job lists nothing
     assert restricted(calls.stats(p, "reminders")).reserved == 1
+    assert restricted(calls.move_jobs(p, "me", {"orders": "m0", "reminders": "m0"}, 100)) == {
+        "orders": "",
+        "reminders": "",
+    }
     assert restricted(calls.unlock(p, "me")) is True
     assert set(restricted(calls.topics_due(p, limit=100, horizon_ms=120_000)).due) == {"orders", "reminders"}
-    assert restricted(calls.layout(Keyspace(namespace, 1))) == 1
-    assert restricted(calls.layout(Keyspace(namespace, 2))) == 1  # recorded by the first call, kept after
+    assert restricted(calls.layout(Keyspace(namespace, 1))) == (1, True)
+    assert restricted(calls.layout(Keyspace(namespace, 2))) == (1, False)  # recorded by the first call, kept after
+    assert restricted(calls.jobs_moved(p)) is False
+    assert restricted(calls.jobs_moved(p, mark=True)) is True
     now = server_ms(redis_client)
     counts = Counts({3: 2, 40: 1}, done=2, failed=1, dead=1)
     assert restricted(calls.add_activity(p, {(now // 60_000, "orders"): counts})) == 1
@@ -213,7 +219,7 @@ def test_every_key_of_a_partitioned_namespace_carries_its_partitions_tag(
 
     tags = {p.tag: p for p in queue.keys.partitions}
     shape = re.compile(rf"^{re.escape(namespace)}:\{{([^}}]+)\}}:(.+)$")
-    kinds = {"_seq", "_lock", "_untaken", "_indexed", *TOPIC_INDEX_KEYS, *SCHEDULE_KEYS} | {
+    kinds = {"_seq", "_lock", "_untaken", "_indexed", "_jobs_moved", *TOPIC_INDEX_KEYS, *SCHEDULE_KEYS} | {
         f"{topic}:{kind}" for topic in ("orders", "reminders") for kind in TOPIC_KEYS
     }
     keys = list(redis_client.scan_iter(match=f"{namespace}:*", count=1000))

@@ -465,7 +465,7 @@ def test_fail_goes_dead_once_retries_are_spent(lua: Lua) -> None:
     assert lua.where(T, "a") == {"dead", "meta", "bodies", "errors"}
     assert before <= lua.r.zscore(k.dead, "a") <= after
     assert lua.last_error(T, "a") == "second"
-    assert lua.r.hget(k.bodies, "a") == '"keep me"'
+    assert lua.body(T, "a") == '"keep me"'
     meta = lua.meta(T, "a")
     assert meta is not None
     assert (meta.state, meta.attempts, meta.lease) == ("x", 2, "")
@@ -511,8 +511,8 @@ def test_fail_of_several_jobs(lua: Lua) -> None:
     tokens = dict(zip(taken.ids, taken.tokens, strict=True))
     failures = [Failure("a", tokens["a"], "e1"), Failure("b", tokens["b"], "e2")]
     assert calls.fail(lua.p, T, Rules(2, BACKOFF), failures).run(lua.r)[:2] == (1, 1)
-    assert Meta.decode(lua.r.hget(lua.k(T).meta, "a")).state == "q"
-    assert Meta.decode(lua.r.hget(lua.k(T).meta, "b")).state == "x"
+    assert Meta.decode(lua.raw_meta(T, "a")).state == "q"
+    assert Meta.decode(lua.raw_meta(T, "b")).state == "x"
 
 
 def test_fail_permanent_goes_dead_with_retries_left(lua: Lua) -> None:
@@ -585,7 +585,7 @@ def test_acks_ride_with_a_take_done_first_then_the_take_leases(lua: Lua) -> None
     assert meta is not None
     assert meta.state == "d"
     assert lua.r.lrange(lua.k(T).done, 0, -1) == ["a"]
-    assert lua.r.hget(lua.k(T).bodies, "a") is None
+    assert lua.body(T, "a") is None
     assert list(lua.leases(T)) == ["b"]
 
 
@@ -613,7 +613,7 @@ def test_a_take_whose_acks_empty_a_topic_that_keeps_no_receipts_forgets_it(lua: 
     taken = lua.take(T, count=5, acks=[("a", lease.token, 7)], keeping=Rules(keep_done_ms=0))
     assert (taken.acked, taken.ids) == (1, [])
     assert T not in lua.r.smembers(lua.p.topics)
-    assert lua.r.exists(lua.k(T).meta, lua.k(T).control) == 0
+    assert (lua.meta_ids(T), lua.r.exists(lua.k(T).control)) == ([], 0)
     assert lua.leases(T) == {}
 
 
@@ -680,7 +680,7 @@ def test_a_lane_of_acks_that_empties_its_topic_forgets_it(lua: Lua) -> None:
     x, y = calls.takes(lua.p, parts).run(lua.r)
     assert (x.acked, y.ids) == (1, ["y1"])
     assert lua.r.smembers(lua.p.topics) == {"y"}
-    assert lua.r.exists(lua.k("x").meta, lua.k("x").control) == 0
+    assert (lua.meta_ids("x"), lua.r.exists(lua.k("x").control)) == ([], 0)
     assert lua.leases("x") == {}
 
 

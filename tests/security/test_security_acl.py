@@ -19,7 +19,10 @@ import redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from delayq import NotReplicated, Queue, RedisUnavailable
+from delayq.loops.sweeper import Sweeper
+from delayq.store.keys import Keyspace
 
+from support.scripts import to_older_layout
 from support.security import (
     ACL_COMMANDS,
     CLIENT_COMMANDS,
@@ -108,7 +111,21 @@ def test_the_whole_lifecycle_runs_as_the_acl_user_and_needs_every_command(
         "client"
     )
     assert "auth" in monitor.commands("client")
-    assert monitor.commands("lua") == set(SCRIPT_COMMANDS), monitor.commands("lua")
+    # And the walk that moves an older version's jobs into the partition's job hashes, as the ACL user.
+    assert to_older_layout(admin, Keyspace(acl_namespace, 1).partitions[0]) > 0
+    use_redis(monkeypatch, user_url(server), acl_namespace)
+    upgraded = Queue.from_env()
+    sweeper = Sweeper(upgraded)
+    try:
+        with Monitor(server.client()) as walk:
+            sweeper.sweep_once()
+    finally:
+        sweeper.release()
+        upgraded.close()
+    assert all(partition.moved.known for partition in upgraded.keys.partitions)
+    assert admin.execute_command("ACL", "LOG") == [], "a command of the walk was refused"
+    lua = monitor.commands("lua") | walk.commands("lua")
+    assert lua == set(SCRIPT_COMMANDS), lua
     # Every key delayq wrote is the namespace's.
     keys = set(admin.scan_iter(count=1000))
     assert keys, "the lifecycle wrote nothing"

@@ -330,10 +330,11 @@ def stored_states(admin: redis.Redis | RedisCluster, keys: Keyspace, ids: Iterab
         groups[keys.for_job(TOPIC, job_id).index].append(job_id)
     states: dict[str, str] = {}
     for index, group in groups.items():
-        meta = keys.partitions[index].topic_keys(TOPIC)[TOPIC_KEYS.index("meta")]
+        metas = keys.partitions[index].metas
         for first in range(0, len(group), 1000):
             chunk = group[first : first + 1000]
-            states |= {job_id: value[0] for job_id, value in zip(chunk, admin.hmget(meta, chunk), strict=True) if value}
+            values = admin.hmget(metas, [f"{TOPIC}/{job_id}" for job_id in chunk])
+            states |= {job_id: value[0] for job_id, value in zip(chunk, values, strict=True) if value}
     return states
 
 
@@ -341,8 +342,8 @@ def unsettled_in_redis(admin: redis.Redis | RedisCluster, keys: Keyspace) -> Cou
     """Jobs of the topic neither done nor dead, by state letter, over every partition."""
     found: Counter[str] = Counter()
     for partition in keys.partitions:
-        meta = partition.topic_keys(TOPIC)[TOPIC_KEYS.index("meta")]
-        found.update(value[0] for value in admin.hvals(meta) if value[0] not in "dx")
+        found.update(value[0] for field, value in admin.hgetall(partition.metas).items()
+                     if field.startswith(f"{TOPIC}/") and value[0] not in "dx")  # fmt: skip
     return found
 
 

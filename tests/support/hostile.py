@@ -118,8 +118,9 @@ class State:
     the content.
 
     Every refresh checks the namespace invariant (``invariants.check``): in full the first time, then
-    for the topics whose keys changed since (a topic whose keys did not change keeps the verdict it
-    had), plus the keys and topic sets of the whole namespace every time. ``jobs`` is every job of the
+    for the topics whose keys changed since, or whose jobs or leases changed in the partition's hashes
+    and sets of them (a topic none of whose changed keeps the verdict it had), plus the keys and topic
+    sets of the whole namespace every time. ``jobs`` is every job of the
     namespace as of the last refresh."""
 
     def __init__(self, client: redis.Redis, namespace: str) -> None:
@@ -138,6 +139,19 @@ class State:
             pipe.dump(key)
         return {key: value for key, value in zip(keys, pipe.execute(), strict=True) if value is not None}
 
+    def touched_in_partition_keys(self, view: Snapshot, keys: list[str]) -> set[tuple[int, str]]:
+        """The topics whose jobs changed in the partition's job hashes and lease sets among ``keys``
+        (fields and members ``topic/id``): what changed there, compared with the last view."""
+        p = self.keyspace.partitions[0]
+        touched: set[tuple[int, str]] = set()
+        for key in set(keys) & {p.metas, p.bodies, p.leases, p.leases_lex}:
+            before, after = self.view.get(key, ("", {}))[1], view.get(key, ("", {}))[1]
+            before, after = dict(before), dict(after)  # a hash, or a sorted set's (member, score) pairs
+            for name in before.keys() | after.keys():
+                if before.get(name) != after.get(name):
+                    touched.add((p.index, name.partition("/")[0]))
+        return touched
+
     def refresh(self) -> tuple[Snapshot, dict[tuple[str, str], StoredJob]]:
         """The namespace now, and its jobs; raises ``invariants.Broken`` if it breaks the invariant."""
         dumps = self.raw()
@@ -151,6 +165,7 @@ class State:
         elif changed or gone:
             touched = {(p.index, topic) for key in [*changed, *gone] if (where := topic_of_key(key, self.keyspace))
                        for p, topic, _ in [where]}  # fmt: skip
+            touched |= self.touched_in_partition_keys(view, [*changed, *gone])
             fresh = check(view, self.namespace, now_ms=server_ms(self.r), topics=touched)
             jobs = {key: job for key, job in self.jobs.items() if (0, key[0]) not in touched}
             jobs.update(fresh)

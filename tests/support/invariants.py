@@ -86,7 +86,8 @@ PARKED = re.compile(r"(.+)\|(\d{15})\|(.+)")  # a parked job: key|run_at|id (lua
 PARTITION_KINDS = {"_topics": "set", "_seq": "string", "_lock": "string", "_untaken": "zset", "_schedules": "zset",
                    "_schedule_defs": "hash", "_schedule_state": "hash", "_schedules_due": "zset",
                    "_delayed": "zset", "_ready": "zset", "_receipts": "zset", "_leased": "zset", "_leased_lex": "zset",
-                   "_indexed": "string", "_outbox": "list", "_inbox": "hash"}  # fmt: skip
+                   "_indexed": "string", "_outbox": "list", "_inbox": "hash", "_metas": "hash", "_bodies": "hash",
+                   "_jobs_moved": "string"}  # fmt: skip
 SCHEDULE = re.compile(rf"({TOPIC_NAME.pattern})/({SCHEDULE_NAME_PATTERN.strip('^$')})")
 PROGRESS = re.compile(r"(\d+)\|(\d*)\|([0-9a-f]*)\|((?:[crx]\d+|d)(?:,(?:[crx]\d+|d))*)?")
 PLACE_OF_STATE = {"q": ("delayed", "ready"), "l": ("leased",), "x": ("dead",), "d": ("done",)}
@@ -189,7 +190,10 @@ def read_atomic(client: redis.Redis, namespace: str, partitions: int = 1) -> Sna
                 pipe.zrange(index, 0, -1, withscores=True)
                 layout.append((index, "zset"))
             pipe.get(p.indexed)
-            layout.append((p.indexed, "string"))
+            pipe.get(p.jobs_moved)
+            pipe.hgetall(p.metas)
+            pipe.hgetall(p.bodies)
+            layout += [(p.indexed, "string"), (p.jobs_moved, "string"), (p.metas, "hash"), (p.bodies, "hash")]
             names, defs, state, due = p.schedule_keys()
             pipe.zrange(names, 0, -1, withscores=True)
             pipe.hgetall(defs)
@@ -336,7 +340,9 @@ class _Examination:
             p, topic, part = where
             if not TOPIC_NAME.fullmatch(topic):
                 self.found.append(f"key {key!r} of an invalid topic name {topic!r}")
-            if kind != KINDS[part]:
+            if part in ("meta", "bodies"):  # where a version before the job hashes kept them
+                self.found.append(f"{key}: jobs of an older version, not moved into the partition's job hashes")
+            elif kind != KINDS[part]:
                 self.found.append(f"{key} is a {kind}, not a {KINDS[part]}")
             else:
                 by_topic.setdefault((p.index, topic), {})[part] = content
@@ -364,6 +370,9 @@ class _Examination:
         seq_text = str(self.snap.get(p.seq, ("string", "0"))[1])
         seq = int(seq_text) if seq_text.isdigit() else 0
         tokens: Counter[str] = Counter()
+        for kind, key in (("meta", p.metas), ("bodies", p.bodies)):
+            for topic, held in self.job_hash(key).items():
+                topics.setdefault(topic, {})[kind] = held
         for topic, held in self.leases(p).items():
             if topic in topics:
                 topics[topic]["leased"] = held
@@ -385,6 +394,16 @@ class _Examination:
             twice = {token: n for token, n in tokens.items() if n > 1}
             self.found += [f"lease token {token} held by {n} jobs in partition {p.index}" for token, n in twice.items()]
         self.schedules(p)
+
+    def job_hash(self, key: str) -> dict[str, dict[str, str]]:
+        """One of a partition's job hashes by topic, {id: value} (``lua/includes/jobs.lua``)."""
+        by_topic: dict[str, dict[str, str]] = {}
+        for field, value in dict(self.snap.get(key, ("hash", {}))[1]).items():
+            topic, _, job_id = field.partition("/")
+            if not TOPIC_NAME.fullmatch(topic) or not JOB_ID.fullmatch(job_id):
+                self.found.append(f"{key}: {field!r} is not topic/id")
+            by_topic.setdefault(topic, {})[job_id] = value
+        return by_topic
 
     def leases(self, p: Partition) -> dict[str, list[tuple[str, float]]]:
         """The partition's leases by topic, [(id, deadline)]; its two lease sets agree."""

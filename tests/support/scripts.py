@@ -74,6 +74,39 @@ def dump(client: redis.Redis, namespace: str) -> dict[str, Any]:
     return out
 
 
+def job_field(topic: str, job_id: str) -> str:
+    """A job's field in its partition's job hashes (``lua/includes/jobs.lua``)."""
+    return f"{topic}/{job_id}"
+
+
+def job_meta(client: redis.Redis, partition: Partition, topic: str, job_id: str) -> str | None:
+    return client.hget(partition.metas, job_field(topic, job_id))
+
+
+def job_body(client: redis.Redis, partition: Partition, topic: str, job_id: str) -> str | None:
+    return client.hget(partition.bodies, job_field(topic, job_id))
+
+
+def job_ids(client: redis.Redis, hash_key: str, topic: str) -> list[str]:
+    """The ids of ``topic``'s jobs in one of a partition's job hashes, sorted."""
+    prefix = job_field(topic, "")
+    return sorted(field[len(prefix) :] for field in client.hkeys(hash_key) if field.startswith(prefix))
+
+
+def to_older_layout(client: redis.Redis, partition: Partition) -> int:
+    """Puts every job of the partition where a version before its job hashes kept it, and takes its
+    mark away: what an upgraded namespace holds. Returns the jobs moved."""
+    moved = 0
+    for hash_key, kind in ((partition.metas, "meta"), (partition.bodies, "bodies")):
+        for field, value in client.hgetall(hash_key).items():
+            topic, _, job_id = field.partition("/")
+            client.hset(partition.topic_key(topic, kind), job_id, value)
+            moved += kind == "meta"
+        client.delete(hash_key)
+    client.delete(partition.jobs_moved)
+    return moved
+
+
 @dataclass
 class TopicKeys:
     """The keys of one topic in one partition, by name."""
@@ -116,10 +149,16 @@ class Lua:
     """The product's script calls (``delayq.store.calls``) on one partition of a namespace, with the
     defaults these tests use, and direct reads of what the scripts wrote."""
 
-    def __init__(self, client: redis.Redis, namespace: str, partitions: int = 1, index: int = 0) -> None:
+    def __init__(
+        self, client: redis.Redis, namespace: str, partitions: int = 1, index: int = 0, *, moved: bool = True
+    ) -> None:
+        """``moved``: the partitions hold no job of a version before their job hashes (a namespace this
+        version made), as ``Namespace`` learns it."""
         self.r = client
         self.keyspace = Keyspace(namespace, partitions)
         self.p = self.keyspace.partitions[index]
+        for partition in self.keyspace.partitions:
+            partition.moved.known = moved
 
     def k(self, topic: str) -> TopicKeys:
         return TopicKeys.of(self.p, topic)
@@ -280,8 +319,30 @@ class Lua:
     # ------------------------------------------------------------------ reads
 
     def meta(self, topic: str, job_id: str) -> Meta | None:
-        raw = self.r.hget(self.k(topic).meta, job_id)
+        raw = self.raw_meta(topic, job_id)
         return None if raw is None else Meta.decode(raw)
+
+    def raw_meta(self, topic: str, job_id: str) -> str | None:
+        """The job's meta as stored (``lua/includes/jobs.lua``)."""
+        return job_meta(self.r, self.p, topic, job_id)
+
+    def body(self, topic: str, job_id: str) -> str | None:
+        """The job's body (a receipt's result) as stored."""
+        return job_body(self.r, self.p, topic, job_id)
+
+    def set_meta(self, topic: str, job_id: str, raw: str) -> None:
+        self.r.hset(self.p.metas, job_field(topic, job_id), raw)
+
+    def set_body(self, topic: str, job_id: str, raw: str) -> None:
+        self.r.hset(self.p.bodies, job_field(topic, job_id), raw)
+
+    def meta_ids(self, topic: str) -> list[str]:
+        """The ids of the topic's jobs that have a meta, sorted."""
+        return job_ids(self.r, self.p.metas, topic)
+
+    def body_ids(self, topic: str) -> list[str]:
+        """The ids of the topic's jobs that have a body (or a result), sorted."""
+        return job_ids(self.r, self.p.bodies, topic)
 
     def history(self, topic: str, job_id: str) -> list[Attempt]:
         """The job's attempts as ``GET`` shows them (its stored history, and a receipt's success)."""
@@ -307,9 +368,12 @@ class Lua:
             found.add("dead")
         if job_id in self.r.lrange(k.done, 0, -1):  # holes are '' and never an id
             found.add("done")
-        for name in ("meta", "bodies", "errors"):
-            if self.r.hexists(getattr(k, name), job_id):
-                found.add(name)
+        if self.raw_meta(topic, job_id) is not None:
+            found.add("meta")
+        if self.body(topic, job_id) is not None:
+            found.add("bodies")
+        if self.r.hexists(k.errors, job_id):
+            found.add("errors")
         return found
 
     def make_due(self, topic: str, job_id: str, ago_ms: int = 1) -> None:
@@ -319,7 +383,7 @@ class Lua:
         assert meta is not None
         assert self.r.zscore(k.delayed, job_id) is not None
         past = server_ms(self.r) - ago_ms
-        self.r.hset(k.meta, job_id, replace(meta, run_at_ms=past).encode())
+        self.set_meta(topic, job_id, replace(meta, run_at_ms=past).encode())
         self.r.zadd(k.delayed, {job_id: past})
         self.r.zadd(self.p.delayed_index, {topic: past}, lt=True)  # as a script moving it would
 

@@ -54,6 +54,7 @@ from delayq.targets.webhook import (
 )
 
 from support.loops import running, state, wait_until
+from support.scripts import job_meta
 
 SECRET = "whsec-test-5e3f1a"
 MakeQueue = Callable[..., Queue]
@@ -877,7 +878,7 @@ def test_retries_25_with_backoff_0_are_spaced_a_second_apart(make_queue: MakeQue
     topics = _hooks(server.url("/status/503"), retries=0, backoff=[0])
     queue = make_queue(topics=topics, tick=0.05)
     queue.enqueue("hooks", {"n": 1}, id="hammer", retries=2, backoff=[0])  # its own backoff, and retries
-    [meta] = queue.redis.hmget(queue.keys.for_job("hooks", "hammer").topic_key("hooks", "meta"), ["hammer"])
+    meta = job_meta(queue.redis, queue.keys.for_job("hooks", "hammer"), "hooks", "hammer")
     assert Meta.decode(meta).backoff_ms == (1000,)
     with running(Consumer(queue)):
         assert wait_until(lambda: state(queue, "hooks", "hammer") == "dead", timeout=15)

@@ -204,15 +204,36 @@ def test_the_lua_side_names_the_topic_keys_in_the_same_order():
     assert count
     assert int(count.group(1)) == len(TOPIC_KEYS)
     offsets = dict(re.findall(r"(\w+) = KEYS\[first(?: \+ (\d+))?\]", source))
-    assert sorted(offsets, key=lambda name: int(offsets[name] or 0)) == list(TOPIC_KEYS)
+    # The topic's own job hashes are where a version before the partition's job hashes kept them
+    older = [f"old_{kind}" if kind in ("meta", "bodies") else kind for kind in TOPIC_KEYS]
+    assert sorted(offsets, key=lambda name: int(offsets[name] or 0)) == older
 
 
 def test_a_key_group_is_the_topics_keys_then_the_partitions_topic_index(partition):
     group = partition.key_group("orders")
     assert group[: len(TOPIC_KEYS)] == partition.topic_keys("orders")
     index = [partition.topics, partition.delayed_index, partition.ready_index, partition.receipts_index]
-    assert group[len(TOPIC_KEYS) :] == [*index, partition.leases, partition.leases_lex]
+    assert group[len(TOPIC_KEYS) :] == [
+        *index,
+        partition.leases,
+        partition.leases_lex,
+        partition.metas,
+        partition.bodies,
+    ]
     source = build_source("stats")
     size = re.search(r"local KEY_GROUP_SIZE = TOPIC_KEY_COUNT \+ (\d+)", source)
     assert size
     assert int(size.group(1)) == len(TOPIC_INDEX_KEYS)
+
+
+def test_once_its_jobs_are_moved_a_group_names_the_partitions_job_hashes_where_the_topics_were():
+    """What tells the scripts to look for jobs in the partition's job hashes alone (jobs.lua): the
+    places of the topic's own ``meta`` and ``bodies`` name them."""
+    partition = Keyspace("delayq", 2).partitions[1]
+    before = partition.key_group("orders")
+    assert before[TOPIC_KEYS.index("meta")] == partition.topic_key("orders", "meta")
+    partition.moved.known = True
+    after = partition.key_group("orders")
+    assert after[TOPIC_KEYS.index("meta")] == after[-2] == partition.metas
+    assert after[TOPIC_KEYS.index("bodies")] == after[-1] == partition.bodies
+    assert [key for key, was in zip(after, before, strict=True) if key != was] == [partition.metas, partition.bodies]

@@ -40,6 +40,7 @@ log = logging.getLogger("delayq.sweep")
 
 SWEEP_LIMIT = 1000  # jobs moved plus leases taken back per Lua call
 TOPICS_PER_CALL = 64  # topics per Lua call (a key group each)
+MOVE_JOBS_CALLS = 8  # calls of the walk that moves an older version's jobs, per pass, at most
 SWEEP_LAG_MS = 100  # a due job is the sweeper's once no consumer took it for this long
 
 
@@ -55,6 +56,7 @@ class _PartitionState:
     due: list[str] = field(default_factory=list)  # the topics the last call said have work now
     busy: bool = False  # the last call said more is due now
     work_at: float = math.inf  # monotonic time the last call said the sweeper's next work falls due
+    moving: dict[str, str] | None = None  # the walk moving an older version's jobs: topic -> where it is
 
 
 class Sweeper:
@@ -198,6 +200,8 @@ class Sweeper:
                 swept = self._sweep_topics(state, swept.due[:TOPICS_PER_CALL])
             if swept.outbox:
                 self._callbacks(state.partition)
+            if not state.partition.moved.known:
+                self._move_jobs(state)
             self._adapt_lag(state, found_work=found_work, woken_for_work=woken_for_work)
         except _LockLost:
             state.held = False
@@ -241,6 +245,33 @@ class Sweeper:
             swept = self._sweep_topics(state, chunk, walked=n == len(chunks))
         assert swept is not None
         return swept
+
+    def _move_jobs(self, state: _PartitionState) -> None:
+        """Moves the jobs a version before the partitions' job hashes kept in its topics' own hashes
+        (``move_jobs.lua``), ``MOVE_JOBS_CALLS`` bounded calls per pass over the topics of ``_topics``;
+        once none is left, marks the partition, and its scripts look nowhere else."""
+        partition, redis = state.partition, self.namespace.redis
+        if state.moving is None:
+            if calls.jobs_moved(partition).run(redis):
+                partition.moved.known = True
+                return
+            state.moving = {str(topic): "m0" for topic in redis.smembers(partition.topics)}
+            topics = len(state.moving)
+            log.info("moving the jobs of partition %d (%d topics) into its job hashes", partition.index, topics)
+        for _ in range(MOVE_JOBS_CALLS):
+            if not state.moving:
+                partition.moved.known = calls.jobs_moved(partition, mark=True).run(redis)
+                log.info("partition %d keeps every job in its job hashes", partition.index)
+                return
+            walks = dict(sorted(state.moving.items())[:TOPICS_PER_CALL])
+            moved = calls.move_jobs(partition, self.token, walks, self.limit).run(redis)
+            if moved is None:
+                raise _LockLost
+            for topic, at in moved.items():
+                if at:
+                    state.moving[topic] = at
+                else:
+                    del state.moving[topic]
 
     def _sweep_topics(self, state: _PartitionState, topics: list[str], *, walked: bool = False) -> Swept:
         """One sweep call for ``topics``, its counts added up."""

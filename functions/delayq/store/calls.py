@@ -499,9 +499,35 @@ def unlock(partition: Partition, token: str) -> Call[bool]:
     return Call(Scripts.unlock, [partition.lock], [token], bool)
 
 
-def layout(keyspace: Keyspace) -> Call[int]:
+class Layout(NamedTuple):
+    partitions: int  # the namespace's partition count, as recorded
+    new: bool  # recorded by this call: the namespace's first use
+
+
+def layout(keyspace: Keyspace) -> Call[Layout]:
     """Records the keyspace's partition count at the namespace's first use; the count recorded."""
-    return Call(Scripts.layout, [keyspace.layout], [len(keyspace)], int)
+    return Call(Scripts.layout, [keyspace.layout], [len(keyspace)], lambda reply: Layout(int(reply[0]), reply[1] == 1))
+
+
+def jobs_moved(partition: Partition, *, mark: bool = False) -> Call[bool]:
+    """Whether no job of the partition is left in its topics' own hashes (its ``_jobs_moved`` mark);
+    with ``mark``, sets the mark first."""
+    return Call(Scripts.jobs_moved, [partition.jobs_moved], ["1" if mark else ""], bool)
+
+
+def move_jobs(partition: Partition, token: str, walks: dict[str, str], limit: int) -> Call[dict[str, str] | None]:
+    """A step of the sweeper's walk that moves jobs an older version kept in its topics' own hashes
+    (``move_jobs.lua``): ``walks`` is where each topic's walk is ('m0' to start); answers where each
+    is next ('' done), or None if the lock is lost."""
+    topics = list(walks)
+    keys = [partition.lock, *(key for topic in topics for key in partition.key_group(topic))]
+
+    def parse(reply: Any) -> dict[str, str] | None:
+        if reply == -5:
+            return None
+        return {topic: str(at) for topic, at in zip(topics, reply, strict=True)}
+
+    return Call(Scripts.move_jobs, keys, [token, limit, *(walks[topic] for topic in topics)], parse)
 
 
 # ------------------------------------------------------------------------------------ one job
@@ -518,7 +544,7 @@ class Inspected(NamedTuple):
 
 def inspect(partition: Partition, topic: str, job_id: str) -> Call[Inspected | None]:
     """A job read consistently; None when there is none."""
-    return Call(Scripts.inspect, partition.topic_keys(topic), [job_id], _inspected)
+    return Call(Scripts.inspect, partition.key_group(topic), [job_id], _inspected)
 
 
 def _inspected(reply: list[Any] | None) -> Inspected | None:
@@ -620,16 +646,17 @@ class KeysStep(NamedTuple):
     own: dict[str, tuple[str, int | None]]  # first step: key -> (its settings encoded or '', held until)
 
 
-KEYS_STEP = 1000  # metas a walk step reads, about
+KEYS_STEP = 1000  # ids (and metas) a walk step reads, about
 
 
 def keys_walk(
     partition: Partition, topic: str, cursor: str, key: str = "", *, metas: int = KEYS_STEP
 ) -> Call[KeysStep]:
-    """A step of the walk over ``topic``'s jobs in this partition from ``cursor`` ('0' to start),
-    counting each flow key's jobs (only ``key``'s, if given) by state, about ``metas`` of them (0: none,
-    only the keys' own settings and holds)."""
-    return Call(Scripts.keys_walk, partition.topic_keys(topic), [cursor, metas, key], _keys_step)
+    """A step of the walk over ``topic``'s jobs in this partition (its delayed set, ready list, fair and
+    parked sets, its leases) from ``cursor`` ('0' to start), counting each flow key's jobs (only
+    ``key``'s, if given) by state, about ``metas`` of them (0: none, only the keys' own settings and
+    holds)."""
+    return Call(Scripts.keys_walk, partition.key_group(topic), [cursor, metas, key], _keys_step)
 
 
 def _keys_step(reply: list[Any]) -> KeysStep:
@@ -718,13 +745,13 @@ def jobs_ready(partition: Partition, topic: str, *, limit: int, after: Place | N
         args = [limit, "", "", "", after]
     else:
         args = [limit, "" if after is None else after, "", "", ""]
-    return Call(Scripts.jobs_ready, partition.topic_keys(topic), args, _ready_page)
+    return Call(Scripts.jobs_ready, partition.key_group(topic), args, _ready_page)
 
 
 def jobs_done(partition: Partition, topic: str, *, limit: int, before: int | None) -> Call[ReadyPage]:
     """Up to ``limit`` receipts of ``topic`` (done jobs), newest first, before position ``before``."""
     args: list[Arg] = [limit, "" if before is None else before]
-    return Call(Scripts.jobs_done, partition.topic_keys(topic), args, _ready_page)
+    return Call(Scripts.jobs_done, partition.key_group(topic), args, _ready_page)
 
 
 def _place(place: Any, job_id: str) -> Place:
@@ -742,7 +769,7 @@ def _ready_page(reply: list[Any]) -> ReadyPage:
 
 def dead(partition: Partition, topic: str, limit: int) -> Call[list[DeadJob]]:
     """The ``limit`` most recent dead jobs of ``topic`` in this partition, newest first."""
-    return Call(Scripts.dead, partition.topic_keys(topic), [limit], lambda reply: _dead(topic, reply))
+    return Call(Scripts.dead, partition.key_group(topic), [limit], lambda reply: _dead(topic, reply))
 
 
 def _dead(topic: str, reply: list[Any]) -> list[DeadJob]:
@@ -778,7 +805,7 @@ class DeadPage(NamedTuple):
 def dead_errors(partition: Partition, topic: str, start: int, count: int) -> Call[DeadPage]:
     """``count`` dead jobs of ``topic`` in this partition from rank ``start`` (0: the newest death), each
     with its last error, not its body."""
-    return Call(Scripts.dead_errors, partition.topic_keys(topic), [start, count], _dead_page)
+    return Call(Scripts.dead_errors, partition.key_group(topic), [start, count], _dead_page)
 
 
 def _dead_page(reply: list[Any]) -> DeadPage:
@@ -803,7 +830,7 @@ def replay_oldest(partition: Partition, topic: str, limit: int) -> Call[int]:
 
 def purge(partition: Partition, topic: str, limit: int) -> Call[int]:
     """Deletes up to ``limit`` dead jobs for good, oldest deaths first; how many (0: none are left)."""
-    return Call(Scripts.purge, partition.topic_keys(topic), [limit], int)
+    return Call(Scripts.purge, partition.key_group(topic), [limit], int)
 
 
 # ------------------------------------------------------------------------------------ activity

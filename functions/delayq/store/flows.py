@@ -2,8 +2,11 @@
 hold; and its own settings, written to every partition (each enforces its share, ``core/flows.py``).
 
 Nothing indexes a topic's jobs by key (a key costs nothing on the hot path), so counting them walks
-the topic's jobs: ``keys_walk.lua``, ``calls.KEYS_STEP`` metas per call, every partition at once. A
-page of keys costs a walk of the topic, about a second per million jobs.
+the topic's jobs where they wait (its delayed set, ready list, fair and parked sets, its leases) and
+reads their metas: ``keys_walk.lua``, about ``calls.KEYS_STEP`` jobs per call, every partition at once.
+A page of keys costs a walk of the topic's jobs, however many other topics' jobs its partitions hold:
+a few seconds per million jobs. Jobs that move while the walk goes on may be counted twice or not
+at all: a busy topic's counts are close, not exact.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ never collide with a partition's.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -33,7 +33,8 @@ TOPIC_KEYS = (
     "parked",
     "wake",
 )
-TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_ready", "_receipts", "_leased", "_leased_lex")
+TOPIC_INDEX_KEYS = ("_topics", "_delayed", "_ready", "_receipts", "_leased", "_leased_lex", "_metas", "_bodies")
+OLD_METAS, OLD_BODIES = TOPIC_KEYS.index("meta"), TOPIC_KEYS.index("bodies")  # a version before _metas kept jobs there
 SCHEDULE_KEYS = ("_schedules", "_schedule_defs", "_schedule_state", "_schedules_due")
 
 
@@ -64,6 +65,15 @@ def partition_of(topic: str, job_id: str, partitions: int) -> int:
     return zlib.crc32(f"{topic}/{job_id}".encode()) % partitions
 
 
+@dataclass
+class JobsMoved:
+    """Whether this process knows that every job of a partition is in the partition's job hashes, none
+    left in its topics' own (where a version before them kept jobs): the sweeper moves those, then
+    marks the partition (``Partition.jobs_moved``)."""
+
+    known: bool = False
+
+
 @dataclass(frozen=True)
 class Partition:
     """The keys of one partition."""
@@ -71,6 +81,7 @@ class Partition:
     namespace: str
     index: int
     tag: str
+    moved: JobsMoved = field(default_factory=JobsMoved, compare=False, repr=False)
 
     @cached_property
     def prefix(self) -> str:
@@ -104,6 +115,21 @@ class Partition:
     def old_leased(self, topic: str) -> str:
         """Where a version before the partition's lease sets kept ``topic``'s leases (id -> deadline)."""
         return f"{self.prefix}{topic}:leased"
+
+    @property
+    def metas(self) -> str:
+        """Every job's meta, whatever its topic: ``topic/id`` -> its meta (``lua/includes/jobs.lua``)."""
+        return self.prefix + "_metas"
+
+    @property
+    def bodies(self) -> str:
+        """Every job's body (a receipt's result), whatever its topic: ``topic/id`` -> it."""
+        return self.prefix + "_bodies"
+
+    @property
+    def jobs_moved(self) -> str:
+        """Set once no job of the partition is left in its topics' own ``meta`` and ``bodies`` hashes."""
+        return self.prefix + "_jobs_moved"
 
     @property
     def ready_index(self) -> str:
@@ -159,9 +185,14 @@ class Partition:
         return f"{self.prefix}{topic}:{kind}"
 
     def key_group(self, topic: str) -> list[str]:
-        """What a script that changes ``topic`` is given: its keys, then the partition's topic index, in
-        ``TOPIC_INDEX_KEYS`` order (``lua/includes/topic_keys.lua`` reads them so)."""
-        return [*self.topic_keys(topic), *(self.prefix + kind for kind in TOPIC_INDEX_KEYS)]
+        """What a script about ``topic`` is given: its keys, then the partition's topic index and job
+        hashes, in ``TOPIC_INDEX_KEYS`` order (``lua/includes/topic_keys.lua`` reads them so). Once no
+        job can be left in the topic's own ``meta`` and ``bodies`` hashes, their places name the
+        partition's job hashes instead, and the scripts look nowhere else (``lua/includes/jobs.lua``)."""
+        keys = self.topic_keys(topic)
+        if self.moved.known:
+            keys[OLD_METAS], keys[OLD_BODIES] = self.metas, self.bodies
+        return [*keys, *(self.prefix + kind for kind in TOPIC_INDEX_KEYS)]
 
     @property
     def activity_prefix(self) -> str:

@@ -25,6 +25,8 @@ from .scripts import Replicas
 
 log = logging.getLogger("delayq")
 
+MOVED_CHECK_S = 60.0  # how often a process asks again whether the sweeper moved a partition's jobs
+
 
 class Namespace:
     """The namespace of ``settings`` (``DELAYQ_NAMESPACE``) on the Redis they name; ``redis`` to share
@@ -40,6 +42,7 @@ class Namespace:
         self.telemetry = telemetry or Telemetry.disabled()
         self._redis = redis
         self._layout_checked = False
+        self._moved_check_at: float | None = 0.0  # when to ask which partitions' jobs are moved; None: all are
         self.topics_from_redis = False  # its topics are those the loops published (``adopt_published_topics``)
 
     @property
@@ -49,6 +52,8 @@ class Namespace:
             self._redis = connect(self.settings)
         if not self._layout_checked:
             self._check_layout(self._redis)
+        if self._moved_check_at is not None and time.monotonic() >= self._moved_check_at:
+            self._check_moved(self._redis)
         return self._redis
 
     def _check_layout(self, client: RedisClient) -> None:
@@ -57,9 +62,12 @@ class Namespace:
         refuses a server that refuses ``WAIT``."""
         partitions = self.settings.partitions
         with redis_errors(self.server):
-            recorded = calls.layout(self.keys).run(client)
+            recorded, new = calls.layout(self.keys).run(client)
             if self.replicas is not None:
                 self._check_wait(client)
+            if new:  # no version before the partitions' job hashes kept a job here
+                for partition in self.keys.partitions:
+                    partition.moved.known = calls.jobs_moved(partition, mark=True).run(client)
         if recorded != partitions:
             raise ConfigError(
                 f"{ENV.PARTITIONS} is {partitions}, but namespace {self.settings.namespace!r} has {recorded} "
@@ -67,6 +75,23 @@ class Namespace:
                 "is fixed; use a new namespace for another)"
             )
         self._layout_checked = True
+
+    def _check_moved(self, client: RedisClient) -> None:
+        """Learns which partitions hold no job in their topics' own hashes any more (the sweeper moved
+        them, ``Partition.key_group``), asking again every ``MOVED_CHECK_S`` until all do. Only a cost
+        is at stake (the scripts look in both places meanwhile): a Redis that does not answer is
+        asked again later."""
+        self._moved_check_at = time.monotonic() + MOVED_CHECK_S
+        try:
+            with redis_errors(self.server):
+                for partition in self.keys.partitions:
+                    if not partition.moved.known:
+                        partition.moved.known = calls.jobs_moved(partition).run(client)
+        except RedisUnavailable as exc:
+            log.debug("which partitions' jobs are moved is asked again later: %s", exc.message)
+            return
+        if all(partition.moved.known for partition in self.keys.partitions):
+            self._moved_check_at = None
 
     def _check_wait(self, client: RedisClient) -> None:
         """``ConfigError`` naming ``DELAYQ_MIN_REPLICAS`` if the server refuses ``WAIT``: an error reply,

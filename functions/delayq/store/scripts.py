@@ -556,6 +556,8 @@ class Scripts:
     dead_errors = Script.load("dead_errors")
     unlock = Script.load("unlock")
     layout = Script.load("layout")
+    jobs_moved = Script.load("jobs_moved")
+    move_jobs = Script.load("move_jobs")
     activity_add = Script.load("activity_add")
     activity_read = Script.load("activity_read")
     lateness_read = Script.load("lateness_read")

@@ -1,7 +1,7 @@
 --[[
 dead: the most recent dead jobs of one topic.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     limit
 Returns 5 values per job, newest death first: id, died_at_ms, meta, body, last_error
 ]]

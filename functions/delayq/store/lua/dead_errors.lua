@@ -2,7 +2,7 @@
 dead_errors: a page of one topic's dead jobs in this partition, newest death first, with what each
 needs to be grouped by its error: not its body, and of its history only the last attempt.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     the rank to start at (0: the newest)
 ARGV[2]     how many
 Returns the partition's count of dead jobs, then 4 values per job: id, died_at_ms, meta, its history's

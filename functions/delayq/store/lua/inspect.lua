@@ -1,7 +1,7 @@
 --[[
 inspect: read one job, consistently.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     id
 Returns nil when there is no such job, else {state, meta, body, history, dead_at_ms}
   state    'delayed', 'ready', 'reserved', 'dead' or 'done'

@@ -6,7 +6,7 @@ kept (includes/receipts.lua), so the page ends just before index (cursor - the h
 a walk of the pages lists every receipt that stays exactly once, whatever is made (at the tail) or
 forgotten (at the head, or as holes) meanwhile. Holes are skipped. O(page + holes met).
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     limit: at most this many jobs
 ARGV[2]     the cursor: position of the last receipt listed, '' to start at the newest
 Returns {more, then 5 values per job: id, position, meta, result (as the bodies hash keeps it, nil:

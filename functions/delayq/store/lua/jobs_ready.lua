@@ -12,7 +12,7 @@ reaches the index from the nearer end of the list, node by node. In the fair set
 when it is still there, else after the jobs with a lower turn. Among the parked, the cursor is the
 member of the last job listed.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     limit: at most this many jobs
 ARGV[2]     the list cursor: position of the last job listed, '' to start at the head
 ARGV[3..4]  the fair set's cursor: turn and id of the last job listed there, '' '' while in the list

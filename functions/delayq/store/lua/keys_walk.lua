@@ -1,56 +1,166 @@
 --[[
-keys_walk: one step of a walk over a topic's jobs in this partition (HSCAN of its meta hash, bounded
-work per call), counting each flow key's jobs by state; the callers walk until the cursor is '0'.
-With ARGV[3], only that key's jobs count. A queued job is delayed until its run-at, ready from then.
-Then, on the first step (cursor '0'), the keys with settings of their own and the keys held.
+keys_walk: one step of a walk over a topic's jobs in this partition, counting each flow key's jobs by
+state (bounded work per call); the callers walk until the cursor is '0'. With ARGV[3], only that
+key's jobs count. Then, on the first step (cursor '0'), the keys with settings of their own and the
+keys held.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
-ARGV[1]     the HSCAN cursor ('0' to start)
-ARGV[2]     metas read per call, about; 0: none (the first step's settings and holds alone)
+The walk goes through the topic's own structures, where its queued and reserved jobs are, so that a
+walk costs the topic's jobs, not the partition's (whatever hash keeps their metas), and reads the
+metas of the ids it meets (jobs.lua), in this order:
+  d  the delayed set, by rank: delayed, or ready once due (its run-at past, not yet moved)
+  r  the ready list, by position (includes/queue.lua: a position never changes while its job stays
+     in the list, whatever is taken meanwhile); its holes are skipped: ready
+  f  the fair set (due jobs with a flow key waiting their turn), by rank: ready
+  p  the parked (includes/flow.lua: 'key|run_at|id', jobs held back by their key's limits), after
+     the last member read: ready
+  l  the topic's leases (includes/leases.lua: its lex range of the partition's _leased_lex), after
+     the last id read: reserved
+A job counts only if its meta says it is in that state (queued, or leased): an id met whose job is
+gone or has moved on is skipped. Jobs that move between the structures while a walk goes on (taken,
+settled, falling due, put back) may be counted twice or not at all, as with a hash scan: the counts of
+a busy topic are close, not exact.
+
+KEYS        the topic's key group (keys.py Partition.key_group)
+ARGV[1]     the cursor: '0' to start, else '<phase>:<where>' as a step returned it (opaque to callers)
+ARGV[2]     ids read per call, about (holes and parked members included); 0: none (the first step's
+            settings and holds alone)
 ARGV[3]     a key, or '' for every key
-Returns {next_cursor, now_ms, then 4 values per key with jobs: key, delayed, ready, reserved,
-         then (first step only) '', then 3 values per key with settings or a hold: key, settings
-         (KeyLimits.encode, '' for none), held_until_ms ('' for none)}
+Returns {next_cursor ('0': done), now_ms, then 4 values per key with jobs: key, delayed, ready,
+         reserved, then (first step only) '', then 3 values per key with settings or a hold: key,
+         settings (KeyLimits.encode, '' for none), held_until_ms ('' for none)}
 ]]
 -- @include time
 -- @include topic_keys
 -- @include meta
+-- @include leases
+-- @include jobs
+
+local CHUNK = 1000  -- ids per read at most (unpack has a limit)
+local HOLE = ''  -- a hole of the ready list (queue.lua)
 
 local K = topic_keys(1)
 local now = now_ms()
 local only = ARGV[3]
-local step = {'0', {}}  -- no metas asked for: the keys' own settings and holds alone
-if tonumber(ARGV[2]) > 0 then
-  step = redis.call('HSCAN', K.meta, ARGV[1], 'COUNT', tonumber(ARGV[2]))
+local budget = tonumber(ARGV[2])
+local phase, at = 'd', ''
+if ARGV[1] ~= '0' then
+  phase, at = string.match(ARGV[1], '^([drfpl]):(.*)$')
+  if not phase then
+    return redis.error_reply('ERR keys_walk: bad cursor')
+  end
 end
+
 local counts, order = {}, {}
-local fields = step[2]
-for i = 1, #fields, 2 do
-  local raw = fields[i + 1]
-  local key = meta_key(raw)
-  if key ~= '' and (only == '' or key == only) then
-    local state = string.sub(raw, 1, 1)
-    local slot
-    if state == QUEUED then
-      slot = 1
-      if tonumber(string.match(raw, '^%a|%d+|(%d+)|')) <= now then
-        slot = 2
+local function count(key, slot)
+  local c = counts[key]
+  if not c then
+    c = {0, 0, 0}
+    counts[key] = c
+    order[#order + 1] = key
+  end
+  c[slot] = c[slot] + 1
+end
+
+-- Counts the jobs `ids` in `state` by their metas, each in its slot (`due`: by id, the delayed set's
+-- due jobs, which count as ready).
+local function tally(ids, state, slot, due)
+  if #ids == 0 then
+    return
+  end
+  for i, raw in ipairs(metas_get(K, ids)) do
+    if raw and string.sub(raw, 1, 1) == state then
+      local key = meta_key(raw)
+      if key ~= '' and (only == '' or key == only) then
+        count(key, due and due[ids[i]] and 2 or slot)
       end
-    elseif state == RESERVED then
-      slot = 3
-    end
-    if slot then
-      local c = counts[key]
-      if not c then
-        c = {0, 0, 0}
-        counts[key] = c
-        order[#order + 1] = key
-      end
-      c[slot] = c[slot] + 1
     end
   end
 end
-local out = {step[1], now}
+
+if budget <= 0 then
+  phase = nil  -- no job read: the walk is over at once
+end
+while phase and budget > 0 do
+  local want = math.min(budget, CHUNK)
+  local read, ids = 0, {}
+  if phase == 'd' then
+    local rank = tonumber(at) or 0
+    local got = redis.call('ZRANGE', K.delayed, rank, rank + want - 1, 'WITHSCORES')
+    local due = {}
+    for i = 1, #got, 2 do
+      ids[#ids + 1] = got[i]
+      if tonumber(got[i + 1]) <= now then
+        due[got[i]] = true
+      end
+    end
+    read = #ids
+    tally(ids, QUEUED, 1, due)
+    at = tostring(rank + read)
+  elseif phase == 'r' then
+    local length = redis.call('LLEN', K.ready)
+    local head = (tonumber(redis.call('HGET', K.control, 'tail')) or 0) - length  -- the head's position
+    local index = 0
+    if at ~= '' then
+      index = math.max(0, tonumber(at) - head)
+    end
+    local got = redis.call('LRANGE', K.ready, index, index + want - 1)
+    for _, id in ipairs(got) do
+      if id ~= HOLE then
+        ids[#ids + 1] = id
+      end
+    end
+    read = #got
+    tally(ids, QUEUED, 2)
+    at = tostring(head + index + read)
+  elseif phase == 'f' then
+    local rank = tonumber(at) or 0
+    ids = redis.call('ZRANGE', K.fair, rank, rank + want - 1)
+    read = #ids
+    tally(ids, QUEUED, 2)
+    at = tostring(rank + read)
+  elseif phase == 'p' then
+    local from = '-'
+    if at ~= '' then
+      from = '(' .. at
+    end
+    local members = redis.call('ZRANGE', K.parked, from, '+', 'BYLEX', 'LIMIT', 0, want)
+    for _, member in ipairs(members) do
+      local key, id = string.match(member, '^([^|]*)|%d+|(.*)$')
+      if only == '' or key == only then
+        ids[#ids + 1] = id
+      end
+    end
+    read = #members
+    tally(ids, QUEUED, 2)
+    if read > 0 then
+      at = members[read]
+    end
+  else  -- 'l'
+    local from, to = leases_range(K)
+    if at ~= '' then
+      from = '(' .. lease_member(K, at)
+    end
+    local members = redis.call('ZRANGE', K.leases_lex, from, to, 'BYLEX', 'LIMIT', 0, want)
+    for i, member in ipairs(members) do
+      ids[i] = string.sub(member, #K.name + 2)
+    end
+    read = #ids
+    tally(ids, RESERVED, 3)
+    if read > 0 then
+      at = ids[read]
+    end
+  end
+  budget = budget - read
+  if read < want then  -- this structure is walked: the next one, from its start
+    phase, at = string.match('drfpl', phase .. '(.)'), ''
+  end
+end
+
+local cursor = '0'
+if phase then
+  cursor = phase .. ':' .. at
+end
+local out = {cursor, now}
 for _, key in ipairs(order) do
   local c = counts[key]
   out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = key, c[1], c[2], c[3]

@@ -5,11 +5,11 @@ partitions nobody else uses) is refused instead of stranding jobs.
 
 KEYS[1]  the namespace's _layout key
 ARGV[1]  this client's partition count
-Returns the recorded count: ARGV[1] if this call recorded it.
+Returns {the recorded count, 1 if this call recorded it (the namespace is new), else 0}.
 ]]
 local recorded = redis.call('GET', KEYS[1])
 if recorded then
-  return recorded
+  return {recorded, 0}
 end
 redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+return {ARGV[1], 1}

@@ -1,7 +1,7 @@
 --[[
 purge: delete dead jobs of one topic for good, oldest deaths first.
 
-KEYS[1..17] the topic's keys (keys.py TOPIC_KEYS)
+KEYS        the topic's key group (keys.py Partition.key_group)
 ARGV[1]     limit: at most this many in this call
 Returns the number purged; call again until it returns 0.
 ]]

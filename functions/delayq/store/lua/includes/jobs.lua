@@ -1,25 +1,56 @@
--- Where a job's meta (meta.lua) and its body (or a receipt's result, ack.lua) are kept: a field named
--- by its id in its topic's meta hash and in its topic's bodies hash. Every script reads and writes
--- them here, and nowhere else, so that where they are kept is this file's business alone.
+-- Where a job's meta (meta.lua) and its body (or a receipt's result, ack.lua) are kept: a field
+-- `topic/id` (no topic name has a '/') of the partition's _metas hash and of its _bodies hash,
+-- whatever the topic (keys.py TOPIC_INDEX_KEYS). Every script reads and writes them here, and nowhere
+-- else. One pair of hashes per partition rather than per topic, so that a call about many topics (a
+-- take of jobs alone in their topics) reads and writes the jobs of all of them with a command per
+-- hash (docs/how-it-works.md).
 --
 -- A call of many topics (take.lua) runs its lanes as a batch (jobs_each): each lane runs as a
 -- coroutine, and a lane that reads metas or bodies waits (yields) until every lane has either asked
 -- for its reads or finished; then the reads of all lanes are made together, a command per hash, and
 -- each lane goes on with its answers. The batch's writes are kept (and seen by its reads) and made at
 -- the call's end (jobs_flush), a command per hash and kind.
+--
+-- A version before these hashes kept each topic's jobs in hashes of the topic's own (field: the id),
+-- and the sweeper moves them (move_jobs.lua). Until this process knows a partition holds none there
+-- (keys.py key_group; K.old_meta and K.old_bodies are nil then), a job not found here is looked for
+-- there, and a job written or deleted here is deleted there, so that no older copy outlives it.
 
-local batch = nil  -- the open batch: {known = {hash -> {field -> value or false}}, wanted, writes, order}
+local batch = nil  -- the open batch: {known = {hash -> {field -> value or false}}, wanted, sources, writes, order, old}
 
 local function meta_hash(K)
-  return K.meta
+  return K.metas
 end
 
 local function body_hash(K)
   return K.bodies
 end
 
-local function field_of(_, id)
-  return id
+local function field_of(K, id)
+  return K.name .. '/' .. id
+end
+
+-- Topic K's own hash of the kind of `hash` (nil: no job can be left there).
+local function old_of(K, hash)
+  if hash == K.metas then
+    return K.old_meta
+  end
+  return K.old_bodies
+end
+
+-- The values of `old` for the ids whose values are false in `values`, filled in.
+local function fill_from_old(old, ids, values)
+  local missing, at = {}, {}
+  for i, value in ipairs(values) do
+    if not value then
+      missing[#missing + 1], at[#at + 1] = ids[i], i
+    end
+  end
+  if #missing > 0 then
+    for j, value in ipairs(redis.call('HMGET', old, unpack(missing))) do
+      values[at[j]] = value
+    end
+  end
 end
 
 -- In a batch: what is known of `hash` (fields read or written by the call so far).
@@ -38,6 +69,7 @@ local ASKED = {}  -- what is known of a field asked for and not read yet
 -- whether any of them is still to be read.
 local function want(hash, K, ids)
   local known, wanted, waiting = known_of(hash), batch.wanted[hash], false
+  local old = old_of(K, hash)
   for _, id in ipairs(ids) do
     local field = field_of(K, id)
     if known[field] == nil then
@@ -47,27 +79,46 @@ local function want(hash, K, ids)
       end
       wanted[#wanted + 1] = field
       known[field] = ASKED
+      if old then
+        local sources = batch.sources[hash] or {}
+        batch.sources[hash], sources[field] = sources, {old, id}
+      end
     end
     waiting = waiting or known[field] == ASKED
   end
   return waiting
 end
 
--- Makes the reads asked for: a command per hash. A field written since it was asked keeps what was
--- written.
+-- Makes the reads asked for: a command per hash (and, for fields not found, per topic hash they may
+-- be left in). A field written since it was asked keeps what was written.
 local function fetch()
   for hash, fields in pairs(batch.wanted) do
-    local known = batch.known[hash]
+    local known, sources = batch.known[hash], batch.sources[hash] or {}
     for first = 1, #fields, 1000 do  -- unpack has a limit
       local chunk = {unpack(fields, first, math.min(first + 999, #fields))}
-      for i, value in ipairs(redis.call('HMGET', hash, unpack(chunk))) do
+      local values = redis.call('HMGET', hash, unpack(chunk))
+      local olds = {}  -- topic hash -> the ids not found here that may be left there, and where
+      for i, value in ipairs(values) do
+        local source = not value and sources[chunk[i]]
+        if source then
+          local o = olds[source[1]] or {ids = {}, at = {}}
+          olds[source[1]] = o
+          o.ids[#o.ids + 1], o.at[#o.at + 1] = source[2], i
+        end
+      end
+      for old, o in pairs(olds) do
+        for j, value in ipairs(redis.call('HMGET', old, unpack(o.ids))) do
+          values[o.at[j]] = value
+        end
+      end
+      for i = 1, #chunk do
         if known[chunk[i]] == ASKED then
-          known[chunk[i]] = value
+          known[chunk[i]] = values[i]
         end
       end
     end
   end
-  batch.wanted = {}
+  batch.wanted, batch.sources = {}, {}
 end
 
 -- The values of `ids` of topic K in `hash`, in order (false where none).
@@ -80,7 +131,12 @@ local function read(hash, K, ids)
     for i, id in ipairs(ids) do
       fields[i] = field_of(K, id)
     end
-    return redis.call('HMGET', hash, unpack(fields))
+    local values = redis.call('HMGET', hash, unpack(fields))
+    local old = old_of(K, hash)
+    if old then
+      fill_from_old(old, ids, values)
+    end
+    return values
   end
   if want(hash, K, ids) then
     if coroutine.running() then
@@ -98,6 +154,13 @@ end
 
 -- Sets (value) or deletes (false) the fields of `values` ({id, value, id, value ...}) of K in `hash`.
 local function write(hash, K, values)
+  local old = old_of(K, hash)
+  local old_ids = {}
+  if old then
+    for i = 1, #values, 2 do
+      old_ids[#old_ids + 1] = values[i]
+    end
+  end
   if not batch then
     local sets, deletes = {}, {}
     for i = 1, #values, 2 do
@@ -114,6 +177,9 @@ local function write(hash, K, values)
     if #sets > 0 then
       redis.call('HSET', hash, unpack(sets))
     end
+    if #old_ids > 0 then
+      redis.call('HDEL', old, unpack(old_ids))
+    end
     return
   end
   local writes = batch.writes[hash]
@@ -126,6 +192,17 @@ local function write(hash, K, values)
   for i = 1, #values, 2 do
     local field = field_of(K, values[i])
     writes[field], known[field] = values[i + 1], values[i + 1]
+  end
+  if #old_ids > 0 then
+    local list = batch.old[old]
+    if not list then
+      list = {}
+      batch.old[old] = list
+      batch.order[#batch.order + 1] = old
+    end
+    for _, id in ipairs(old_ids) do
+      list[#list + 1] = id
+    end
   end
 end
 
@@ -189,12 +266,15 @@ end
 
 -- Writes the meta of a new job `id` of topic K unless it exists: true if written. Not in a batch.
 local function meta_create(K, id, meta)
+  if K.old_meta and redis.call('HGET', K.old_meta, id) then
+    return false
+  end
   return redis.call('HSETNX', meta_hash(K), field_of(K, id), meta) == 1
 end
 
 -- Opens a batch: the job reads and writes until jobs_flush are made together.
 local function jobs_batch()
-  batch = {known = {}, wanted = {}, writes = {}, order = {}}
+  batch = {known = {}, wanted = {}, sources = {}, writes = {}, order = {}, old = {}}
 end
 
 -- Runs fn(item) for each of `items` (in order, each as far as it goes before it reads), making the
@@ -226,8 +306,8 @@ end
 -- Makes the batch's writes, a command per hash and kind (deletions first), and closes it.
 local function jobs_flush()
   for _, hash in ipairs(batch.order) do
-    local sets, deletes = {}, {}
-    for field, value in pairs(batch.writes[hash]) do
+    local sets, deletes = {}, batch.old[hash] or {}
+    for field, value in pairs(batch.writes[hash] or {}) do
       if value then
         sets[#sets + 1], sets[#sets + 2] = field, value
       else
