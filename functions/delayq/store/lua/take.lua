@@ -404,11 +404,16 @@ if #taking > 1 then
 end
 index_batch()  -- the lanes' index writes, a command per index for all of them (topic_index.lua)
 lease_batch()  -- and their leases, a command per lease set (leases.lua)
-jobs_batch()  -- and their jobs' reads and writes, a command per hash (jobs.lua)
-local replies = jobs_each(lanes, function(lane)
-  return take_lane(lane.K, lane.a, lane.last, lane.listed)
-end)
-jobs_flush()
+local replies
+if #lanes == 1 then  -- its reads and writes of jobs are its own: made as they come
+  replies = {take_lane(lanes[1].K, lanes[1].a, lanes[1].last, lanes[1].listed)}
+else
+  jobs_batch()  -- the lanes' reads and writes of jobs, a command per hash for all of them (jobs.lua)
+  replies = jobs_each(lanes, function(lane)
+    return take_lane(lane.K, lane.a, lane.last, lane.listed)
+  end)
+  jobs_flush()
+end
 leases_flush()
 index_flush()
 outbox_flush(O)

@@ -9,14 +9,17 @@
 -- coroutine, and a lane that reads metas or bodies waits (yields) until every lane has either asked
 -- for its reads or finished; then the reads of all lanes are made together, a command per hash, and
 -- each lane goes on with its answers. The batch's writes are kept (and seen by its reads) and made at
--- the call's end (jobs_flush), a command per hash and kind.
+-- the call's end (jobs_flush), a command per hash and kind. Its bookkeeping is a few table writes per
+-- job: less than the commands it saves only where lanes are many, so a call of one lane has none.
 --
 -- A version before these hashes kept each topic's jobs in hashes of the topic's own (field: the id),
 -- and the sweeper moves them (move_jobs.lua). Until this process knows a partition holds none there
 -- (keys.py key_group; K.old_meta and K.old_bodies are nil then), a job not found here is looked for
 -- there, and a job written or deleted here is deleted there, so that no older copy outlives it.
 
-local batch = nil  -- the open batch: {known = {hash -> {field -> value or false}}, wanted, sources, writes, order, old}
+-- The open batch: its reads asked (requests), its writes (hash -> field -> value, false: deleted) in
+-- the order of their hashes, the ids to delete from topics' own hashes (topic hash -> ids).
+local batch = nil
 
 local function meta_hash(K)
   return K.metas
@@ -26,8 +29,20 @@ local function body_hash(K)
   return K.bodies
 end
 
+-- A job's field, made once per call and topic (a string made is hashed and interned: a take reads
+-- and writes each job's fields several times).
 local function field_of(K, id)
-  return K.name .. '/' .. id
+  local fields = K.fields
+  if not fields then
+    fields = {}
+    K.fields = fields
+  end
+  local field = fields[id]
+  if not field then
+    field = K.name .. '/' .. id
+    fields[id] = field
+  end
+  return field
 end
 
 -- Topic K's own hash of the kind of `hash` (nil: no job can be left there).
@@ -53,72 +68,63 @@ local function fill_from_old(old, ids, values)
   end
 end
 
--- In a batch: what is known of `hash` (fields read or written by the call so far).
-local function known_of(hash)
-  local known = batch.known[hash]
-  if not known then
-    known = {}
-    batch.known[hash] = known
+-- In a batch, asks for the values of `ids` of topic K in `hash`: a request, answered by fetch.
+local function ask(hash, K, ids)
+  local asked = batch.asked[hash]
+  if not asked then
+    asked = {fields = {}, requests = {}}
+    batch.asked[hash] = asked
+    batch.waiting = true
   end
-  return known
+  local fields, from = asked.fields, #asked.fields
+  for i, id in ipairs(ids) do
+    fields[from + i] = field_of(K, id)
+  end
+  local request = {from = from, K = K, ids = ids}
+  asked.requests[#asked.requests + 1] = request
+  return request
 end
 
-local ASKED = {}  -- what is known of a field asked for and not read yet
-
--- Asks, in a batch, for the fields of `ids` of topic K in `hash` that are not known yet. Returns
--- whether any of them is still to be read.
-local function want(hash, K, ids)
-  local known, wanted, waiting = known_of(hash), batch.wanted[hash], false
-  local old = old_of(K, hash)
-  for _, id in ipairs(ids) do
-    local field = field_of(K, id)
-    if known[field] == nil then
-      if not wanted then
-        wanted = {}
-        batch.wanted[hash] = wanted
-      end
-      wanted[#wanted + 1] = field
-      known[field] = ASKED
-      if old then
-        local sources = batch.sources[hash] or {}
-        batch.sources[hash], sources[field] = sources, {old, id}
-      end
-    end
-    waiting = waiting or known[field] == ASKED
-  end
-  return waiting
-end
-
--- Makes the reads asked for: a command per hash (and, for fields not found, per topic hash they may
--- be left in). A field written since it was asked keeps what was written.
+-- Answers the requests asked: a command per hash for all of them (and, for jobs not found, one per
+-- topic hash they may be left in). A field this batch wrote reads as written.
 local function fetch()
-  for hash, fields in pairs(batch.wanted) do
-    local known, sources = batch.known[hash], batch.sources[hash] or {}
-    for first = 1, #fields, 1000 do  -- unpack has a limit
-      local chunk = {unpack(fields, first, math.min(first + 999, #fields))}
-      local values = redis.call('HMGET', hash, unpack(chunk))
-      local olds = {}  -- topic hash -> the ids not found here that may be left there, and where
-      for i, value in ipairs(values) do
-        local source = not value and sources[chunk[i]]
-        if source then
-          local o = olds[source[1]] or {ids = {}, at = {}}
-          olds[source[1]] = o
-          o.ids[#o.ids + 1], o.at[#o.at + 1] = source[2], i
-        end
-      end
-      for old, o in pairs(olds) do
-        for j, value in ipairs(redis.call('HMGET', old, unpack(o.ids))) do
-          values[o.at[j]] = value
-        end
-      end
-      for i = 1, #chunk do
-        if known[chunk[i]] == ASKED then
-          known[chunk[i]] = values[i]
+  if not batch.waiting then
+    return
+  end
+  for hash, asked in pairs(batch.asked) do
+    local fields, values = asked.fields, nil
+    if #fields <= 1000 then  -- unpack has a limit
+      values = redis.call('HMGET', hash, unpack(fields))
+    else
+      values = {}
+      for first = 1, #fields, 1000 do
+        local got = redis.call('HMGET', hash, unpack(fields, first, math.min(first + 999, #fields)))
+        for i = 1, #got do
+          values[first + i - 1] = got[i]
         end
       end
     end
+    local written = batch.writes[hash]
+    for _, request in ipairs(asked.requests) do
+      local answer, from = {}, request.from
+      for i = 1, #request.ids do
+        local value = values[from + i]
+        if written then
+          local mine = written[fields[from + i]]
+          if mine ~= nil then
+            value = mine
+          end
+        end
+        answer[i] = value
+      end
+      local old = old_of(request.K, hash)
+      if old then
+        fill_from_old(old, request.ids, answer)
+      end
+      request.answer = answer
+    end
   end
-  batch.wanted, batch.sources = {}, {}
+  batch.asked, batch.waiting = {}, false
 end
 
 -- The values of `ids` of topic K in `hash`, in order (false where none).
@@ -138,18 +144,13 @@ local function read(hash, K, ids)
     end
     return values
   end
-  if want(hash, K, ids) then
-    if coroutine.running() then
-      coroutine.yield()  -- jobs_each fetches them with the other lanes' reads
-    else
-      fetch()
-    end
+  local request = ask(hash, K, ids)
+  if coroutine.running() then
+    coroutine.yield()  -- jobs_each fetches it with the other lanes' reads
+  else
+    fetch()
   end
-  local known, values = batch.known[hash], {}
-  for i, id in ipairs(ids) do
-    values[i] = known[field_of(K, id)]
-  end
-  return values
+  return request.answer
 end
 
 -- Sets (value) or deletes (false) the fields of `values` ({id, value, id, value ...}) of K in `hash`.
@@ -188,10 +189,8 @@ local function write(hash, K, values)
     batch.writes[hash] = writes
     batch.order[#batch.order + 1] = hash
   end
-  local known = known_of(hash)
   for i = 1, #values, 2 do
-    local field = field_of(K, values[i])
-    writes[field], known[field] = values[i + 1], values[i + 1]
+    writes[field_of(K, values[i])] = values[i + 1]
   end
   if #old_ids > 0 then
     local list = batch.old[old]
@@ -234,10 +233,16 @@ end
 
 -- The metas and the bodies of `ids` of topic K, in order: in a batch, read in one round.
 local function jobs_get(K, ids)
-  if batch then
-    want(body_hash(K), K, ids)
+  if not batch or #ids == 0 then
+    return metas_get(K, ids), bodies_get(K, ids)
   end
-  return metas_get(K, ids), bodies_get(K, ids)
+  local metas, bodies = ask(meta_hash(K), K, ids), ask(body_hash(K), K, ids)
+  if coroutine.running() then
+    coroutine.yield()
+  else
+    fetch()
+  end
+  return metas.answer, bodies.answer
 end
 
 -- Writes the metas of `values` ({id, meta, id, meta ...}) of topic K.
@@ -274,7 +279,7 @@ end
 
 -- Opens a batch: the job reads and writes until jobs_flush are made together.
 local function jobs_batch()
-  batch = {known = {}, wanted = {}, sources = {}, writes = {}, order = {}, old = {}}
+  batch = {asked = {}, waiting = false, writes = {}, order = {}, old = {}}
 end
 
 -- Runs fn(item) for each of `items` (in order, each as far as it goes before it reads), making the
