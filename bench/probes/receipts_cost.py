@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for shar
 from shared.servers import PrivateRedis
 
 from delayq import Queue, Settings, Topics
+from delayq.core.job import new_ids
 from delayq.store import calls
 from delayq.store.calls import JobWrite
-from delayq.store.queue import new_ids
 
 CYCLE, ACKS = 50, 5  # jobs per enqueue and take; acks per take (10 jobs each)
 BODY = '{"pad":"' + "x" * 90 + '"}'
