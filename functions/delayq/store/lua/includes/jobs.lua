@@ -127,6 +127,16 @@ local function fetch()
   batch.asked, batch.waiting = {}, false
 end
 
+-- Waits for the batch's reads asked: in a lane, until jobs_each fetches them with the other lanes'
+-- reads; else fetched at once.
+local function await()
+  if coroutine.running() then
+    coroutine.yield()
+  else
+    fetch()
+  end
+end
+
 -- The values of `ids` of topic K in `hash`, in order (false where none).
 local function read(hash, K, ids)
   if #ids == 0 then
@@ -145,11 +155,7 @@ local function read(hash, K, ids)
     return values
   end
   local request = ask(hash, K, ids)
-  if coroutine.running() then
-    coroutine.yield()  -- jobs_each fetches it with the other lanes' reads
-  else
-    fetch()
-  end
+  await()
   return request.answer
 end
 
@@ -237,11 +243,7 @@ local function jobs_get(K, ids)
     return metas_get(K, ids), bodies_get(K, ids)
   end
   local metas, bodies = ask(meta_hash(K), K, ids), ask(body_hash(K), K, ids)
-  if coroutine.running() then
-    coroutine.yield()
-  else
-    fetch()
-  end
+  await()
   return metas.answer, bodies.answer
 end
 
