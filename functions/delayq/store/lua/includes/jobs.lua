@@ -162,29 +162,32 @@ end
 -- Sets (value) or deletes (false) the fields of `values` ({id, value, id, value ...}) of K in `hash`.
 local function write(hash, K, values)
   local old = old_of(K, hash)
-  local old_ids = {}
+  local old_ids = nil
   if old then
+    old_ids = {}
     for i = 1, #values, 2 do
       old_ids[#old_ids + 1] = values[i]
     end
   end
   if not batch then
-    local sets, deletes = {}, {}
+    local sets, deletes = nil, nil  -- made when needed: most writes are all sets or all deletions
     for i = 1, #values, 2 do
       local field = field_of(K, values[i])
       if values[i + 1] then
+        sets = sets or {}
         sets[#sets + 1], sets[#sets + 2] = field, values[i + 1]
       else
+        deletes = deletes or {}
         deletes[#deletes + 1] = field
       end
     end
-    if #deletes > 0 then
+    if deletes then
       redis.call('HDEL', hash, unpack(deletes))
     end
-    if #sets > 0 then
+    if sets then
       redis.call('HSET', hash, unpack(sets))
     end
-    if #old_ids > 0 then
+    if old_ids and #old_ids > 0 then
       redis.call('HDEL', old, unpack(old_ids))
     end
     return
@@ -198,7 +201,7 @@ local function write(hash, K, values)
   for i = 1, #values, 2 do
     writes[field_of(K, values[i])] = values[i + 1]
   end
-  if #old_ids > 0 then
+  if old_ids and #old_ids > 0 then
     local list = batch.old[old]
     if not list then
       list = {}
@@ -224,8 +227,21 @@ local function metas_get(K, ids)
   return read(meta_hash(K), K, ids)
 end
 
+-- One job's value in `hash` (false where none).
+local function read_one(hash, K, id)
+  if batch then
+    return read(hash, K, {id})[1]
+  end
+  local value = redis.call('HGET', hash, field_of(K, id))
+  local old = not value and old_of(K, hash)
+  if old then
+    value = redis.call('HGET', old, id)
+  end
+  return value
+end
+
 local function meta_get(K, id)
-  return metas_get(K, {id})[1]
+  return read_one(meta_hash(K), K, id)
 end
 
 -- The bodies of `ids` of topic K (a done job's: its result), in order (false where none).
@@ -234,7 +250,7 @@ local function bodies_get(K, ids)
 end
 
 local function body_get(K, id)
-  return bodies_get(K, {id})[1]
+  return read_one(body_hash(K), K, id)
 end
 
 -- The metas and the bodies of `ids` of topic K, in order: in a batch, read in one round.
